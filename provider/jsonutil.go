@@ -1,0 +1,61 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Marshal encodes v the way serde_json does for duroxide's types: like json.Marshal but without
+// escaping '<', '>' and '&'. Use it (not json.Marshal) when the bytes must equal what duroxide
+// writes; json.Marshal output decodes to the same value but escapes those three characters.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// marshalTagged writes serde's externally tagged form {"tag":body}.
+func marshalTagged(tag string, body any) ([]byte, error) {
+	b, err := Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(tag)+len(b)+5)
+	out = append(out, '{', '"')
+	out = append(out, tag...)
+	out = append(out, '"', ':')
+	out = append(out, b...)
+	return append(out, '}'), nil
+}
+
+// unmarshalTagged reads serde's externally tagged form: an object with exactly one key.
+func unmarshalTagged(what string, data []byte) (string, json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return "", nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if len(m) != 1 {
+		return "", nil, fmt.Errorf("%s: want an object with exactly one variant key, got %d keys", what, len(m))
+	}
+	for k, v := range m {
+		return k, v, nil
+	}
+	panic("unreachable")
+}
+
+// decodeBody decodes an enum variant's body into T.
+func decodeBody[T any](what, variant string, body []byte) (T, error) {
+	var v T
+	if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
+		return v, fmt.Errorf("%s %s: body is null", what, variant)
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return v, fmt.Errorf("%s %s: %w", what, variant, err)
+	}
+	return v, nil
+}
