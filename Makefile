@@ -1,0 +1,53 @@
+# dxredis developer targets. Nothing here needs Docker; the throw-away Redis servers are started by
+# scripts-dev/*.sh, which .ci/run uses too.
+#
+#   make test          everything, on embedded miniredis (no Redis needed)
+#   make test-redis    Redis-dependent packages against a real server (DXREDIS_TEST_ADDR or a throw-away one)
+#   make test-cluster  Redis-dependent packages against a throw-away 3-primary Redis Cluster
+#   make lint          gofmt, go vet, staticcheck (when installed)
+#   make bench         benchmarks against a real server, results in bench/results-go.txt
+#   make fuzz          fuzz the wire decoders (FUZZTIME per target, default 60s)
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+# Tools installed with `go install` (e.g. staticcheck) are found without touching PATH by hand.
+export PATH := $(shell go env GOPATH 2>/dev/null)/bin:$(PATH)
+
+GO          ?= go
+TEST_FLAGS  ?= -count=1 -timeout 10m
+FUZZTIME    ?= 60s
+BENCH_OUT   ?= bench/results-go.txt
+# Packages that talk to Redis; ./cmd/... only once cmd/ exists.
+REDIS_PKGS  := ./redisprovider/... $(if $(wildcard cmd/*),./cmd/...)
+
+.PHONY: all test test-redis test-cluster lint bench fuzz
+
+all: lint test
+
+test:
+	$(GO) test $(TEST_FLAGS) ./...
+
+test-redis:
+	scripts-dev/redis-server.sh run -- $(GO) test $(TEST_FLAGS) $(REDIS_PKGS)
+
+test-cluster:
+	scripts-dev/redis-cluster.sh run -- $(GO) test $(TEST_FLAGS) ./redisprovider/...
+
+lint:
+	@echo '== gofmt -l'
+	@out=$$(gofmt -l .); if [[ -n $$out ]]; then echo "$$out"; echo 'gofmt: the files above need gofmt -w'; exit 1; fi
+	@echo '== go vet ./...'
+	@$(GO) vet ./...
+	@if command -v staticcheck >/dev/null; then \
+		echo '== staticcheck ./...'; staticcheck ./...; \
+	else \
+		echo '== staticcheck: skipped (not installed; go install honnef.co/go/tools/cmd/staticcheck@latest)'; \
+	fi
+
+bench:
+	@mkdir -p $(dir $(BENCH_OUT))
+	scripts-dev/redis-server.sh run -- scripts-dev/bench.sh $(BENCH_OUT)
+
+fuzz:
+	$(GO) test ./provider -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./provider -run '^$$' -fuzz '^FuzzDecodeWorkItem$$' -fuzztime $(FUZZTIME)

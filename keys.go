@@ -1,0 +1,120 @@
+package dxredis
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+)
+
+// The keyspace of one namespace. Every key starts with the partition's hash tag "{<ns>:<p>}:",
+// so all keys of a partition live in one Redis Cluster slot and every script runs unchanged on a
+// cluster. Per-instance keys end with the raw instance id, after a fixed type prefix (and, for
+// per-execution keys, "<execution>:"), so no id — braces, colons, spaces, unicode, any length —
+// can change the hash tag or collide with another key: the prefix before the id is fixed and the
+// id is the whole remainder.
+//
+// Scripts build per-instance keys themselves (they discover instance ids inside Redis), with the
+// helpers in scripts/lib.lua; TestLuaKeysMatchGo checks that both sides agree.
+//
+// Types (P = prefix, id = instance id, e = execution id, s = sequence number):
+//
+//	P seq                   STRING  global enqueue sequence (FIFO order of both queues)
+//	P oq:pins               SET     pin keys that have a ready set ("-" = no pinned version)
+//	P oq:ready:<pin>        ZSET    unlocked instances with visible messages, score = oldest visible seq
+//	P oq:due                ZSET    unlocked instances with delayed messages, score = next visible_at ms
+//	P oq:locked             ZSET    locked instances, score = locked_until ms
+//	P oq:tokens             HASH    orchestration lock token -> instance id
+//	P wake:orch, wake:work  LIST    wake tokens for long-polling fetchers
+//	P idx:instances         ZSET    instance id, score = created_at ms
+//	P idx:status:<status>   ZSET    instance id by current status, score = updated_at ms
+//	P i:<id>                HASH    instance: name ver exec status output created updated parent pin pink
+//	P xs:<id>               ZSET    execution ids of the instance (score = id)
+//	P x:<e>:<id>            HASH    execution: status output started completed pin bytes
+//	P h:<e>:<id>            HASH    history: event_id -> event JSON
+//	P q:<id>                HASH    orchestrator messages: m<s> JSON, a<s> attempts, t<s> type code
+//	P qz:<id>               ZSET    message seq -> visible_at ms
+//	P lk:<id>               HASH    instance lock: tok until seqs
+//	P cs:<id>               HASH    custom status: v (version) s (value) n ("1" when cleared)
+//	P kv:<id>               HASH    KV store (earlier executions): key -> "<ms>|<value>"
+//	P kd:<id>               HASH    KV delta (current execution): key -> "s<ms>|<value>" or "t" (tombstone)
+//	P ch:<id>               SET     direct children (sub-orchestrations) of the instance
+//
+// Worker-queue keys are listed in keys_worker.go.
+
+var namespacePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// Keyspace names the keys of one namespace.
+type Keyspace struct {
+	namespace string
+}
+
+// NewKeyspace validates the namespace (1-64 of A-Z a-z 0-9 . _ -) and returns its keyspace.
+func NewKeyspace(namespace string) (Keyspace, error) {
+	if !namespacePattern.MatchString(namespace) {
+		return Keyspace{}, fmt.Errorf("namespace %q: want 1-64 characters of A-Z a-z 0-9 . _ -", namespace)
+	}
+	return Keyspace{namespace: namespace}, nil
+}
+
+// Namespace returns the namespace name.
+func (k Keyspace) Namespace() string { return k.namespace }
+
+// PartitionOf says which partition holds an instance. Today every namespace has one partition;
+// this is the one place to change when a namespace is split.
+func (k Keyspace) PartitionOf(instance string) int { return 0 }
+
+// Prefix is the common prefix (hash tag included) of every key of a partition.
+func (k Keyspace) Prefix(partition int) string {
+	return "{" + k.namespace + ":" + strconv.Itoa(partition) + "}:"
+}
+
+// Seq is the enqueue sequence counter of a partition; scripts also use it as KEYS[1] so that
+// cluster clients route the call to the partition's slot.
+func (k Keyspace) Seq(partition int) string { return k.Prefix(partition) + "seq" }
+
+// WakeOrch is the list orchestration fetchers block on.
+func (k Keyspace) WakeOrch(partition int) string { return k.Prefix(partition) + "wake:orch" }
+
+// WakeWork is the list worker fetchers block on.
+func (k Keyspace) WakeWork(partition int) string { return k.Prefix(partition) + "wake:work" }
+
+// Instance is an instance's metadata hash.
+func (k Keyspace) Instance(id string) string { return k.inst("i:", id) }
+
+// Executions is the sorted set of an instance's execution ids.
+func (k Keyspace) Executions(id string) string { return k.inst("xs:", id) }
+
+// Execution is one execution's metadata hash.
+func (k Keyspace) Execution(id string, execution uint64) string {
+	return k.inst("x:"+strconv.FormatUint(execution, 10)+":", id)
+}
+
+// History is one execution's history hash (event_id -> event JSON).
+func (k Keyspace) History(id string, execution uint64) string {
+	return k.inst("h:"+strconv.FormatUint(execution, 10)+":", id)
+}
+
+// Messages is an instance's orchestrator message hash.
+func (k Keyspace) Messages(id string) string { return k.inst("q:", id) }
+
+// MessageVisibility is an instance's message visibility sorted set.
+func (k Keyspace) MessageVisibility(id string) string { return k.inst("qz:", id) }
+
+// Lock is an instance's lock hash.
+func (k Keyspace) Lock(id string) string { return k.inst("lk:", id) }
+
+// CustomStatus is an instance's custom status hash.
+func (k Keyspace) CustomStatus(id string) string { return k.inst("cs:", id) }
+
+// KVStore is an instance's KV store hash.
+func (k Keyspace) KVStore(id string) string { return k.inst("kv:", id) }
+
+// KVDelta is an instance's current-execution KV delta hash.
+func (k Keyspace) KVDelta(id string) string { return k.inst("kd:", id) }
+
+// Children is the set of an instance's direct sub-orchestrations.
+func (k Keyspace) Children(id string) string { return k.inst("ch:", id) }
+
+func (k Keyspace) inst(kind, id string) string {
+	return k.Prefix(k.PartitionOf(id)) + kind + id
+}

@@ -1,0 +1,134 @@
+package redisprovider
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/Masterminds/semver/v3"
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// Go computes everything that needs JSON and passes it to the scripts as plain strings
+// (principle 1); the helpers here do that and turn script replies back into values.
+
+func invalid(op, format string, args ...any) error {
+	return provider.NewPermanentError(op, fmt.Sprintf(format, args...)).WithKind(provider.ErrInvalidInput)
+}
+
+// encodeItem validates and encodes a work item for the orchestrator queue (toWorker false) or
+// the worker queue (toWorker true).
+func (p *Provider) encodeItem(op string, item provider.WorkItem, toWorker bool) (string, error) {
+	switch item.Kind.(type) {
+	case nil:
+		return "", invalid(op, "work item has no variant")
+	case provider.ActivityExecute:
+		if !toWorker {
+			return "", invalid(op, "ActivityExecute belongs to the worker queue, not the orchestrator queue")
+		}
+	default:
+		if toWorker {
+			return "", invalid(op, "%s cannot go to the worker queue: only ActivityExecute can", item.Variant())
+		}
+	}
+	if item.TargetInstance() == "" {
+		return "", invalid(op, "%s has an empty instance id", item.Variant())
+	}
+	b, err := provider.Marshal(item)
+	if err != nil {
+		return "", invalid(op, "encoding %s: %v", item.Variant(), err)
+	}
+	if len(b) > p.opts.MaxPayloadBytes {
+		return "", invalid(op, "%s is %d bytes, more than MaxPayloadBytes (%d)", item.Variant(), len(b), p.opts.MaxPayloadBytes)
+	}
+	return string(b), nil
+}
+
+// typeCode is what orch_fetch needs to know about a message without decoding it: 'S' a start
+// (StartOrchestration, ContinueAsNew), 'Q' a QueueMessage, 'O' anything else.
+func typeCode(item provider.WorkItem) string {
+	switch item.Kind.(type) {
+	case provider.StartOrchestration, provider.ContinueAsNew:
+		return "S"
+	case provider.QueueMessage:
+		return "Q"
+	}
+	return "O"
+}
+
+// pinKey renders a version so that string order is semver precedence order for releases
+// (prereleases sort before their release, and among themselves by their text).
+func pinKey(v *semver.Version) string {
+	k := fmt.Sprintf("%010d.%010d.%010d", v.Major(), v.Minor(), v.Patch())
+	if v.Prerelease() == "" {
+		return k + "~"
+	}
+	return k + "-" + v.Prerelease()
+}
+
+func ms(d interface{ Milliseconds() int64 }) string {
+	n := d.Milliseconds()
+	if n < 0 {
+		n = 0
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// decodeHistory turns HGETALL pairs (event_id, json) into events ordered by event_id.
+func decodeHistory(pairs []any) ([]provider.Event, error) {
+	type raw struct {
+		id   uint64
+		json string
+	}
+	rows := make([]raw, 0, len(pairs)/2)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		id, _ := strconv.ParseUint(str(pairs[i]), 10, 64)
+		rows = append(rows, raw{id, str(pairs[i+1])})
+	}
+	sort.Slice(rows, func(a, b int) bool { return rows[a].id < rows[b].id })
+	events := make([]provider.Event, len(rows))
+	for i, r := range rows {
+		if err := json.Unmarshal([]byte(r.json), &events[i]); err != nil {
+			return nil, fmt.Errorf("event %d: %w", r.id, err)
+		}
+	}
+	return events, nil
+}
+
+func str(v any) string {
+	switch s := v.(type) {
+	case string:
+		return s
+	case int64:
+		return strconv.FormatInt(s, 10)
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func num(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case string:
+		i, _ := strconv.ParseInt(n, 10, 64)
+		return i
+	}
+	return 0
+}
+
+func list(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+// pairsToMap turns HGETALL pairs into a map.
+func pairsToMap(pairs []any) map[string]string {
+	m := make(map[string]string, len(pairs)/2)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		m[str(pairs[i])] = str(pairs[i+1])
+	}
+	return m
+}

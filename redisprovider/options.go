@@ -1,0 +1,64 @@
+package redisprovider
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Options configures New. The zero value of every field is a documented default.
+type Options struct {
+	// Addr is the Redis address used when Client is nil. Default "127.0.0.1:6379".
+	Addr string
+	// Password and DB apply when Client is nil.
+	Password string
+	DB       int
+	// Client is an existing client (single node, sentinel or cluster). When set, Addr, Password
+	// and DB are ignored and Close does not close it.
+	Client redis.UniversalClient
+	// BlockingClient is used for long-poll waits (BLPOP), so that waiting fetchers never hold the
+	// connections scripts need. Default: a second connection pool created by New from Addr; when
+	// Client is given and BlockingClient is nil, waits use Client and are cut into slices of
+	// BlockingSlice so they stay under the client's read timeout.
+	BlockingClient redis.UniversalClient
+	// BlockingSlice is the longest single BLPOP on a caller-supplied client. Default 2 s
+	// (go-redis's default read timeout is 3 s).
+	BlockingSlice time.Duration
+	// Namespace isolates this provider's keys; 1-64 of A-Z a-z 0-9 . _ -. Default "dx".
+	Namespace string
+	// AllowEvictingMaxmemoryPolicy lets New accept a server whose maxmemory-policy can evict keys
+	// (anything but noeviction). Eviction silently loses orchestration state: leave it false.
+	AllowEvictingMaxmemoryPolicy bool
+	// MaxPayloadBytes rejects any single event, work item or KV value larger than this with a
+	// permanent error before anything is written. Default 16 MiB; Redis itself caps strings at 512 MiB.
+	MaxPayloadBytes int
+	// Logger receives warnings (dropped orphan messages, recovered scripts). Default slog.Default().
+	Logger *slog.Logger
+}
+
+const (
+	defaultAddr            = "127.0.0.1:6379"
+	defaultNamespace       = "dx"
+	defaultBlockingSlice   = 2 * time.Second
+	defaultMaxPayloadBytes = 16 << 20
+)
+
+func (o Options) withDefaults() Options {
+	if o.Addr == "" {
+		o.Addr = defaultAddr
+	}
+	if o.Namespace == "" {
+		o.Namespace = defaultNamespace
+	}
+	if o.BlockingSlice <= 0 {
+		o.BlockingSlice = defaultBlockingSlice
+	}
+	if o.MaxPayloadBytes <= 0 {
+		o.MaxPayloadBytes = defaultMaxPayloadBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}

@@ -1,0 +1,456 @@
+package redisprovider
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/duroxide-go/dxredis/provider"
+	"github.com/google/uuid"
+)
+
+// EnqueueForOrchestrator implements provider.Provider. The item goes to its target instance's
+// queue (the parent for SubOrch* items), visible after delay; the instance is not created.
+func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item provider.WorkItem, delay time.Duration) error {
+	const op = "enqueue_for_orchestrator"
+	js, err := p.encodeItem(op, item, false)
+	if err != nil {
+		return err
+	}
+	target := item.TargetInstance()
+	_, err = p.run(ctx, op, "orch_enqueue", p.keys.PartitionOf(target), target, js, typeCode(item), ms(delay))
+	return err
+}
+
+// FetchOrchestrationItem implements provider.Provider. It long-polls: with nothing eligible it
+// waits for a wake-up, for delayed work or an expiring lock to come due, or for pollTimeout.
+// An empty SupportedDuroxideVersions list matches nothing and returns at once.
+func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter) (*provider.LockedOrchestrationItem, error) {
+	const op = "fetch_orchestration_item"
+	if lockTimeout <= 0 {
+		return nil, invalid(op, "lock timeout must be positive, got %v", lockTimeout)
+	}
+	filterArgs := []any{"0", "0"}
+	if filter != nil {
+		if len(filter.SupportedDuroxideVersions) == 0 {
+			return nil, nil
+		}
+		filterArgs = []any{"1", strconv.Itoa(len(filter.SupportedDuroxideVersions))}
+		for _, r := range filter.SupportedDuroxideVersions {
+			if r.Min == nil || r.Max == nil {
+				return nil, invalid(op, "capability filter range has a nil bound")
+			}
+			filterArgs = append(filterArgs, pinKey(r.Min), pinKey(r.Max))
+		}
+	}
+	deadline := time.Now().Add(pollTimeout)
+	for {
+		token := uuid.NewString()
+		res, err := p.run(ctx, op, "orch_fetch", 0, append([]any{token, ms(lockTimeout)}, filterArgs...)...)
+		if err != nil {
+			return nil, err
+		}
+		r := list(res)
+		if len(r) >= 9 && str(r[0]) != "" {
+			return p.orchItem(r), nil
+		}
+		if pollTimeout <= 0 || len(r) < 3 || !p.waitForWork(ctx, p.keys.WakeOrch(0), deadline, num(r[1]), num(r[2])) {
+			return nil, nil
+		}
+	}
+}
+
+// orchItem builds the fetched item from orch_fetch's reply. Undecodable history (or messages)
+// becomes HistoryError with the lock held, as the contract requires.
+func (p *Provider) orchItem(r []any) *provider.LockedOrchestrationItem {
+	it := provider.OrchestrationItem{Instance: str(r[1]), KVSnapshot: map[string]provider.KVEntry{}}
+	var problems []string
+	for _, m := range list(r[6]) {
+		var wi provider.WorkItem
+		if err := json.Unmarshal([]byte(str(m)), &wi); err != nil {
+			problems = append(problems, "queued message: "+err.Error())
+			continue
+		}
+		it.Messages = append(it.Messages, wi)
+	}
+	history, err := decodeHistory(list(r[7]))
+	if err != nil {
+		problems = append(problems, "history: "+err.Error())
+		history = nil
+	}
+	if len(problems) > 0 {
+		it.HistoryError = strings.Join(problems, "; ")
+	}
+	it.History = history
+	if it.History == nil {
+		it.History = []provider.Event{}
+	}
+	if exec := str(r[3]); exec != "" {
+		it.ExecutionID, _ = strconv.ParseUint(exec, 10, 64)
+	}
+	if num(r[4]) == 1 {
+		inst := list(r[5])
+		if len(inst) == 2 {
+			it.OrchestrationName, it.Version = str(inst[0]), str(inst[1])
+		}
+	}
+	// Not created yet (or created without metadata): name and version from the history's
+	// OrchestrationStarted, else from the batch's start item.
+	if it.OrchestrationName == "" {
+		for _, e := range history {
+			if s, ok := e.Kind.(provider.OrchestrationStartedEvent); ok {
+				it.OrchestrationName, it.Version = s.Name, s.Version
+				break
+			}
+		}
+	}
+	for _, m := range it.Messages {
+		switch s := m.Kind.(type) {
+		case provider.StartOrchestration:
+			if it.OrchestrationName == "" {
+				it.OrchestrationName, it.Version = s.Orchestration, deref(s.Version)
+			}
+			if it.ExecutionID == 0 {
+				it.ExecutionID = s.ExecutionID
+			}
+		case provider.ContinueAsNew:
+			if it.OrchestrationName == "" {
+				it.OrchestrationName, it.Version = s.Orchestration, deref(s.Version)
+			}
+		}
+	}
+	if it.ExecutionID == 0 {
+		it.ExecutionID = 1
+	}
+	if it.Version == "" {
+		it.Version = "unknown"
+	}
+	kv := list(r[8])
+	for i := 0; i+1 < len(kv); i += 2 {
+		it.KVSnapshot[str(kv[i])] = kvEntry(str(kv[i+1]))
+	}
+	return &provider.LockedOrchestrationItem{Item: it, LockToken: str(r[0]), AttemptCount: uint32(num(r[2]))}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// kvEntry parses a stored "<ms>|<value>".
+func kvEntry(stored string) provider.KVEntry {
+	msPart, value, _ := strings.Cut(stored, "|")
+	at, _ := strconv.ParseUint(msPart, 10, 64)
+	return provider.KVEntry{Value: value, LastUpdatedAtMs: at}
+}
+
+// AckOrchestrationItem implements provider.Provider in one script call. Every check (token,
+// expiry, duplicate event ids, argument shape) happens before the first write.
+func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, ack provider.OrchestrationAck) error {
+	const op = "ack_orchestration_item"
+	if lockToken == "" {
+		return provider.NewPermanentError(op, "Invalid lock token: empty").WithKind(provider.ErrInvalidLockToken)
+	}
+	if ack.ExecutionID == 0 {
+		return invalid(op, "execution_id must be at least 1")
+	}
+	md := ack.Metadata
+	args := []any{lockToken, strconv.FormatUint(ack.ExecutionID, 10), md.Status}
+	if md.Output != nil {
+		args = append(args, "1", *md.Output)
+	} else {
+		args = append(args, "0", "")
+	}
+	args = append(args, md.OrchestrationName, md.OrchestrationVersion, md.ParentInstanceID)
+	if v := md.PinnedDuroxideVersion; v != nil {
+		args = append(args, v.String(), pinKey(v))
+	} else {
+		args = append(args, "", "")
+	}
+
+	hist, kvOps, bytes := make([]any, 0, 2*len(ack.HistoryDelta)), []any{}, 0
+	csOp, csVal := "", ""
+	for _, e := range ack.HistoryDelta {
+		js, err := p.encodeEvent(op, e)
+		if err != nil {
+			return err
+		}
+		bytes += len(js)
+		hist = append(hist, strconv.FormatUint(e.EventID, 10), js)
+		switch k := e.Kind.(type) {
+		case provider.CustomStatusUpdatedEvent:
+			if k.Status != nil {
+				csOp, csVal = "s", *k.Status
+			} else {
+				csOp, csVal = "c", ""
+			}
+		case provider.KeyValueSetEvent:
+			kvOps = append(kvOps, "s", k.Key, strconv.FormatUint(k.LastUpdatedAtMs, 10)+"|"+k.Value)
+		case provider.KeyValueClearedEvent:
+			kvOps = append(kvOps, "c", k.Key, "")
+		case provider.KeyValuesClearedEvent:
+			kvOps = append(kvOps, "C", "", "")
+		}
+	}
+	terminal := "0"
+	if provider.IsTerminalStatus(md.Status) {
+		terminal = "1"
+	}
+	args = append(args, csOp, csVal, terminal, strconv.Itoa(bytes))
+	args = append(args, strconv.Itoa(len(hist)/2))
+	args = append(args, hist...)
+	args = append(args, strconv.Itoa(len(kvOps)/3))
+	args = append(args, kvOps...)
+
+	args = append(args, strconv.Itoa(len(ack.WorkerItems)))
+	for _, w := range ack.WorkerItems {
+		js, err := p.encodeItem(op, w, true)
+		if err != nil {
+			return err
+		}
+		a := w.Kind.(provider.ActivityExecute)
+		args = append(args, js, a.Instance, strconv.FormatUint(a.ExecutionID, 10), strconv.FormatUint(a.ID, 10),
+			deref(a.SessionID), deref(a.Tag))
+	}
+	args = append(args, strconv.Itoa(len(ack.CancelledActivities)))
+	for _, c := range ack.CancelledActivities {
+		if c.Instance == "" {
+			return invalid(op, "cancelled activity has an empty instance id")
+		}
+		args = append(args, c.Instance, strconv.FormatUint(c.ExecutionID, 10), strconv.FormatUint(c.ActivityID, 10))
+	}
+	args = append(args, strconv.Itoa(len(ack.OrchestratorItems)))
+	for _, o := range ack.OrchestratorItems {
+		js, err := p.encodeItem(op, o, false)
+		if err != nil {
+			return err
+		}
+		visibleAt := "0"
+		if t, ok := o.Kind.(provider.TimerFired); ok {
+			visibleAt = strconv.FormatUint(t.FireAtMs, 10)
+		}
+		args = append(args, o.TargetInstance(), js, typeCode(o), visibleAt)
+	}
+	_, err := p.run(ctx, op, "orch_ack", 0, args...)
+	return err
+}
+
+// encodeEvent validates and encodes one history event.
+func (p *Provider) encodeEvent(op string, e provider.Event) (string, error) {
+	if e.EventID == 0 {
+		return "", invalid(op, "event_id 0 is not allowed (ids start at 1)")
+	}
+	if e.Kind == nil {
+		return "", invalid(op, "event %d has no kind", e.EventID)
+	}
+	b, err := provider.Marshal(e)
+	if err != nil {
+		return "", invalid(op, "encoding event %d: %v", e.EventID, err)
+	}
+	if len(b) > p.opts.MaxPayloadBytes {
+		return "", invalid(op, "event %d is %d bytes, more than MaxPayloadBytes (%d)", e.EventID, len(b), p.opts.MaxPayloadBytes)
+	}
+	return string(b), nil
+}
+
+// AbandonOrchestrationItem implements provider.Provider.
+func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
+	const op = "abandon_orchestration_item"
+	if lockToken == "" {
+		return provider.NewPermanentError(op, "Invalid lock token: empty").WithKind(provider.ErrInvalidLockToken)
+	}
+	_, err := p.run(ctx, op, "orch_abandon", 0, lockToken, ms(delay), boolArg(ignoreAttempt))
+	return err
+}
+
+// RenewOrchestrationItemLock implements provider.Provider.
+func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
+	const op = "renew_orchestration_item_lock"
+	if lockToken == "" {
+		return provider.NewPermanentError(op, "Invalid lock token: empty").WithKind(provider.ErrInvalidLockToken)
+	}
+	_, err := p.run(ctx, op, "orch_renew", 0, lockToken, ms(extendFor))
+	return err
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// Read implements provider.Provider: the latest execution's history, empty for unknown instances.
+func (p *Provider) Read(ctx context.Context, instance string) ([]provider.Event, error) {
+	return p.readHistory(ctx, "read", instance, "")
+}
+
+// ReadWithExecution implements provider.Provider.
+func (p *Provider) ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]provider.Event, error) {
+	return p.readHistory(ctx, "read_with_execution", instance, strconv.FormatUint(executionID, 10))
+}
+
+func (p *Provider) readHistory(ctx context.Context, op, instance, exec string) ([]provider.Event, error) {
+	if instance == "" {
+		return nil, invalid(op, "empty instance id")
+	}
+	res, err := p.run(ctx, op, "inst_read", p.keys.PartitionOf(instance), instance, exec)
+	if err != nil {
+		return nil, err
+	}
+	r := list(res)
+	if len(r) < 2 {
+		return []provider.Event{}, nil
+	}
+	events, err := decodeHistory(list(r[1]))
+	if err != nil {
+		return nil, provider.NewPermanentError(op, "stored history of "+strconv.Quote(instance)+" does not decode: "+err.Error()).WithCause(err)
+	}
+	return events, nil
+}
+
+// AppendWithExecution implements provider.Provider (for tests and tools; the runtime appends
+// through AckOrchestrationItem).
+func (p *Provider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, events []provider.Event) error {
+	const op = "append_with_execution"
+	if instance == "" || executionID == 0 {
+		return invalid(op, "instance id must be non-empty and execution_id at least 1")
+	}
+	args := []any{instance, strconv.FormatUint(executionID, 10), ""}
+	bytes := 0
+	for _, e := range events {
+		js, err := p.encodeEvent(op, e)
+		if err != nil {
+			return err
+		}
+		bytes += len(js)
+		args = append(args, strconv.FormatUint(e.EventID, 10), js)
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	args[2] = strconv.Itoa(bytes)
+	_, err := p.run(ctx, op, "orch_append", p.keys.PartitionOf(instance), args...)
+	return err
+}
+
+// GetCustomStatus implements provider.Provider.
+func (p *Provider) GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*provider.CustomStatus, error) {
+	const op = "get_custom_status"
+	if instance == "" {
+		return nil, invalid(op, "empty instance id")
+	}
+	res, err := p.run(ctx, op, "inst_state", p.keys.PartitionOf(instance), instance, "cs")
+	if err != nil {
+		return nil, err
+	}
+	r := list(res)
+	if len(r) < 3 || r[0] == nil {
+		return nil, nil
+	}
+	version := uint64(num(r[0]))
+	if version <= lastSeenVersion {
+		return nil, nil
+	}
+	cs := &provider.CustomStatus{Version: version}
+	if str(r[2]) != "1" {
+		v := str(r[1])
+		cs.Status = &v
+	}
+	return cs, nil
+}
+
+// GetKVValue implements provider.Provider: the current execution's change wins over the store;
+// a cleared key is absent.
+func (p *Provider) GetKVValue(ctx context.Context, instance, key string) (string, bool, error) {
+	const op = "get_kv_value"
+	if instance == "" {
+		return "", false, invalid(op, "empty instance id")
+	}
+	res, err := p.run(ctx, op, "inst_state", p.keys.PartitionOf(instance), instance, "kv", key)
+	if err != nil {
+		return "", false, err
+	}
+	r := list(res)
+	if len(r) < 2 {
+		return "", false, nil
+	}
+	if r[1] != nil {
+		d := str(r[1])
+		if d == "t" {
+			return "", false, nil
+		}
+		return kvEntry(d[1:]).Value, true, nil
+	}
+	if r[0] != nil {
+		return kvEntry(str(r[0])).Value, true, nil
+	}
+	return "", false, nil
+}
+
+// mergedKV merges store pairs and delta pairs as clients see them.
+func mergedKV(store, delta []any) map[string]string {
+	out := map[string]string{}
+	for k, v := range pairsToMap(store) {
+		out[k] = kvEntry(v).Value
+	}
+	for k, v := range pairsToMap(delta) {
+		if v == "t" {
+			delete(out, k)
+		} else {
+			out[k] = kvEntry(v[1:]).Value
+		}
+	}
+	return out
+}
+
+// GetKVAllValues implements provider.Provider.
+func (p *Provider) GetKVAllValues(ctx context.Context, instance string) (map[string]string, error) {
+	const op = "get_kv_all_values"
+	if instance == "" {
+		return nil, invalid(op, "empty instance id")
+	}
+	res, err := p.run(ctx, op, "inst_state", p.keys.PartitionOf(instance), instance, "kv", "")
+	if err != nil {
+		return nil, err
+	}
+	r := list(res)
+	if len(r) < 2 {
+		return map[string]string{}, nil
+	}
+	return mergedKV(list(r[0]), list(r[1])), nil
+}
+
+// GetInstanceStats implements provider.Provider.
+func (p *Provider) GetInstanceStats(ctx context.Context, instance string) (*provider.SystemStats, error) {
+	const op = "get_instance_stats"
+	if instance == "" {
+		return nil, invalid(op, "empty instance id")
+	}
+	res, err := p.run(ctx, op, "inst_state", p.keys.PartitionOf(instance), instance, "stats")
+	if err != nil {
+		return nil, err
+	}
+	r := list(res)
+	if len(r) < 6 || num(r[0]) != 1 {
+		return nil, nil
+	}
+	st := &provider.SystemStats{HistoryEventCount: uint64(num(r[1])), HistorySizeBytes: uint64(num(r[2]))}
+	if first := str(r[3]); first != "" {
+		var e provider.Event
+		if json.Unmarshal([]byte(first), &e) == nil {
+			if s, ok := e.Kind.(provider.OrchestrationStartedEvent); ok {
+				st.QueuePendingCount = uint64(len(s.CarryForwardEvents))
+			}
+		}
+	}
+	for _, v := range mergedKV(list(r[4]), list(r[5])) {
+		st.KVUserKeyCount++
+		st.KVTotalValueBytes += uint64(len(v))
+	}
+	return st, nil
+}

@@ -1,0 +1,188 @@
+package redisprovider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/duroxide-go/dxredis"
+	"github.com/duroxide-go/dxredis/provider"
+	"github.com/redis/go-redis/v9"
+)
+
+// Version is this provider's version, reported by Provider.Version.
+const Version = "0.1.0"
+
+// Provider implements provider.Provider and provider.Admin on Redis.
+type Provider struct {
+	rdb      redis.UniversalClient
+	block    redis.UniversalClient
+	ownRDB   bool
+	ownBlock bool
+	slice    time.Duration // max single BLPOP; 0 = unlimited
+	keys     dxredis.Keyspace
+	opts     Options
+	closed   chan struct{}
+	once     sync.Once
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New connects to Redis, checks that it is usable (reachable, scripts load, maxmemory-policy does
+// not evict) and returns a provider for opts.Namespace.
+func New(ctx context.Context, opts Options) (*Provider, error) {
+	opts = opts.withDefaults()
+	keys, err := dxredis.NewKeyspace(opts.Namespace)
+	if err != nil {
+		return nil, provider.NewPermanentError("new", err.Error()).WithKind(provider.ErrInvalidInput)
+	}
+	p := &Provider{keys: keys, opts: opts, closed: make(chan struct{})}
+	if opts.Client != nil {
+		p.rdb = opts.Client
+		p.block, p.slice = opts.Client, opts.BlockingSlice
+	} else {
+		p.rdb = redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB})
+		p.ownRDB = true
+		// No read deadline on the blocking pool: each wait carries its own context deadline.
+		p.block = redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB,
+			ReadTimeout: -1, ContextTimeoutEnabled: true, PoolSize: 64})
+		p.ownBlock = true
+	}
+	if opts.BlockingClient != nil {
+		if p.ownBlock {
+			_ = p.block.Close()
+		}
+		p.block, p.ownBlock, p.slice = opts.BlockingClient, false, 0
+	}
+	if err := p.start(ctx); err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// NewFromClient is New with opts.Client = client.
+func NewFromClient(ctx context.Context, client redis.UniversalClient, opts Options) (*Provider, error) {
+	opts.Client = client
+	return New(ctx, opts)
+}
+
+func (p *Provider) start(ctx context.Context) error {
+	const op = "new"
+	if err := p.rdb.Ping(ctx).Err(); err != nil {
+		return provider.NewRetryableError(op, "redis unreachable: "+err.Error()).WithCause(err)
+	}
+	if err := p.checkEvictionPolicy(ctx); err != nil {
+		return err
+	}
+	for _, name := range dxredis.ScriptNames() {
+		if err := dxredis.Script(name).Load(ctx, p.rdb).Err(); err != nil {
+			return p.mapErr(op, fmt.Errorf("loading script %s: %w", name, err))
+		}
+	}
+	return nil
+}
+
+// checkEvictionPolicy refuses servers that may evict keys: eviction silently loses state.
+func (p *Provider) checkEvictionPolicy(ctx context.Context) error {
+	res, err := p.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		// Managed services may forbid CONFIG; say so instead of guessing.
+		p.opts.Logger.Warn("dxredis: cannot read maxmemory-policy; make sure it is noeviction", "err", err)
+		return nil
+	}
+	policy := res["maxmemory-policy"]
+	if policy == "" || policy == "noeviction" || p.opts.AllowEvictingMaxmemoryPolicy {
+		return nil
+	}
+	return provider.NewPermanentError("new", fmt.Sprintf(
+		"redis maxmemory-policy is %q, which can evict orchestration state; set maxmemory-policy noeviction "+
+			"(or Options.AllowEvictingMaxmemoryPolicy to accept the risk)", policy)).WithKind(provider.ErrInvalidInput)
+}
+
+// Close wakes every waiting fetch and releases the connections New opened.
+func (p *Provider) Close() error {
+	var errs []error
+	p.once.Do(func() {
+		close(p.closed)
+		if p.ownBlock {
+			errs = append(errs, p.block.Close())
+		}
+		if p.ownRDB {
+			errs = append(errs, p.rdb.Close())
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Name returns "redis".
+func (p *Provider) Name() string { return "redis" }
+
+// Version returns the provider version.
+func (p *Provider) Version() string { return Version }
+
+// Admin returns the management capability (always available).
+func (p *Provider) Admin() (provider.Admin, bool) { return p, true }
+
+// Keyspace returns the provider's keyspace (for tools and tests).
+func (p *Provider) Keyspace() dxredis.Keyspace { return p.keys }
+
+// Client returns the client scripts run on (for tools and tests).
+func (p *Provider) Client() redis.UniversalClient { return p.rdb }
+
+// run executes a script on the partition. KEYS[1] is the partition's seq key (cluster routing),
+// ARGV[1] the partition prefix, then args. go-redis's Script.Run falls back to EVAL on NOSCRIPT,
+// so a restarted or flushed server recovers by itself.
+func (p *Provider) run(ctx context.Context, op, script string, partition int, args ...any) (any, error) {
+	argv := make([]any, 0, len(args)+1)
+	argv = append(argv, p.keys.Prefix(partition))
+	argv = append(argv, args...)
+	res, err := dxredis.Script(script).Run(ctx, p.rdb, []string{p.keys.Seq(partition)}, argv...).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, p.mapErr(op, err)
+	}
+	return res, nil
+}
+
+// Script error replies are "DX_<CODE> message"; the code decides the sentinel. Scripts fail
+// before their first write, so every DX_ error leaves the store unchanged.
+var scriptErrKinds = map[string]error{
+	"DX_INVALID_TOKEN": provider.ErrInvalidLockToken,
+	"DX_DUPLICATE":     provider.ErrDuplicateEvent,
+	"DX_NOT_FOUND":     provider.ErrNotFound,
+	"DX_RUNNING":       provider.ErrInstanceRunning,
+	"DX_INVALID":       provider.ErrInvalidInput,
+}
+
+// mapErr turns a Redis or script error into a *provider.ProviderError: DX_ script errors are
+// permanent; connection errors, timeouts, LOADING, BUSY, TRYAGAIN, CLUSTERDOWN are retryable
+// (nothing was written); other server errors (e.g. a Lua runtime error) are permanent.
+func (p *Provider) mapErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if pe, ok := provider.AsProviderError(err); ok {
+		return pe
+	}
+	msg := err.Error()
+	code, rest, _ := strings.Cut(msg, " ")
+	if kind, ok := scriptErrKinds[code]; ok {
+		return provider.NewPermanentError(op, rest).WithKind(kind)
+	}
+	if errors.Is(err, context.Canceled) {
+		return provider.NewPermanentError(op, "cancelled: "+msg).WithCause(err)
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		for _, transient := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {
+			if strings.HasPrefix(msg, transient) {
+				return provider.NewRetryableError(op, msg).WithCause(err)
+			}
+		}
+		return provider.NewPermanentError(op, msg).WithCause(err)
+	}
+	return provider.NewRetryableError(op, msg).WithCause(err)
+}

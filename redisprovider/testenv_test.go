@@ -1,0 +1,142 @@
+package redisprovider_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Where tests run: DXREDIS_TEST_CLUSTER (comma-separated cluster nodes), else DXREDIS_TEST_ADDR
+// (one server), else a fresh embedded miniredis per provider.
+func backend() string {
+	switch {
+	case os.Getenv("DXREDIS_TEST_CLUSTER") != "":
+		return "cluster"
+	case os.Getenv("DXREDIS_TEST_ADDR") != "":
+		return "redis"
+	}
+	return "miniredis"
+}
+
+var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// newTestProvider returns a provider on a fresh namespace of the test backend; its keys are
+// removed when the test ends.
+func newTestProvider(t testing.TB) *redisprovider.Provider {
+	t.Helper()
+	ctx := context.Background()
+	ns := "t-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+	opts := redisprovider.Options{Namespace: ns, Logger: quietLogger}
+	var client redis.UniversalClient
+	switch backend() {
+	case "cluster":
+		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv("DXREDIS_TEST_CLUSTER"), ",")})
+	case "redis":
+		opts.Addr = os.Getenv("DXREDIS_TEST_ADDR")
+	default:
+		opts.Addr = miniredis.RunT(t).Addr()
+	}
+	var (
+		p   *redisprovider.Provider
+		err error
+	)
+	if client != nil {
+		p, err = redisprovider.NewFromClient(ctx, client, opts)
+	} else {
+		p, err = redisprovider.New(ctx, opts)
+	}
+	if err != nil {
+		t.Fatalf("new provider: %v", err)
+	}
+	t.Cleanup(func() {
+		if backend() != "miniredis" {
+			dropNamespace(t, p)
+		}
+		_ = p.Close()
+		if client != nil {
+			_ = client.Close()
+		}
+	})
+	return p
+}
+
+// dropNamespace deletes every key of the provider's namespace.
+func dropNamespace(t testing.TB, p *redisprovider.Provider) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prefix := p.Keyspace().Prefix(0)
+	match := strings.NewReplacer("{", `\{`, "}", `\}`, "*", `\*`, "?", `\?`, "[", `\[`).Replace(prefix) + "*"
+	del := func(c redis.UniversalClient) {
+		iter := c.Scan(ctx, 0, match, 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+	}
+	if cc, ok := p.Client().(*redis.ClusterClient); ok {
+		_ = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { del(c); return nil })
+		return
+	}
+	del(p.Client())
+}
+
+// redisFactory runs the conformance suite on the test backend.
+type redisFactory struct{}
+
+func (redisFactory) CreateProvider(t *testing.T) provider.Provider { return newTestProvider(t) }
+func (redisFactory) LockTimeout() time.Duration                     { return time.Second }
+func (redisFactory) ShortPollThreshold() time.Duration              { return 100 * time.Millisecond }
+
+// CorruptInstanceHistory overwrites every stored event of every execution with invalid JSON.
+func (redisFactory) CorruptInstanceHistory(t *testing.T, pr provider.Provider, instance string) {
+	p := pr.(*redisprovider.Provider)
+	ctx := context.Background()
+	ks := p.Keyspace()
+	execs, err := p.Client().ZRange(ctx, ks.Executions(instance), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range execs {
+		var exec uint64
+		for _, c := range e {
+			exec = exec*10 + uint64(c-'0')
+		}
+		key := ks.History(instance, exec)
+		fields, err := p.Client().HKeys(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fields {
+			p.Client().HSet(ctx, key, f, "NOT_VALID_JSON{{{")
+		}
+	}
+}
+
+// MaxAttemptCount reads the attempt fields of the instance's queued orchestrator messages.
+func (redisFactory) MaxAttemptCount(t *testing.T, pr provider.Provider, instance string) uint32 {
+	p := pr.(*redisprovider.Provider)
+	m, err := p.Client().HGetAll(context.Background(), p.Keyspace().Messages(instance)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var best uint32
+	for k, v := range m {
+		if strings.HasPrefix(k, "a") {
+			var n uint32
+			for _, c := range v {
+				n = n*10 + uint32(c-'0')
+			}
+			best = max(best, n)
+		}
+	}
+	return best
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Throw-away 3-primary Redis Cluster on loopback for tests (shared by the Makefile and .ci/run).
+# Each node is a `redis-server --cluster-enabled yes` in its own temporary directory, keeping nothing
+# on disk but its nodes.conf; the cluster is formed with `redis-cli --cluster create`.
+#
+#   scripts-dev/redis-cluster.sh run [--] CMD [ARGS...]
+#       Runs CMD with DXREDIS_TEST_CLUSTER=host:port,host:port,host:port (and DXREDIS_TEST_ADDR
+#       unset, so that only the cluster is targeted). If DXREDIS_TEST_CLUSTER is already set it is
+#       used as it is. Otherwise a cluster is started and torn down when CMD ends, whatever its
+#       outcome. Exits with CMD's status.
+#   scripts-dev/redis-cluster.sh start
+#       Starts a cluster and prints its state directory (seed addresses, comma-separated, in
+#       DIR/addrs). Tear it down with: scripts-dev/redis-cluster.sh stop DIR
+#   scripts-dev/redis-cluster.sh stop DIR
+set -euo pipefail
+# shellcheck source=scripts-dev/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+NODES=3
+
+# wait_cluster_ok SECONDS PORT...: waits until every node reports cluster_state:ok and knows all nodes.
+wait_cluster_ok() {
+	local deadline=$((SECONDS + $1)) port info ok
+	shift
+	while ((SECONDS < deadline)); do
+		ok=1
+		for port in "$@"; do
+			info=$(redis-cli -h 127.0.0.1 -p "$port" cluster info 2>/dev/null | tr -d '\r') || info=
+			if ! grep -qx 'cluster_state:ok' <<<"$info" || ! grep -qx "cluster_known_nodes:$#" <<<"$info"; then
+				ok=0
+				break
+			fi
+		done
+		((ok)) && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+start() {
+	need_redis_server || exit 1
+	local dir node port try ports=() addrs=()
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/dxredis-cluster.XXXXXX")
+	# From here on, a failure tears down what was started.
+	# shellcheck disable=SC2064 # expand dir now
+	trap "stop '$dir' >&2; exit 1" ERR
+	for ((node = 1; node <= NODES; node++)); do
+		mkdir "$dir/node$node"
+		for ((try = 1; ; try++)); do
+			port=$(free_port 10000)
+			start_node "$dir/node$node" "$port" \
+				--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000 &&
+				break
+			log "node $node did not come up on port $port (try $try)"
+			((try < 5)) || false
+		done
+		ports+=("$port")
+		addrs+=("127.0.0.1:$port")
+	done
+	log "creating cluster of ${addrs[*]}"
+	redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$dir/create.log" 2>&1 ||
+		{ cat "$dir/create.log" >&2; false; }
+	if ! wait_cluster_ok 30 "${ports[@]}"; then
+		log "cluster did not reach cluster_state:ok within 30 s"
+		redis-cli -h 127.0.0.1 -p "${ports[0]}" cluster info >&2 || true
+		false
+	fi
+	(IFS=,; echo "${addrs[*]}") >"$dir/addrs"
+	trap - ERR
+	log "cluster ok: $(<"$dir/addrs") (dir $dir)"
+	echo "$dir"
+}
+
+stop() {
+	local dir=${1:?usage: redis-cluster.sh stop DIR} node
+	[[ -d $dir ]] || return 0
+	for node in "$dir"/node*; do
+		[[ -d $node ]] && stop_node "$node"
+	done
+	log "stopped cluster ($(cat "$dir/addrs" 2>/dev/null || echo 'not formed'))"
+	rm -rf "$dir"
+}
+
+run() {
+	[[ ${1:-} == -- ]] && shift
+	(($# > 0)) || die "usage: redis-cluster.sh run [--] CMD [ARGS...]"
+	unset DXREDIS_TEST_ADDR
+	if [[ -n ${DXREDIS_TEST_CLUSTER:-} ]]; then
+		log "using DXREDIS_TEST_CLUSTER=$DXREDIS_TEST_CLUSTER"
+		"$@"
+		return
+	fi
+	local dir status=0
+	dir=$(start)
+	# shellcheck disable=SC2064 # expand dir now
+	trap "stop '$dir'" EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	DXREDIS_TEST_CLUSTER=$(<"$dir/addrs")
+	export DXREDIS_TEST_CLUSTER
+	"$@" || status=$?
+	exit "$status"
+}
+
+case ${1:-} in
+start) start ;;
+stop) stop "${2:-}" ;;
+run) shift; run "$@" ;;
+*) die "usage: redis-cluster.sh run [--] CMD... | start | stop DIR" ;;
+esac

@@ -1,0 +1,24 @@
+-- inst_state: what clients read about an instance: custom status, KV (store and current delta),
+-- and the current execution's history size.
+-- KEYS[1] seq key (routing only)
+-- ARGV[1] prefix, [2] instance, [3] what: 'cs' | 'kv' (then [4] key, or '' for all) | 'stats'.
+-- Reply: cs: {version, value, cleared}; kv: {store pairs, delta pairs} (one key: {store value,
+--   delta value}); stats: {exists, event count, bytes, first event JSON, store pairs, delta pairs}.
+-- Errors: none. Cost: O(KV keys) for kv/stats, O(1) otherwise.
+local id, what = ARGV[2], ARGV[3]
+if what == 'cs' then
+  return redis.call('HMGET', k_cs(id), 'v', 's', 'n')
+elseif what == 'kv' then
+  local key = ARGV[4]
+  if key ~= '' then return { redis.call('HGET', k_kv(id), key), redis.call('HGET', k_kd(id), key) } end
+  return { redis.call('HGETALL', k_kv(id)), redis.call('HGETALL', k_kd(id)) }
+end
+local exec = current_exec(id)
+if exec == nil and redis.call('EXISTS', k_inst(id)) == 0 then return { 0 } end
+local count, bytes, first = 0, 0, false
+if exec then
+  count = redis.call('HLEN', k_hist(id, exec))
+  bytes = tonumber(redis.call('HGET', k_exec(id, exec), 'bytes') or '0')
+  first = redis.call('HGET', k_hist(id, exec), '1')
+end
+return { 1, count, bytes, first, redis.call('HGETALL', k_kv(id)), redis.call('HGETALL', k_kd(id)) }

@@ -1,0 +1,129 @@
+-- lib.lua: helpers shared by every script (prepended to each one by scripts.go).
+-- Key builders mirror keys.go exactly (TestLuaKeysMatchGo checks it). P is the partition prefix.
+local P = ARGV[1]
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function k_inst(id) return P .. 'i:' .. id end
+local function k_execs(id) return P .. 'xs:' .. id end
+local function k_exec(id, e) return P .. 'x:' .. e .. ':' .. id end
+local function k_hist(id, e) return P .. 'h:' .. e .. ':' .. id end
+local function k_msgs(id) return P .. 'q:' .. id end
+local function k_vis(id) return P .. 'qz:' .. id end
+local function k_lock(id) return P .. 'lk:' .. id end
+local function k_cs(id) return P .. 'cs:' .. id end
+local function k_kv(id) return P .. 'kv:' .. id end
+local function k_kd(id) return P .. 'kd:' .. id end
+local function k_children(id) return P .. 'ch:' .. id end
+local function k_ready(pin) return P .. 'oq:ready:' .. pin end
+local K_PINS = P .. 'oq:pins'
+local K_DUE = P .. 'oq:due'
+local K_LOCKED = P .. 'oq:locked'
+local K_TOKENS = P .. 'oq:tokens'
+local K_SEQ = P .. 'seq'
+local K_WAKE_ORCH = P .. 'wake:orch'
+local K_WAKE_WORK = P .. 'wake:work'
+local K_IDX_INSTANCES = P .. 'idx:instances'
+local function k_idx_status(s) return P .. 'idx:status:' .. s end
+
+-- Errors: a reply "DX_<CODE> message" that redisprovider maps to a ProviderError.
+local function fail(code, msg) return redis.error_reply('DX_' .. code .. ' ' .. msg) end
+
+-- Wake up to n long-polling fetchers waiting on key. The list is capped and expires, so tokens
+-- nobody takes cost at most a few spurious wakes, never a spin.
+local function wake(key, n)
+  if n <= 0 then return end
+  if n > 16 then n = 16 end
+  for _ = 1, n do redis.call('LPUSH', key, '1') end
+  redis.call('LTRIM', key, 0, 15)
+  redis.call('PEXPIRE', key, 5000)
+end
+
+-- Current execution of an instance (highest acked), or nil.
+local function current_exec(id)
+  local r = redis.call('ZRANGE', k_execs(id), -1, -1)
+  if r[1] then return tonumber(r[1]) end
+  return nil
+end
+
+-- The pin key of an instance's current execution ('-' when none).
+local function pin_of(id)
+  return redis.call('HGET', k_inst(id), 'pink') or '-'
+end
+
+-- Is the instance lock held (present, whatever its expiry)? Expired locks are reclaimed by fetch.
+local function is_locked(id)
+  return redis.call('EXISTS', k_lock(id)) == 1
+end
+
+-- Recompute where an unlocked instance stands in the ready and due indexes. Cost: O(messages of
+-- the instance that are visible) + O(log N).
+local function oq_reindex(id, now)
+  local vis = redis.call('ZRANGEBYSCORE', k_vis(id), '-inf', now)
+  local best = nil
+  for _, s in ipairs(vis) do
+    local n = tonumber(s)
+    if best == nil or n < best then best = n end
+  end
+  if best ~= nil then
+    local pin = pin_of(id)
+    redis.call('ZADD', k_ready(pin), best, id)
+    redis.call('SADD', K_PINS, pin)
+  end
+  local nxt = redis.call('ZRANGEBYSCORE', k_vis(id), '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if nxt[1] then
+    redis.call('ZADD', K_DUE, nxt[2], id)
+  else
+    redis.call('ZREM', K_DUE, id)
+  end
+  return best ~= nil
+end
+
+-- Remove an instance from every orchestrator index (before locking or deleting it).
+local function oq_unindex(id)
+  redis.call('ZREM', k_ready(pin_of(id)), id)
+  redis.call('ZREM', K_DUE, id)
+end
+
+-- Add one orchestrator message. visible_at <= now means visible at once. Returns true when the
+-- message is visible now for an unlocked instance (a fetcher should be woken).
+local function oq_enqueue(id, json, tcode, visible_at, now)
+  local s = redis.call('INCR', K_SEQ)
+  if visible_at < now then visible_at = now end
+  redis.call('HSET', k_msgs(id), 'm' .. s, json, 'a' .. s, 0, 't' .. s, tcode)
+  redis.call('ZADD', k_vis(id), visible_at, s)
+  if is_locked(id) then return false end
+  if visible_at <= now then
+    local pin = pin_of(id)
+    redis.call('ZADD', k_ready(pin), 'NX', s, id)
+    redis.call('SADD', K_PINS, pin)
+    return true
+  end
+  local due = redis.call('ZSCORE', K_DUE, id)
+  if due == false or tonumber(due) > visible_at then redis.call('ZADD', K_DUE, visible_at, id) end
+  return false
+end
+
+-- Delete one orchestrator message.
+local function oq_delete(id, s)
+  redis.call('HDEL', k_msgs(id), 'm' .. s, 'a' .. s, 't' .. s)
+  redis.call('ZREM', k_vis(id), s)
+end
+
+-- Release an instance lock (token and lock record) and reindex the instance.
+local function oq_unlock(id, tok, now)
+  redis.call('DEL', k_lock(id))
+  redis.call('ZREM', K_LOCKED, id)
+  if tok then redis.call('HDEL', K_TOKENS, tok) end
+  return oq_reindex(id, now)
+end
+
+-- Split a space-separated list.
+local function words(s)
+  local out = {}
+  if s then for w in string.gmatch(s, '%S+') do out[#out + 1] = w end end
+  return out
+end

@@ -1,0 +1,8 @@
+-- orch_enqueue: add one message to an instance's orchestrator queue. Never creates the instance.
+-- KEYS[1] seq key (routing only)
+-- ARGV[1] prefix, [2] target instance, [3] work item JSON, [4] type code ('S' start, 'Q' queue
+--   message, 'O' other), [5] delay ms (0 = visible at once).
+-- Reply: 1. Errors: none. Cost: O(log N).
+local now = now_ms()
+if oq_enqueue(ARGV[2], ARGV[3], ARGV[4], now + tonumber(ARGV[5]), now) then wake(K_WAKE_ORCH, 1) end
+return 1
