@@ -19,14 +19,32 @@ var scriptFiles embed.FS
 
 var scripts = loadScripts()
 
-func loadScripts() map[string]*redis.Script {
+// LibSource returns the shared Lua helpers every script starts with.
+func LibSource() (string, error) {
 	var lib strings.Builder
-	libs, _ := fs.Glob(scriptFiles, "scripts/lib*.lua") // sorted: lib.lua first
+	libs, err := fs.Glob(scriptFiles, "scripts/lib*.lua") // sorted: lib.lua first
+	if err != nil {
+		return "", err
+	}
 	for _, path := range libs {
-		body, _ := scriptFiles.ReadFile(path)
+		body, err := scriptFiles.ReadFile(path)
+		if err != nil {
+			return "", err
+		}
 		lib.Write(body)
 		lib.WriteString("\n")
 	}
+	return lib.String(), nil
+}
+
+// ScriptSource returns one operation file (without the shared helpers).
+func ScriptSource(name string) (string, error) {
+	b, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
+	return string(b), err
+}
+
+func loadScripts() map[string]*redis.Script {
+	lib, _ := LibSource()
 	out := map[string]*redis.Script{}
 	entries, _ := fs.Glob(scriptFiles, "scripts/*.lua")
 	for _, path := range entries {
@@ -35,7 +53,7 @@ func loadScripts() map[string]*redis.Script {
 			continue
 		}
 		body, _ := scriptFiles.ReadFile(path)
-		out[name] = redis.NewScript(lib.String() + string(body))
+		out[name] = redis.NewScript(lib + string(body))
 	}
 	return out
 }

@@ -180,27 +180,29 @@ type KeyValueClearedEvent struct {
 // KeyValuesClearedEvent removes every KV entry of the instance.
 type KeyValuesClearedEvent struct{}
 
-func (OrchestrationStartedEvent) EventType() string            { return "OrchestrationStarted" }
-func (OrchestrationCompletedEvent) EventType() string          { return "OrchestrationCompleted" }
-func (OrchestrationFailedEvent) EventType() string             { return "OrchestrationFailed" }
-func (ActivityScheduledEvent) EventType() string               { return "ActivityScheduled" }
-func (ActivityCompletedEvent) EventType() string               { return "ActivityCompleted" }
-func (ActivityFailedEvent) EventType() string                  { return "ActivityFailed" }
-func (ActivityCancelRequestedEvent) EventType() string         { return "ActivityCancelRequested" }
-func (TimerCreatedEvent) EventType() string                    { return "TimerCreated" }
-func (TimerFiredEvent) EventType() string                      { return "TimerFired" }
-func (ExternalSubscribedEvent) EventType() string              { return "ExternalSubscribed" }
-func (ExternalEventEvent) EventType() string                   { return "ExternalEvent" }
-func (OrchestrationChainedEvent) EventType() string            { return "OrchestrationChained" }
-func (SubOrchestrationScheduledEvent) EventType() string       { return "SubOrchestrationScheduled" }
-func (SubOrchestrationCompletedEvent) EventType() string       { return "SubOrchestrationCompleted" }
-func (SubOrchestrationFailedEvent) EventType() string          { return "SubOrchestrationFailed" }
-func (SubOrchestrationCancelRequestedEvent) EventType() string { return "SubOrchestrationCancelRequested" }
-func (OrchestrationContinuedAsNewEvent) EventType() string     { return "OrchestrationContinuedAsNew" }
-func (OrchestrationCancelRequestedEvent) EventType() string    { return "OrchestrationCancelRequested" }
-func (ExternalSubscribedCancelledEvent) EventType() string     { return "ExternalSubscribedCancelled" }
-func (QueueSubscribedEvent) EventType() string                 { return "ExternalSubscribedPersistent" }
-func (QueueEventDeliveredEvent) EventType() string             { return "ExternalEventPersistent" }
+func (OrchestrationStartedEvent) EventType() string      { return "OrchestrationStarted" }
+func (OrchestrationCompletedEvent) EventType() string    { return "OrchestrationCompleted" }
+func (OrchestrationFailedEvent) EventType() string       { return "OrchestrationFailed" }
+func (ActivityScheduledEvent) EventType() string         { return "ActivityScheduled" }
+func (ActivityCompletedEvent) EventType() string         { return "ActivityCompleted" }
+func (ActivityFailedEvent) EventType() string            { return "ActivityFailed" }
+func (ActivityCancelRequestedEvent) EventType() string   { return "ActivityCancelRequested" }
+func (TimerCreatedEvent) EventType() string              { return "TimerCreated" }
+func (TimerFiredEvent) EventType() string                { return "TimerFired" }
+func (ExternalSubscribedEvent) EventType() string        { return "ExternalSubscribed" }
+func (ExternalEventEvent) EventType() string             { return "ExternalEvent" }
+func (OrchestrationChainedEvent) EventType() string      { return "OrchestrationChained" }
+func (SubOrchestrationScheduledEvent) EventType() string { return "SubOrchestrationScheduled" }
+func (SubOrchestrationCompletedEvent) EventType() string { return "SubOrchestrationCompleted" }
+func (SubOrchestrationFailedEvent) EventType() string    { return "SubOrchestrationFailed" }
+func (SubOrchestrationCancelRequestedEvent) EventType() string {
+	return "SubOrchestrationCancelRequested"
+}
+func (OrchestrationContinuedAsNewEvent) EventType() string  { return "OrchestrationContinuedAsNew" }
+func (OrchestrationCancelRequestedEvent) EventType() string { return "OrchestrationCancelRequested" }
+func (ExternalSubscribedCancelledEvent) EventType() string  { return "ExternalSubscribedCancelled" }
+func (QueueSubscribedEvent) EventType() string              { return "ExternalSubscribedPersistent" }
+func (QueueEventDeliveredEvent) EventType() string          { return "ExternalEventPersistent" }
 func (QueueSubscriptionCancelledEvent) EventType() string {
 	return "ExternalSubscribedPersistentCancelled"
 }

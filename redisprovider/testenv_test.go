@@ -93,8 +93,8 @@ func dropNamespace(t testing.TB, p *redisprovider.Provider) {
 type redisFactory struct{}
 
 func (redisFactory) CreateProvider(t *testing.T) provider.Provider { return newTestProvider(t) }
-func (redisFactory) LockTimeout() time.Duration                     { return time.Second }
-func (redisFactory) ShortPollThreshold() time.Duration              { return 100 * time.Millisecond }
+func (redisFactory) LockTimeout() time.Duration                    { return time.Second }
+func (redisFactory) ShortPollThreshold() time.Duration             { return 100 * time.Millisecond }
 
 // CorruptInstanceHistory overwrites every stored event of every execution with invalid JSON.
 func (redisFactory) CorruptInstanceHistory(t *testing.T, pr provider.Provider, instance string) {

@@ -1,0 +1,86 @@
+package dxredis_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/duroxide-go/dxredis"
+	"github.com/redis/go-redis/v9"
+)
+
+// odd instance ids that must neither break the hash tag nor collide.
+var oddIDs = []string{"plain", "{a}", "}{", "a:b", "a::b:", "with space", "日本語-🎉", strings.Repeat("x", 1024), "x", "x:1", "x:1:h", "1:x"}
+
+// TestLuaKeysMatchGo checks that the key builders in scripts/lib.lua produce exactly the keys
+// keys.go does, for odd instance ids too.
+func TestLuaKeysMatchGo(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ks, err := dxredis.NewKeyspace("ns-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, err := dxredis.LibSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := redis.NewScript(lib + `
+local id = ARGV[2]
+return { k_inst(id), k_execs(id), k_exec(id, 7), k_hist(id, 7), k_msgs(id), k_vis(id), k_lock(id),
+  k_cs(id), k_kv(id), k_kd(id), k_children(id), K_SEQ, K_WAKE_ORCH, K_WAKE_WORK }`)
+	for _, id := range oddIDs {
+		got, err := script.Run(context.Background(), rdb, []string{ks.Seq(0)}, ks.Prefix(0), id).StringSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{ks.Instance(id), ks.Executions(id), ks.Execution(id, 7), ks.History(id, 7), ks.Messages(id),
+			ks.MessageVisibility(id), ks.Lock(id), ks.CustomStatus(id), ks.KVStore(id), ks.KVDelta(id), ks.Children(id),
+			ks.Seq(0), ks.WakeOrch(0), ks.WakeWork(0)}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("id %q: lua keys\n%v\ngo keys\n%v", id, got, want)
+		}
+	}
+}
+
+// TestKeysShareOneSlotAndNeverCollide checks the cluster and isolation properties of the keyspace.
+func TestKeysShareOneSlotAndNeverCollide(t *testing.T) {
+	ks, _ := dxredis.NewKeyspace("dx")
+	tag := "{dx:0}"
+	seen := map[string]string{}
+	for _, id := range oddIDs {
+		for _, k := range []string{ks.Instance(id), ks.Executions(id), ks.Execution(id, 1), ks.History(id, 1),
+			ks.Messages(id), ks.MessageVisibility(id), ks.Lock(id), ks.CustomStatus(id), ks.KVStore(id), ks.KVDelta(id),
+			ks.Children(id)} {
+			if !strings.HasPrefix(k, tag+":") {
+				t.Errorf("key %q does not start with the hash tag %s", k, tag)
+			}
+			if other, dup := seen[k]; dup {
+				t.Errorf("key %q built for %q and %q", k, other, id)
+			}
+			seen[k] = id
+		}
+	}
+	for _, bad := range []string{"", "a{b", "a}b", "a:b", "a b", strings.Repeat("n", 65), "日本"} {
+		if _, err := dxredis.NewKeyspace(bad); err == nil {
+			t.Errorf("namespace %q accepted", bad)
+		}
+	}
+}
+
+// TestScriptsHaveHeaders checks every operation script documents KEYS, ARGV, reply and cost.
+func TestScriptsHaveHeaders(t *testing.T) {
+	for _, name := range dxredis.ScriptNames() {
+		src, err := dxredis.ScriptSource(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"KEYS[1]", "ARGV[1]", "Reply", "Cost"} {
+			if !strings.Contains(src, want) {
+				t.Errorf("scripts/%s.lua: header lacks %q", name, want)
+			}
+		}
+	}
+}
