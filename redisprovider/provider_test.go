@@ -1,0 +1,136 @@
+package redisprovider_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/alicebob/miniredis/v2/server"
+	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
+)
+
+// withPolicy makes a miniredis answer CONFIG GET maxmemory-policy with policy.
+func withPolicy(t *testing.T, policy string) *miniredis.Miniredis {
+	mr := miniredis.RunT(t)
+	err := mr.Server().Register("CONFIG", func(c *server.Peer, _ string, args []string) {
+		c.WriteLen(2)
+		c.WriteBulk("maxmemory-policy")
+		c.WriteBulk(policy)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mr
+}
+
+func TestNewRefusesEvictingPolicy(t *testing.T) {
+	ctx := context.Background()
+	mr := withPolicy(t, "allkeys-lru")
+	_, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Logger: quietLogger})
+	if !errors.Is(err, provider.ErrInvalidInput) || provider.IsRetryable(err) {
+		t.Fatalf("New with allkeys-lru: got %v, want a permanent invalid-input error", err)
+	}
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Logger: quietLogger, AllowEvictingMaxmemoryPolicy: true})
+	if err != nil {
+		t.Fatalf("New with the explicit option: %v", err)
+	}
+	_ = p.Close()
+	ok := withPolicy(t, "noeviction")
+	p, err = redisprovider.New(ctx, redisprovider.Options{Addr: ok.Addr(), Logger: quietLogger})
+	if err != nil {
+		t.Fatalf("New with noeviction: %v", err)
+	}
+	_ = p.Close()
+}
+
+func TestNewRejectsBadNamespaceAndUnreachableServer(t *testing.T) {
+	ctx := context.Background()
+	if _, err := redisprovider.New(ctx, redisprovider.Options{Namespace: "a{b}"}); !errors.Is(err, provider.ErrInvalidInput) {
+		t.Fatalf("bad namespace: got %v", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err := redisprovider.New(cctx, redisprovider.Options{Addr: "127.0.0.1:1", Logger: quietLogger})
+	if err == nil || !provider.IsRetryable(err) {
+		t.Fatalf("unreachable server: got %v, want a retryable error", err)
+	}
+}
+
+// TestScriptsRecoverAfterFlush: a server restart (or SCRIPT FLUSH) forgets loaded scripts; the
+// provider must go on working without help.
+func TestScriptsRecoverAfterFlush(t *testing.T) {
+	p := newTestProvider(t)
+	ctx := context.Background()
+	if err := p.Client().ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	start := provider.WorkItem{Kind: provider.StartOrchestration{Instance: "i", Orchestration: "O", Input: "{}", ExecutionID: 1}}
+	if err := p.EnqueueForOrchestrator(ctx, start, 0); err != nil {
+		t.Fatalf("enqueue after SCRIPT FLUSH: %v", err)
+	}
+	it, err := p.FetchOrchestrationItem(ctx, time.Second, 0, nil)
+	if err != nil || it == nil {
+		t.Fatalf("fetch after SCRIPT FLUSH: %v %v", it, err)
+	}
+}
+
+func TestContextCancelledIsNotRetryable(t *testing.T) {
+	p := newTestProvider(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := p.FetchOrchestrationItem(ctx, time.Second, 0, nil)
+	if err == nil || provider.IsRetryable(err) {
+		t.Fatalf("cancelled context: got %v, want a permanent error", err)
+	}
+}
+
+// TestLongPollOrchestration: a waiting fetch returns as soon as work is enqueued, returns nothing
+// after its poll timeout, ends when its delayed work comes due, and ends on Close.
+func TestLongPollOrchestration(t *testing.T) {
+	p := newTestProvider(t)
+	ctx := context.Background()
+	start := func(id string) provider.WorkItem {
+		return provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}}
+	}
+	got := make(chan *provider.LockedOrchestrationItem, 1)
+	go func() {
+		it, _ := p.FetchOrchestrationItem(ctx, time.Second, 10*time.Second, nil)
+		got <- it
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := p.EnqueueForOrchestrator(ctx, start("woken"), 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case it := <-got:
+		if it == nil || it.Item.Instance != "woken" {
+			t.Fatalf("woken fetch returned %+v", it)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("enqueue did not wake the waiting fetch")
+	}
+
+	if err := p.EnqueueForOrchestrator(ctx, start("delayed"), 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	it, err := p.FetchOrchestrationItem(ctx, time.Second, 10*time.Second, nil)
+	if err != nil || it == nil || it.Item.Instance != "delayed" {
+		t.Fatalf("delayed work did not end the wait: %+v %v", it, err)
+	}
+
+	done := make(chan struct{})
+	go func() {
+		_, _ = p.FetchOrchestrationItem(ctx, time.Second, 30*time.Second, nil)
+		close(done)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	_ = p.Close()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end the waiting fetch")
+	}
+}
