@@ -16,7 +16,13 @@ export PATH := $(shell go env GOPATH 2>/dev/null)/bin:$(PATH)
 GO          ?= go
 TEST_FLAGS  ?= -count=1 -timeout 10m
 FUZZTIME    ?= 60s
+# staticcheck runs only when on PATH; STATICCHECK may name another command (see lint's message).
+STATICCHECK ?= staticcheck
+STATICCHECK_PKG := honnef.co/go/tools/cmd/staticcheck
+STATICCHECK_VERSION := v0.8.2
 BENCH_OUT   ?= bench/results-go.txt
+BENCH_FLAGS ?= -count=1
+export BENCH_FLAGS
 # Packages that talk to Redis; ./cmd/... only once cmd/ exists.
 REDIS_PKGS  := ./redisprovider/... $(if $(wildcard cmd/*),./cmd/...)
 
@@ -38,10 +44,11 @@ lint:
 	@out=$$(gofmt -l .); if [[ -n $$out ]]; then echo "$$out"; echo 'gofmt: the files above need gofmt -w'; exit 1; fi
 	@echo '== go vet ./...'
 	@$(GO) vet ./...
-	@if command -v staticcheck >/dev/null; then \
-		echo '== staticcheck ./...'; staticcheck ./...; \
+	@if command -v $(firstword $(STATICCHECK)) >/dev/null; then \
+		echo '== $(STATICCHECK) ./...'; $(STATICCHECK) ./...; \
 	else \
-		echo '== staticcheck: skipped (not installed; go install honnef.co/go/tools/cmd/staticcheck@latest)'; \
+		echo '== staticcheck: skipped (not on PATH; go install $(STATICCHECK_PKG)@$(STATICCHECK_VERSION),'; \
+		echo '   or make lint STATICCHECK="go run $(STATICCHECK_PKG)@$(STATICCHECK_VERSION)")'; \
 	fi
 
 bench:

@@ -210,6 +210,44 @@ func (d *ErrorDetails) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
+	if err := (ErrorDetails{k}).valid(); err != nil {
+		return err
+	}
 	d.Kind = k
+	return nil
+}
+
+// valid reports whether d holds a complete variant (decoding leaves a missing "details" or
+// "kind" at its zero value, which could not be encoded again).
+func (d ErrorDetails) valid() error {
+	switch k := d.Kind.(type) {
+	case nil:
+		return fmt.Errorf("ErrorDetails: missing or empty")
+	case ApplicationError:
+		if k.Kind.Name == "" {
+			return fmt.Errorf("ErrorDetails Application: missing kind")
+		}
+	case PoisonError:
+		if k.MessageType.Kind == nil {
+			return fmt.Errorf("ErrorDetails Poison: missing message_type")
+		}
+	}
+	return nil
+}
+
+// checker is implemented by decoded variants with required nested values.
+type checker interface{ check() error }
+
+func (k OrchestrationFailedEvent) check() error    { return k.Details.valid() }
+func (k ActivityFailedEvent) check() error         { return k.Details.valid() }
+func (k SubOrchestrationFailedEvent) check() error { return k.Details.valid() }
+func (k ActivityFailed) check() error              { return k.Details.valid() }
+func (k SubOrchFailed) check() error               { return k.Details.valid() }
+
+// checked runs v's check when it has one.
+func checked(v any) error {
+	if c, ok := v.(checker); ok {
+		return c.check()
+	}
 	return nil
 }

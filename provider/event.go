@@ -271,6 +271,9 @@ func registerKind[T EventKind]() {
 		if err := json.Unmarshal(b, &k); err != nil {
 			return nil, fmt.Errorf("Event %s: %w", typ, err)
 		}
+		if err := checked(k); err != nil {
+			return nil, fmt.Errorf("Event %s: %w", typ, err)
+		}
 		return k, nil
 	}
 }

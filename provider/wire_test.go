@@ -181,3 +181,23 @@ func FuzzDecodeWorkItem(f *testing.F) {
 		}
 	})
 }
+
+func TestWireRejectsMissingRequiredUnions(t *testing.T) {
+	// Found by fuzzing: a missing "details" decoded to a value that could not be encoded again.
+	for _, s := range []string{
+		`{"event_id":1,"source_event_id":null,"instance_id":"","execution_id":0,"timestamp_ms":0,"duroxide_version":"","type":"OrchestrationFailed"}`,
+		`{"event_id":1,"source_event_id":null,"instance_id":"","execution_id":0,"timestamp_ms":0,"duroxide_version":"","type":"ActivityFailed","details":{"Application":{"message":"m","retryable":false}}}`,
+		`{"event_id":1,"source_event_id":null,"instance_id":"","execution_id":0,"timestamp_ms":0,"duroxide_version":"","type":"SubOrchestrationFailed","details":{"Poison":{"attempt_count":1,"max_attempts":1,"message":"m"}}}`,
+	} {
+		var ev Event
+		if err := json.Unmarshal([]byte(s), &ev); err == nil {
+			t.Errorf("Event %s: decoded without error", s)
+		}
+	}
+	for _, s := range []string{`{"ActivityFailed":{}}`, `{"SubOrchFailed":{"parent_instance":"p","parent_execution_id":1,"parent_id":1}}`} {
+		var wi WorkItem
+		if err := json.Unmarshal([]byte(s), &wi); err == nil {
+			t.Errorf("WorkItem %s: decoded without error", s)
+		}
+	}
+}

@@ -237,6 +237,9 @@ func (w *WorkItem) UnmarshalJSON(b []byte) error {
 	default:
 		return fmt.Errorf("%s: unknown variant %q", what, tag)
 	}
+	if err == nil {
+		err = checked(k)
+	}
 	if err != nil {
 		return err
 	}
