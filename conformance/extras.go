@@ -44,30 +44,34 @@ func exCall(t *testing.T, what string, fn func() error) (err error) {
 	return fn()
 }
 
-// exRejected runs fn and fails the test unless it returns a permanent *provider.ProviderError
-// matching one of kinds.
+// exRejected runs fn and reports a test error unless it returns a permanent
+// *provider.ProviderError matching one of kinds. It does not stop the test, so that one run lists
+// every input a provider accepts; the callers check right after that nothing changed.
 func exRejected(t *testing.T, what string, fn func() error, kinds ...error) {
 	t.Helper()
 	err := exCall(t, what, fn)
-	if err == nil {
-		t.Fatalf("%s: got no error, want a permanent %v error", what, kinds)
-	}
 	if errors.Is(err, errExPanicked) {
-		t.FailNow()
+		return
+	}
+	if err == nil {
+		t.Errorf("%s: got no error, want a permanent %v error", what, kinds)
+		return
 	}
 	pe, ok := provider.AsProviderError(err)
 	if !ok {
-		t.Fatalf("%s: error %v (%T) is not a *provider.ProviderError", what, err, err)
+		t.Errorf("%s: error %v (%T) is not a *provider.ProviderError", what, err, err)
+		return
 	}
 	if pe.Retryable {
-		t.Fatalf("%s: error %v is retryable, want permanent", what, err)
+		t.Errorf("%s: error %v is retryable, want permanent", what, err)
+		return
 	}
 	for _, k := range kinds {
 		if errors.Is(err, k) {
 			return
 		}
 	}
-	t.Fatalf("%s: error %v is none of %v", what, err, kinds)
+	t.Errorf("%s: error %v is none of %v", what, err, kinds)
 }
 
 // exDepths asserts the unlocked queue depths.
@@ -170,7 +174,10 @@ func AdversarialInstanceIDs(t *testing.T, f Factory) {
 	hist := map[string][]provider.Event{}
 	for _, id := range all {
 		createInstance(t, p, id)
-		hist[id] = []provider.Event{started(id)}
+		hist[id] = mustRead(t, p, id)
+		if len(hist[id]) != 1 || hist[id][0].EventType() != "OrchestrationStarted" || hist[id][0].InstanceID != id {
+			t.Fatalf("read(%q) after create_instance: %v, want its OrchestrationStarted", id, hist[id])
+		}
 	}
 
 	// Turn 2 of every instance, all locked at once: schedule an activity, set KV and custom status.
@@ -406,9 +413,11 @@ func ConcurrencyInvariant(t *testing.T, f Factory) {
 		s.written[id] = map[uint64]provider.Event{}
 		mustEnqueueOrch(t, p, startItem(id))
 	}
-	done := func() bool { return s.completed.Load() == instances || c.Err() != nil }
+	var failures atomic.Int32 // the dispatchers stop at the first failure
+	done := func() bool { return s.completed.Load() == instances || failures.Load() > 0 || c.Err() != nil }
 	failed := func(format string, args ...any) {
 		if c.Err() == nil {
+			failures.Add(1)
 			t.Errorf(format, args...)
 		}
 	}
@@ -561,11 +570,11 @@ func ConcurrencyInvariant(t *testing.T, f Factory) {
 	}
 	wg.Wait()
 	t.Logf("abandons %d, expired locks %d", s.abandons.Load(), s.expiries.Load())
-	if n := s.completed.Load(); n != instances {
-		t.Fatalf("%d of %d instances completed before the time bound", n, instances)
-	}
 	if t.Failed() {
 		t.FailNow()
+	}
+	if n := s.completed.Load(); n != instances {
+		t.Fatalf("%d of %d instances completed before the time bound", n, instances)
 	}
 
 	a := mustAdmin(t, p)

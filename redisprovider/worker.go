@@ -1,47 +1,262 @@
 package redisprovider
 
-// Worker side: owned by the worker-side engineer; these stubs are replaced.
+// Worker side: the worker queue (activities), session affinity and tag routing. Each method is one
+// script call (scripts/work_*.lua, helpers in scripts/lib_worker.lua); FetchWorkItem repeats its
+// call only around long-poll waits.
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
 	"time"
 
+	"github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/provider"
+	"github.com/google/uuid"
 )
 
+// notYet is the error of methods not implemented yet (admin.go's stubs use it).
 func notYet(op string) error { return provider.NewPermanentError(op, "not implemented yet") }
 
-// EnqueueForWorker implements provider.Provider.
+// workerPartition is the partition holding the worker queue. Today a namespace has exactly one
+// partition; once namespaces are split, each partition gets its own worker queue (an item lives with
+// its instance so that the orchestration ack can cancel it atomically), fetches have to visit the
+// partitions and lock tokens have to name theirs.
+const workerPartition = 0
+
+// sessionCleanupBatch is the most sessions one CleanupOrphanedSessions call deletes, so that one
+// script never blocks Redis for long; the runtime calls it periodically.
+const sessionCleanupBatch = 1000
+
+// activityRoute validates an ActivityExecute for the worker queue and returns its JSON and the
+// routing fields the scripts take as ARGV: instance, execution, activity id, session and tag (the
+// empty string for none). Empty session ids and tags are therefore refused.
+func (p *Provider) activityRoute(op string, item provider.WorkItem) ([]any, error) {
+	js, err := p.encodeItem(op, item, true)
+	if err != nil {
+		return nil, err
+	}
+	a := item.Kind.(provider.ActivityExecute)
+	if a.SessionID != nil && *a.SessionID == "" {
+		return nil, invalid(op, "ActivityExecute %s/%d has an empty session_id (omit it instead)", a.Instance, a.ID)
+	}
+	if a.Tag != nil && *a.Tag == "" {
+		return nil, invalid(op, "ActivityExecute %s/%d has an empty tag (omit it instead)", a.Instance, a.ID)
+	}
+	return []any{js, a.Instance, strconv.FormatUint(a.ExecutionID, 10), strconv.FormatUint(a.ID, 10),
+		deref(a.SessionID), deref(a.Tag)}, nil
+}
+
+// EnqueueForWorker implements provider.Provider: the ActivityExecute is visible at once and wakes a
+// waiting fetcher. Any other variant, an empty instance, an empty session id or tag, or an item
+// larger than MaxPayloadBytes is ErrInvalidInput, with nothing written.
 func (p *Provider) EnqueueForWorker(ctx context.Context, item provider.WorkItem) error {
-	return notYet("enqueue_for_worker")
+	const op = "enqueue_for_worker"
+	args, err := p.activityRoute(op, item)
+	if err != nil {
+		return err
+	}
+	_, err = p.run(ctx, op, "work_enqueue", workerPartition, args...)
+	return err
 }
 
-// FetchWorkItem implements provider.Provider.
+// FetchWorkItem implements provider.Provider. It locks the visible item with the lowest enqueue
+// sequence among those the tag filter and the session rules allow; expired item locks are
+// reclaimed (attempt + 1), delayed items that came due and expired sessions are released by the
+// same script. With nothing eligible it long-polls: it waits for a wake-up, for delayed work or an
+// expiring lock to come due, or for pollTimeout, then returns (nil, nil) (also when ctx ends or the
+// provider closes while waiting).
+//
+// With session != nil it also returns items of sessions session.OwnerID holds and of unowned or
+// expired sessions, claiming those for session.LockTimeout; taking an item of a session the owner
+// already holds refreshes its last activity and extends (never shortens) its lock. TagFilterNone
+// returns nil without touching Redis (after waiting pollTimeout, so that a polling loop does not
+// spin). An invalid tag filter, an empty OwnerID or a negative duration is ErrInvalidInput.
 func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *provider.SessionFetchConfig, tags provider.TagFilter) (*provider.LockedWorkItem, error) {
-	return nil, notYet("fetch_work_item")
+	const op = "fetch_work_item"
+	if err := tags.Validate(); err != nil {
+		return nil, invalid(op, "%v", err)
+	}
+	if lockTimeout <= 0 {
+		return nil, invalid(op, "lock timeout must be positive, got %v", lockTimeout)
+	}
+	if pollTimeout < 0 {
+		return nil, invalid(op, "poll timeout must not be negative, got %v", pollTimeout)
+	}
+	owner, sessionLock := "", time.Duration(0)
+	if session != nil {
+		if session.OwnerID == "" {
+			return nil, invalid(op, "session fetch config has an empty owner_id")
+		}
+		if session.LockTimeout <= 0 {
+			return nil, invalid(op, "session lock timeout must be positive, got %v", session.LockTimeout)
+		}
+		owner, sessionLock = session.OwnerID, session.LockTimeout
+	}
+	if tags.Mode() == provider.TagModeNone {
+		p.sleep(ctx, pollTimeout)
+		return nil, nil
+	}
+
+	token := uuid.NewString()
+	args := []any{token, ms(lockTimeout), owner, ms(sessionLock)}
+	switch tags.Mode() {
+	case provider.TagModeAny:
+		args = append(args, "*")
+	case provider.TagModeDefaultOnly:
+		args = append(args, "", dxredis.WorkTagKey(""))
+	default:
+		args = append(args, "")
+		if tags.Mode() == provider.TagModeDefaultAnd {
+			args = append(args, dxredis.WorkTagKey(""))
+		}
+		for _, t := range tags.Tags() {
+			args = append(args, dxredis.WorkTagKey(t))
+		}
+	}
+
+	deadline := time.Now().Add(pollTimeout)
+	for {
+		res, err := p.run(ctx, op, "work_fetch", workerPartition, args...)
+		if err != nil {
+			return nil, err
+		}
+		r := list(res)
+		if len(r) < 3 {
+			return nil, provider.NewPermanentError(op, "unexpected reply from work_fetch")
+		}
+		if num(r[0]) == 1 {
+			var item provider.WorkItem
+			if err := json.Unmarshal([]byte(str(r[2])), &item); err != nil {
+				// Stored items were validated on enqueue; this is corruption. The lock expires and
+				// the item is redelivered with a higher attempt count.
+				return nil, provider.NewPermanentError(op, "stored worker item does not decode: "+err.Error())
+			}
+			return &provider.LockedWorkItem{Item: item, LockToken: token, AttemptCount: uint32(num(r[1]))}, nil
+		}
+		if pollTimeout <= 0 || !p.waitForWork(ctx, p.keys.WakeWork(workerPartition), deadline, num(r[2]), num(r[1])) {
+			return nil, nil
+		}
+	}
 }
 
-// AckWorkItem implements provider.Provider.
+// sleep waits d, or until ctx ends or the provider closes.
+func (p *Provider) sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-p.closed:
+	}
+}
+
+// emptyToken is the error for an empty lock token (no script call).
+func emptyToken(op string) error {
+	return provider.NewPermanentError(op, "Invalid lock token: empty").WithKind(provider.ErrInvalidLockToken)
+}
+
+// AckWorkItem implements provider.Provider. The token must be held and unexpired; otherwise
+// (unknown, expired, acked, abandoned, reclaimed, or its activity cancelled) the error is permanent
+// with Kind ErrInvalidLockToken and nothing changes: the item stays queued. completion, when
+// non-nil, must be ActivityCompleted or ActivityFailed (else ErrInvalidInput); it lands on its
+// target instance's orchestrator queue in the same script. The item's session, while its lock is
+// valid, has its last activity refreshed; session ownership does not gate the ack.
 func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion *provider.WorkItem) error {
-	return notYet("ack_work_item")
+	const op = "ack_work_item"
+	if lockToken == "" {
+		return emptyToken(op)
+	}
+	args := []any{lockToken, "0", "", ""}
+	if completion != nil {
+		switch completion.Kind.(type) {
+		case provider.ActivityCompleted, provider.ActivityFailed:
+		default:
+			return invalid(op, "completion must be ActivityCompleted or ActivityFailed, got %q", completion.Variant())
+		}
+		js, err := p.encodeItem(op, *completion, false)
+		if err != nil {
+			return err
+		}
+		args = []any{lockToken, "1", completion.TargetInstance(), js}
+	}
+	_, err := p.run(ctx, op, "work_ack", workerPartition, args...)
+	return err
 }
 
-// RenewWorkItemLock implements provider.Provider.
+// RenewWorkItemLock implements provider.Provider: locked_until = now + extendFor, for a held and
+// unexpired lock (else permanent ErrInvalidLockToken: the lock is lost or the activity was
+// cancelled). It also refreshes the item's session last activity while the session lock is valid.
 func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
-	return notYet("renew_work_item_lock")
+	const op = "renew_work_item_lock"
+	if lockToken == "" {
+		return emptyToken(op)
+	}
+	if extendFor < 0 {
+		return invalid(op, "extend_for must not be negative, got %v", extendFor)
+	}
+	_, err := p.run(ctx, op, "work_renew", workerPartition, lockToken, ms(extendFor))
+	return err
 }
 
-// AbandonWorkItem implements provider.Provider.
+// AbandonWorkItem implements provider.Provider. The item becomes visible after delay (0: at once);
+// ignoreAttempt decrements its attempt count, never below 0. An unknown token is permanent
+// ErrInvalidLockToken. As in duroxide, a lock that expired but was not yet reclaimed by a fetch can
+// still be abandoned.
 func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
-	return notYet("abandon_work_item")
+	const op = "abandon_work_item"
+	if lockToken == "" {
+		return emptyToken(op)
+	}
+	if delay < 0 {
+		return invalid(op, "delay must not be negative, got %v", delay)
+	}
+	_, err := p.run(ctx, op, "work_abandon", workerPartition, lockToken, ms(delay), boolArg(ignoreAttempt))
+	return err
 }
 
-// RenewSessionLock implements provider.Provider.
+// RenewSessionLock implements provider.Provider: every session held by one of ownerIDs whose lock
+// is still valid and whose last activity is newer than now - idleTimeout (strictly) gets
+// locked_until = now + extendFor. Empty and repeated owner ids are ignored; no owner ids is 0
+// without a Redis call.
 func (p *Provider) RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error) {
-	return 0, notYet("renew_session_lock")
+	const op = "renew_session_lock"
+	if extendFor < 0 || idleTimeout < 0 {
+		return 0, invalid(op, "durations must not be negative (extend_for %v, idle_timeout %v)", extendFor, idleTimeout)
+	}
+	owners := slices.Clone(ownerIDs)
+	slices.Sort(owners)
+	owners = slices.Compact(owners)
+	if len(owners) > 0 && owners[0] == "" {
+		owners = owners[1:]
+	}
+	if len(owners) == 0 {
+		return 0, nil
+	}
+	args := make([]any, 0, 2+len(owners))
+	args = append(args, ms(extendFor), ms(idleTimeout))
+	for _, o := range owners {
+		args = append(args, o)
+	}
+	res, err := p.run(ctx, op, "work_session_renew", workerPartition, args...)
+	if err != nil {
+		return 0, err
+	}
+	return int(num(res)), nil
 }
 
-// CleanupOrphanedSessions implements provider.Provider.
+// CleanupOrphanedSessions implements provider.Provider: it deletes sessions whose lock expired
+// (locked_until <= now) and that have no queued items, at most 1000 per call, and returns how many.
+// idleTimeout is not used (as in duroxide's providers): an expired session is already claimable.
 func (p *Provider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error) {
-	return 0, notYet("cleanup_orphaned_sessions")
+	const op = "cleanup_orphaned_sessions"
+	res, err := p.run(ctx, op, "work_session_cleanup", workerPartition, strconv.Itoa(sessionCleanupBatch))
+	if err != nil {
+		return 0, err
+	}
+	return int(num(res)), nil
 }

@@ -1,0 +1,482 @@
+// Command dxbench is dxredis's load generator. It plays duroxide's runtime dispatchers over the
+// provider.Provider interface (orchestration dispatchers that fetch, replay, decide and ack turns;
+// worker dispatchers that run activities) against a Redis server, and reports throughput,
+// latency and what each orchestration costs Redis.
+//
+// Workloads (-workload): hello (W1: one activity per orchestration), fanout (W2: 10 parallel
+// activities), timer (W3: one 100 ms durable timer, with 1,000 other timers pending), longhistory
+// (W4: 500 sequential activities, turn latency by history size), wake (enqueue -> fetch-return
+// latency of one long-polling fetcher), idle (what an idle fetcher costs), all.
+//
+// The report ends with one JSON line (see bench/README.md). Keys are left in place under the
+// namespace (-ns, default dxbench-<random>) for inspection; -cleanup deletes them.
+//
+// Without -addr, dxbench uses 127.0.0.1:6379 and, when nothing answers there, an embedded
+// miniredis; numbers from miniredis mean nothing.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/duroxide-go/dxredis/redisprovider"
+	"github.com/redis/go-redis/v9"
+)
+
+// defaultAddr is where dxbench looks for Redis without -addr (a variable so tests can point it
+// at nothing).
+var defaultAddr = "127.0.0.1:6379"
+
+type config struct {
+	addr              string
+	addrSet           bool
+	miniredis         bool
+	workload          string
+	n                 int
+	nSet              bool
+	orchConcurrency   int
+	workerConcurrency int
+	payloadBytes      int
+	ns                string
+	cleanup           bool
+	rate              float64
+	timerDelay        time.Duration
+	timerRate         float64
+	timerBackground   int
+	fanoutWidth       int
+	lhSteps           int
+	idle              time.Duration
+	baselineDur       time.Duration
+	activityDelay     time.Duration
+	timeout           time.Duration
+	stall             time.Duration
+	cpuprofile        string
+}
+
+// Result is one workload's report; it is printed as the last line, as JSON. Fields that could not
+// be measured (e.g. memory on miniredis) are null.
+type Result struct {
+	Workload                  string   `json:"workload"`
+	N                         int      `json:"n"`
+	Seconds                   *float64 `json:"seconds"`
+	OrchPerSec                *float64 `json:"orch_per_sec"`
+	ActivitiesPerSec          *float64 `json:"activities_per_sec"`
+	P50Ms                     *float64 `json:"p50_ms"`
+	P99Ms                     *float64 `json:"p99_ms"`
+	RedisCmdsPerOrch          *float64 `json:"redis_cmds_per_orch"`
+	RedisBytesPerOrch         *float64 `json:"redis_bytes_per_orch"`
+	BaselineScriptCallsPerSec *float64 `json:"baseline_script_calls_per_sec"`
+
+	Backend           string   `json:"backend"`
+	Error             string   `json:"error,omitempty"`
+	Completed         int      `json:"completed"`
+	Turns             int64    `json:"turns"`
+	Activities        int64    `json:"activities"`
+	TurnsPerSec       *float64 `json:"turns_per_sec,omitempty"`
+	Rate              float64  `json:"rate,omitempty"`
+	RoundTripsPerOrch *float64 `json:"round_trips_per_orch,omitempty"`
+	RedisUsecPerOrch  *float64 `json:"redis_script_usec_per_orch,omitempty"`
+	RedisCPUCores     *float64 `json:"redis_cpu_cores,omitempty"`
+	ClientCPUCores    *float64 `json:"client_cpu_cores,omitempty"`
+	Errors            int      `json:"errors"`
+	ErrorDetail       string   `json:"error_detail,omitempty"`
+
+	LatenessP50Ms    *float64 `json:"lateness_p50_ms,omitempty"`
+	LatenessP99Ms    *float64 `json:"lateness_p99_ms,omitempty"`
+	LatenessMaxMs    *float64 `json:"lateness_max_ms,omitempty"`
+	TimersPendingAvg *float64 `json:"timers_pending_avg,omitempty"`
+	TimersPendingMax int64    `json:"timers_pending_max,omitempty"`
+	TimerBackground  int      `json:"timer_background,omitempty"`
+
+	WakeP50Ms   *float64 `json:"wake_p50_ms,omitempty"`
+	WakeP99Ms   *float64 `json:"wake_p99_ms,omitempty"`
+	WakeSamples int      `json:"wake_samples,omitempty"`
+
+	IdleSeconds                 *float64 `json:"idle_seconds,omitempty"`
+	IdleCmdsPerPoll             *float64 `json:"idle_cmds_per_poll,omitempty"`
+	IdleRoundTripsPerPoll       *float64 `json:"idle_round_trips_per_poll,omitempty"`
+	IdleWorkerCmdsPerPoll       *float64 `json:"idle_worker_cmds_per_poll,omitempty"`
+	IdleWorkerRoundTripsPerPoll *float64 `json:"idle_worker_round_trips_per_poll,omitempty"`
+	IdleWorkerNote              string   `json:"idle_worker_note,omitempty"`
+
+	TurnLatency []TurnBucket `json:"turn_latency,omitempty"`
+	TurnGrowth  *float64     `json:"turn_growth_500_vs_first,omitempty"`
+
+	Results []*Result `json:"results,omitempty"`
+
+	diff       statsDiff
+	enqueueDur time.Duration
+	idleOrch   *statsDiff
+	idleWorker *statsDiff
+}
+
+// TurnBucket is W4's turn latency (fetch call start -> ack return) for one history size.
+type TurnBucket struct {
+	HistoryEvents int      `json:"history_events"`
+	Turns         int      `json:"turns"`
+	P50Ms         *float64 `json:"p50_ms"`
+	P99Ms         *float64 `json:"p99_ms"`
+	FetchP50Ms    *float64 `json:"fetch_p50_ms"`
+	AckP50Ms      *float64 `json:"ack_p50_ms"`
+}
+
+type bench struct {
+	cfg      *config
+	p        *redisprovider.Provider
+	admin    *redis.Client
+	hook     *countingHook
+	backend  string
+	mini     bool // miniredis (embedded or not): numbers mean nothing, no targets
+	baseline float64
+	stdout   io.Writer
+	stderr   io.Writer
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "dxbench:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	cfg := &config{}
+	fs := flag.NewFlagSet("dxbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.addr, "addr", defaultAddr, "Redis address; without it, an embedded miniredis is used when nothing answers at the default")
+	fs.BoolVar(&cfg.miniredis, "miniredis", false, "run on an embedded miniredis (numbers mean nothing; for smoke tests)")
+	fs.StringVar(&cfg.workload, "workload", "hello", "hello | fanout | timer | longhistory | wake | idle | all")
+	fs.IntVar(&cfg.n, "n", 2000, "orchestrations per workload (without -n: longhistory 20, wake 500)")
+	fs.IntVar(&cfg.orchConcurrency, "orch-concurrency", 4, "orchestration dispatcher goroutines")
+	fs.IntVar(&cfg.workerConcurrency, "worker-concurrency", 4, "worker dispatcher goroutines")
+	fs.IntVar(&cfg.payloadBytes, "payload-bytes", 100, "size of each activity result (a JSON string)")
+	fs.StringVar(&cfg.ns, "ns", "", "namespace (default dxbench-<random>); keys are left in place unless -cleanup")
+	fs.BoolVar(&cfg.cleanup, "cleanup", false, "delete the namespace's keys at the end (SCAN on its prefix)")
+	fs.Float64Var(&cfg.rate, "rate", 0, "orchestrations started per second; 0 = all enqueued upfront, as fast as possible")
+	fs.DurationVar(&cfg.timerDelay, "timer-delay", 100*time.Millisecond, "W3: durable timer of each orchestration")
+	fs.Float64Var(&cfg.timerRate, "timer-rate", 1000, "W3: orchestrations started per second (0 = all upfront)")
+	fs.IntVar(&cfg.timerBackground, "timer-background", 1000, "W3: background instances each holding a pending 1 h timer")
+	fs.IntVar(&cfg.fanoutWidth, "fanout-width", 10, "W2: parallel activities per orchestration")
+	fs.IntVar(&cfg.lhSteps, "lh-activities", 500, "W4: sequential activities per orchestration")
+	fs.DurationVar(&cfg.idle, "idle", 10*time.Second, "idle: how long the idle fetcher is observed")
+	fs.DurationVar(&cfg.baselineDur, "baseline", 2*time.Second, "duration of the EVALSHA 'return 1' baseline (0 = skip)")
+	fs.DurationVar(&cfg.activityDelay, "activity-delay", 0, "time each activity takes")
+	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "give up on a workload after this long")
+	fs.DurationVar(&cfg.stall, "stall", 30*time.Second, "give up on a workload after this long without a completion")
+	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of dxbench to this file")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "addr":
+			cfg.addrSet = true
+		case "n":
+			cfg.nSet = true
+		}
+	})
+	if cfg.ns == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		cfg.ns = "dxbench-" + hex.EncodeToString(b[:])
+	}
+	switch {
+	case cfg.n < 1, cfg.orchConcurrency < 1, cfg.workerConcurrency < 1, cfg.payloadBytes < 0,
+		cfg.fanoutWidth < 1, cfg.lhSteps < 1, cfg.rate < 0, cfg.timerRate < 0, cfg.timerBackground < 0:
+		return nil, errors.New("-n, -orch-concurrency, -worker-concurrency, -fanout-width and -lh-activities must be positive; sizes and rates not negative")
+	}
+	if _, ok := workloads[cfg.workload]; !ok && cfg.workload != "all" {
+		return nil, fmt.Errorf("unknown -workload %q (hello, fanout, timer, longhistory, wake, idle, all)", cfg.workload)
+	}
+	return cfg, nil
+}
+
+type workloadDef struct {
+	defaultN int // used when -n is not given; 0 = -n's default
+	run      func(b *bench, ctx context.Context, n int) (*Result, error)
+}
+
+var workloads = map[string]workloadDef{
+	"hello":       {run: (*bench).runHello},
+	"fanout":      {run: (*bench).runFanout},
+	"timer":       {run: (*bench).runTimer},
+	"longhistory": {defaultN: 20, run: (*bench).runLongHistory},
+	"wake":        {defaultN: 500, run: (*bench).runWake},
+	"idle":        {run: (*bench).runIdle},
+}
+
+// allOrder is the order of -workload all: idle first (nothing else in the namespace yet), timer
+// last (its background instances stay Running).
+var allOrder = []string{"idle", "wake", "hello", "fanout", "longhistory", "timer"}
+
+// run is main without the process: flags, connection, workloads, report.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if cfg.cpuprofile != "" {
+		f, err := os.Create(cfg.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	b := &bench{cfg: cfg, stdout: stdout, stderr: stderr, hook: &countingHook{}}
+	if cfg.miniredis || (!cfg.addrSet && !reachable(cfg.addr)) {
+		mr, err := miniredis.Run()
+		if err != nil {
+			return fmt.Errorf("embedded miniredis: %w", err)
+		}
+		defer mr.Close()
+		if !cfg.miniredis {
+			fmt.Fprintf(stderr, "dxbench: WARNING: nothing answers at %s; running on an embedded miniredis.\n", cfg.addr)
+		}
+		cfg.addr = mr.Addr()
+		b.mini = true
+	}
+	b.admin = redis.NewClient(&redis.Options{Addr: cfg.addr, PoolSize: max(20, cfg.orchConcurrency+cfg.workerConcurrency+4)})
+	defer b.admin.Close()
+	// A server without INFO server is (in practice) miniredis: same warning, no targets.
+	if v := redisVersion(ctx, b.admin); v != "" && !b.mini {
+		b.backend = "redis " + v
+	} else {
+		b.backend, b.mini = "miniredis", true
+	}
+	level := slog.LevelWarn
+	if b.mini {
+		level = slog.LevelError // miniredis has no CONFIG GET maxmemory-policy; that warning is noise here
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	b.p, err = redisprovider.New(ctx, redisprovider.Options{Addr: cfg.addr, Namespace: cfg.ns, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("connecting to %s: %w", cfg.addr, err)
+	}
+	defer b.p.Close()
+	b.p.Client().AddHook(b.hook)
+
+	fmt.Fprintf(stdout, "dxbench: %s at %s, namespace %s, GOMAXPROCS %d, %d orchestration + %d worker dispatchers\n",
+		b.backend, cfg.addr, cfg.ns, runtime.GOMAXPROCS(0), cfg.orchConcurrency, cfg.workerConcurrency)
+	if b.mini {
+		fmt.Fprintln(stdout, "dxbench: WARNING: miniredis — these numbers mean nothing about Redis; use a real server (-addr).")
+	}
+	conc := cfg.orchConcurrency + cfg.workerConcurrency
+	if b.baseline, err = baseline(ctx, b.admin, conc, cfg.baselineDur); err != nil {
+		return err
+	}
+	if cfg.baselineDur > 0 {
+		fmt.Fprintf(stdout, "baseline: EVALSHA 'return 1' x %d goroutines for %v: %.0f calls/s\n", conc, cfg.baselineDur, b.baseline)
+	}
+
+	names := []string{cfg.workload}
+	if cfg.workload == "all" {
+		names = allOrder
+	}
+	var results []*Result
+	var failed []string
+	for _, name := range names {
+		def := workloads[name]
+		n := cfg.n
+		if !cfg.nSet && def.defaultN > 0 {
+			n = def.defaultN
+		}
+		res, werr := def.run(b, ctx, n)
+		if werr != nil {
+			res = &Result{Workload: name, N: n, Backend: b.backend, Error: werr.Error(), BaselineScriptCallsPerSec: num(b.baseline)}
+			failed = append(failed, name)
+			fmt.Fprintf(stdout, "\n== %s: FAILED: %v\n", name, werr)
+		} else {
+			b.printSummary(res)
+		}
+		results = append(results, res)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+
+	if cfg.cleanup {
+		// Close first: a fetcher's last wait may otherwise hand its wake token back after the SCAN.
+		_ = b.p.Close()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		n, cerr := cleanupNamespace(cctx, b.admin, b.p.Keyspace().Prefix(0))
+		cancel()
+		if cerr != nil {
+			fmt.Fprintf(stdout, "\ncleanup: deleted %d keys, then: %v\n", n, cerr)
+		} else {
+			fmt.Fprintf(stdout, "\ncleanup: deleted %d keys of namespace %s\n", n, cfg.ns)
+		}
+	} else if !b.mini {
+		fmt.Fprintf(stdout, "\nkeys left in place under %s (namespace %s); rerun with -cleanup to delete them\n",
+			b.p.Keyspace().Prefix(0), cfg.ns)
+	}
+
+	final := results[0]
+	if len(results) > 1 || cfg.workload == "all" {
+		final = combine(results, b)
+	}
+	line, jerr := json.Marshal(final)
+	if jerr != nil {
+		return jerr
+	}
+	fmt.Fprintln(stdout, string(line))
+	if len(failed) > 0 {
+		return fmt.Errorf("workloads failed: %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// combine builds -workload all's last line: the headline fields are W1's (hello), every
+// workload's own report is in results.
+func combine(results []*Result, b *bench) *Result {
+	out := &Result{Workload: "all", Backend: b.backend, BaselineScriptCallsPerSec: num(b.baseline), Results: results}
+	for _, r := range results {
+		out.N += r.N
+		out.Completed += r.Completed
+		out.Turns += r.Turns
+		out.Activities += r.Activities
+		out.Errors += r.Errors
+		if r.Error != "" {
+			out.Error = strings.TrimPrefix(out.Error+"; "+r.Workload+": "+r.Error, "; ")
+		}
+		if r.Workload == "hello" && r.Error == "" {
+			out.Seconds, out.OrchPerSec, out.ActivitiesPerSec = r.Seconds, r.OrchPerSec, r.ActivitiesPerSec
+			out.P50Ms, out.P99Ms = r.P50Ms, r.P99Ms
+			out.RedisCmdsPerOrch, out.RedisBytesPerOrch, out.RoundTripsPerOrch = r.RedisCmdsPerOrch, r.RedisBytesPerOrch, r.RoundTripsPerOrch
+		}
+	}
+	return out
+}
+
+// printSummary writes a readable block for one workload.
+func (b *bench) printSummary(r *Result) {
+	w := b.stdout
+	fmt.Fprintf(w, "\n== %s", r.Workload)
+	if r.Workload != "idle" {
+		fmt.Fprintf(w, ": %d/%d orchestrations completed", r.Completed, r.N)
+	}
+	fmt.Fprintf(w, " (%s)\n", r.Backend)
+	line := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "  %-17s "+format+"\n", append([]any{label}, args...)...)
+	}
+	targets := []string{}
+	target := func(ok bool, what string) {
+		if b.mini {
+			return
+		}
+		mark := "MISS"
+		if ok {
+			mark = "ok"
+		}
+		targets = append(targets, fmt.Sprintf("%s [%s]", what, mark))
+	}
+	val := func(p *float64) float64 {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	switch r.Workload {
+	case "idle":
+		line("orch fetcher", "%s commands, %s round trips per 2 s poll (over %s s; script-internal calls counted as commands)",
+			fmtNum(r.IdleCmdsPerPoll), fmtNum(r.IdleRoundTripsPerPoll), fmtNum(r.IdleSeconds))
+		if r.idleOrch != nil {
+			line("  commands", "%s", r.idleOrch.topCommands(8))
+		}
+		if r.IdleWorkerNote != "" {
+			line("worker fetcher", "%s", r.IdleWorkerNote)
+		} else {
+			line("worker fetcher", "%s commands, %s round trips per 2 s poll", fmtNum(r.IdleWorkerCmdsPerPoll), fmtNum(r.IdleWorkerRoundTripsPerPoll))
+			if r.idleWorker != nil {
+				line("  commands", "%s", r.idleWorker.topCommands(8))
+			}
+		}
+		if r.IdleRoundTripsPerPoll != nil {
+			target(val(r.IdleRoundTripsPerPoll) <= 1, "idle orch fetcher <= 1 command per poll (round trips)")
+		}
+	default:
+		if r.enqueueDur > 0 {
+			line("starts", "all %d enqueued upfront in %.3f s (%.0f/s), then dispatched", r.N, r.enqueueDur.Seconds(), float64(r.N)/r.enqueueDur.Seconds())
+		} else if r.Rate > 0 {
+			line("starts", "paced at %.0f/s", r.Rate)
+		}
+		line("throughput", "%s orch/s, %s activities/s, %s turns/s over %s s",
+			fmtNum(r.OrchPerSec), fmtNum(r.ActivitiesPerSec), fmtNum(r.TurnsPerSec), fmtNum(r.Seconds))
+		if r.Workload == "wake" {
+			line("wake latency", "enqueue -> fetch return p50 %s, p99 %s (%d samples)", fmtMs(r.WakeP50Ms), fmtMs(r.WakeP99Ms), r.WakeSamples)
+			target(val(r.WakeP50Ms) < 1, "wake p50 < 1 ms")
+			target(val(r.WakeP99Ms) < 5, "wake p99 < 5 ms")
+		} else {
+			line("start->complete", "p50 %s, p99 %s", fmtMs(r.P50Ms), fmtMs(r.P99Ms))
+		}
+		if r.Workload == "timer" {
+			line("timer lateness", "fetched after fire_at: p50 %s, p99 %s, max %s; pending timers avg %s, max %d (%d background 1 h timers)",
+				fmtMs(r.LatenessP50Ms), fmtMs(r.LatenessP99Ms), fmtMs(r.LatenessMaxMs), fmtNum(r.TimersPendingAvg), r.TimersPendingMax, r.TimerBackground)
+			target(r.LatenessP99Ms != nil && *r.LatenessP99Ms < 10, "timer lateness p99 < 10 ms")
+		}
+		for _, tb := range r.TurnLatency {
+			label := fmt.Sprintf("turn @%d events", tb.HistoryEvents)
+			if tb.HistoryEvents == 0 {
+				label = "turn @first"
+			}
+			line(label, "p50 %s, p99 %s (fetch p50 %s, ack p50 %s; %d turns)", fmtMs(tb.P50Ms), fmtMs(tb.P99Ms), fmtMs(tb.FetchP50Ms), fmtMs(tb.AckP50Ms), tb.Turns)
+		}
+		if r.TurnGrowth != nil {
+			target(*r.TurnGrowth <= 3, fmt.Sprintf("turn latency @500 events within 3x of first (%.2fx)", *r.TurnGrowth))
+		}
+		line("redis per orch", "%s round trips, %s commands (script-internal included), %s bytes, %s us in scripts",
+			fmtNum(r.RoundTripsPerOrch), fmtNum(r.RedisCmdsPerOrch), fmtNum(r.RedisBytesPerOrch), fmtNum(r.RedisUsecPerOrch))
+		line("cpu", "redis %s cores, dxbench %s cores", fmtNum2(r.RedisCPUCores), fmtNum2(r.ClientCPUCores))
+		line("commands", "%s", r.diff.topCommands(8))
+		switch r.Workload {
+		case "hello":
+			if r.Rate == 0 {
+				target(val(r.OrchPerSec) >= 5000, "W1 >= 5000 orch/s")
+			} else {
+				target(val(r.P50Ms) < 2, fmt.Sprintf("W1 p50 start->complete < 2 ms at %.0f/s", r.Rate))
+			}
+			if r.RoundTripsPerOrch != nil {
+				target(*r.RoundTripsPerOrch <= 7, "W1 <= 7 round trips per orchestration")
+			}
+		case "fanout":
+			target(val(r.ActivitiesPerSec) >= 10000, "W2 >= 10000 activities/s")
+		}
+	}
+	if r.Errors > 0 {
+		line("errors", "%d: %s", r.Errors, r.ErrorDetail)
+	}
+	if len(targets) > 0 {
+		line("targets", "%s", strings.Join(targets, "; "))
+	}
+}
+
+func fmtNum2(p *float64) string {
+	if p == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", *p)
+}

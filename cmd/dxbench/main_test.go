@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// tiny makes every workload finish in about a second on miniredis.
+var tiny = []string{"-n", "4", "-lh-activities", "5", "-fanout-width", "3", "-timer-background", "5",
+	"-timer-delay", "20ms", "-idle", "300ms", "-baseline", "100ms", "-stall", "20s", "-timeout", "1m"}
+
+// requiredKeys are the fields every last line carries (spec of the JSON report).
+var requiredKeys = []string{"workload", "n", "seconds", "orch_per_sec", "activities_per_sec", "p50_ms", "p99_ms",
+	"redis_cmds_per_orch", "redis_bytes_per_orch", "baseline_script_calls_per_sec"}
+
+// runBench runs dxbench and returns its stdout, stderr and decoded last line.
+func runBench(t *testing.T, args ...string) (string, string, Result) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := run(ctx, args, &out, &errOut); err != nil {
+		t.Fatalf("dxbench %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, out.String(), errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	last := lines[len(lines)-1]
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(last), &keys); err != nil {
+		t.Fatalf("last line is not a JSON object: %v\n%s", err, last)
+	}
+	for _, k := range requiredKeys {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("last line has no %q: %s", k, last)
+		}
+	}
+	var res Result
+	if err := json.Unmarshal([]byte(last), &res); err != nil {
+		t.Fatalf("decoding last line: %v", err)
+	}
+	return out.String(), errOut.String(), res
+}
+
+func checkCompleted(t *testing.T, r Result) {
+	t.Helper()
+	if r.Error != "" || r.Errors != 0 {
+		t.Errorf("%s: error %q, %d dispatcher errors (%s)", r.Workload, r.Error, r.Errors, r.ErrorDetail)
+	}
+	if r.Workload == "idle" {
+		if r.IdleCmdsPerPoll == nil {
+			t.Errorf("idle: no idle_cmds_per_poll")
+		}
+		return
+	}
+	if r.Completed != r.N || r.N == 0 {
+		t.Errorf("%s: %d/%d orchestrations completed", r.Workload, r.Completed, r.N)
+	}
+	if r.OrchPerSec == nil || *r.OrchPerSec <= 0 || r.P50Ms == nil {
+		t.Errorf("%s: missing throughput or latency: %+v", r.Workload, r)
+	}
+}
+
+func TestWorkloadsOnMiniredis(t *testing.T) {
+	for _, wl := range []string{"hello", "fanout", "timer", "longhistory", "wake", "idle"} {
+		t.Run(wl, func(t *testing.T) {
+			t.Parallel()
+			mr := miniredis.RunT(t)
+			_, _, res := runBench(t, append([]string{"-addr", mr.Addr(), "-workload", wl}, tiny...)...)
+			if res.Workload != wl || res.Backend != "miniredis" {
+				t.Errorf("workload %q backend %q", res.Workload, res.Backend)
+			}
+			checkCompleted(t, res)
+			switch wl {
+			case "fanout":
+				if res.Activities != 4*3 {
+					t.Errorf("fanout ran %d activities, want 12", res.Activities)
+				}
+			case "longhistory":
+				if res.Activities != 4*5 || len(res.TurnLatency) == 0 || res.TurnLatency[0].HistoryEvents != 0 {
+					t.Errorf("longhistory: %d activities, buckets %+v", res.Activities, res.TurnLatency)
+				}
+			case "timer":
+				if res.LatenessP50Ms == nil || *res.LatenessP50Ms < -1 {
+					t.Errorf("timer lateness %v", res.LatenessP50Ms)
+				}
+			case "wake":
+				if res.WakeSamples != 8 {
+					t.Errorf("wake: %d samples, want 8", res.WakeSamples)
+				}
+			}
+		})
+	}
+}
+
+// With no -addr and nothing at the default address, dxbench falls back to miniredis and says so;
+// -workload all reports every workload; -cleanup leaves no key behind.
+func TestAllWithFallbackAndCleanup(t *testing.T) {
+	saved := defaultAddr
+	defaultAddr = "127.0.0.1:1" // nothing listens on port 1
+	t.Cleanup(func() { defaultAddr = saved })
+	out, errOut, res := runBench(t, append([]string{"-workload", "all", "-cleanup", "-n", "3"}, tiny[2:]...)...)
+	if !strings.Contains(errOut, "WARNING") || !strings.Contains(out, "numbers mean nothing") {
+		t.Errorf("no miniredis warning\nstdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+	if !strings.Contains(out, "cleanup: deleted") {
+		t.Errorf("no cleanup report:\n%s", out)
+	}
+	if res.Workload != "all" || len(res.Results) != len(allOrder) {
+		t.Fatalf("all: workload %q with %d results", res.Workload, len(res.Results))
+	}
+	for _, r := range res.Results {
+		checkCompleted(t, *r)
+	}
+}
+
+func TestCleanupDeletesOnlyTheNamespace(t *testing.T) {
+	mr := miniredis.RunT(t)
+	_ = mr.Set("other-key", "stays")
+	_ = mr.Set("{dxbench-x:0}-not-ours", "stays")
+	runBench(t, append([]string{"-addr", mr.Addr(), "-workload", "hello", "-ns", "dxbench-x", "-cleanup"}, tiny...)...)
+	keys := mr.Keys()
+	if len(keys) != 2 {
+		t.Errorf("keys after cleanup: %v", keys)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"-workload", "nope"}, {"-n", "0"}, {"stray"}} {
+		if err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}
+
+// The fake runtime's hello orchestration writes what duroxide writes for it.
+func TestHelloTurns(t *testing.T) {
+	start := startItem("i1", "Hello", `"in"`)
+	now := time.UnixMilli(1_700_000_000_000)
+	item := &provider.LockedOrchestrationItem{Item: provider.OrchestrationItem{Instance: "i1", OrchestrationName: "Hello",
+		ExecutionID: 1, Version: "1.0.0", Messages: []provider.WorkItem{start}}}
+	t1, ack := decideTurn(item, helloOrch{}, now)
+	if len(ack.HistoryDelta) != 2 || ack.HistoryDelta[0].EventType() != "OrchestrationStarted" ||
+		ack.HistoryDelta[1].EventType() != "ActivityScheduled" || ack.HistoryDelta[1].EventID != 2 {
+		t.Fatalf("turn 1 delta: %+v", ack.HistoryDelta)
+	}
+	if len(ack.WorkerItems) != 1 || ack.WorkerItems[0].Kind.(provider.ActivityExecute).ID != 2 {
+		t.Fatalf("turn 1 worker items: %+v", ack.WorkerItems)
+	}
+	md := ack.Metadata
+	if md.PinnedDuroxideVersion == nil || md.PinnedDuroxideVersion.String() != duroxideVersion || md.Status != "" ||
+		md.OrchestrationName != "Hello" || md.OrchestrationVersion != "1.0.0" || t1.completed {
+		t.Fatalf("turn 1 metadata: %+v", md)
+	}
+	for _, e := range ack.HistoryDelta {
+		if e.DuroxideVersion != duroxideVersion || e.TimestampMs != uint64(now.UnixMilli()) || e.InstanceID != "i1" || e.ExecutionID != 1 {
+			t.Fatalf("envelope: %+v", e)
+		}
+	}
+
+	item.Item.History = ack.HistoryDelta
+	item.Item.Messages = []provider.WorkItem{{Kind: provider.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 2, Result: `"hi"`}},
+		{Kind: provider.ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 2, Result: `"dup"`}}}
+	t2, ack := decideTurn(item, helloOrch{}, now)
+	if !t2.completed || len(ack.HistoryDelta) != 2 || ack.HistoryDelta[0].EventID != 3 ||
+		*ack.HistoryDelta[0].SourceEventID != 2 || ack.HistoryDelta[1].EventType() != "OrchestrationCompleted" {
+		t.Fatalf("turn 2 delta: %+v", ack.HistoryDelta)
+	}
+	if ack.Metadata.Status != provider.StatusCompleted || *ack.Metadata.Output != `"hi"` || ack.Metadata.PinnedDuroxideVersion != nil {
+		t.Fatalf("turn 2 metadata: %+v", ack.Metadata)
+	}
+
+	// A message for a completed instance is consumed without new events.
+	item.Item.History = append(item.Item.History, ack.HistoryDelta...)
+	_, ack = decideTurn(item, helloOrch{}, now)
+	if len(ack.HistoryDelta) != 0 || ack.Metadata.Status != "" {
+		t.Fatalf("turn after completion: %+v", ack)
+	}
+}
+
+func TestTimerTurnEmitsTimerFired(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	item := &provider.LockedOrchestrationItem{Item: provider.OrchestrationItem{Instance: "t1", OrchestrationName: "Timer",
+		ExecutionID: 1, Version: "1.0.0", Messages: []provider.WorkItem{startItem("t1", "Timer", "{}")}}}
+	_, ack := decideTurn(item, timerOrch{delay: 100 * time.Millisecond, bgDelay: time.Hour, bgPrefix: "bg-"}, now)
+	if len(ack.OrchestratorItems) != 1 {
+		t.Fatalf("no TimerFired item: %+v", ack)
+	}
+	tf := ack.OrchestratorItems[0].Kind.(provider.TimerFired)
+	if tf.FireAtMs != uint64(now.UnixMilli())+100 || tf.ID != 2 || ack.HistoryDelta[1].EventType() != "TimerCreated" {
+		t.Fatalf("timer: %+v %+v", tf, ack.HistoryDelta)
+	}
+	item.Item.History = ack.HistoryDelta
+	item.Item.Messages = ack.OrchestratorItems
+	tn, ack := decideTurn(item, timerOrch{delay: 100 * time.Millisecond}, now.Add(100*time.Millisecond))
+	if !tn.completed || len(tn.firedNow) != 1 || ack.HistoryDelta[0].EventType() != "TimerFired" {
+		t.Fatalf("timer fired turn: %+v", ack.HistoryDelta)
+	}
+}
+
+func TestBucketOf(t *testing.T) {
+	for events, want := range map[int]int{0: 0, 1: -1, 96: 1, 105: 1, 106: -1, 240: 2, 500: 3, 526: -1, 1001: 4} {
+		if got := bucketOf(events); got != want {
+			t.Errorf("bucketOf(%d) = %d, want %d", events, got, want)
+		}
+	}
+}

@@ -1,0 +1,682 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// The orchestration functions of the workloads.
+
+// helloOrch (W1): one activity, then complete with its result.
+type helloOrch struct{}
+
+func (helloOrch) decide(t *turn) {
+	if len(t.activities) == 0 {
+		t.scheduleActivity("Hello", t.input)
+		return
+	}
+	if a := t.activities[0]; a.done {
+		t.complete(a.result)
+	}
+}
+
+// fanoutOrch (W2): width activities in parallel; complete when all have completed.
+type fanoutOrch struct{ width int }
+
+func (o fanoutOrch) decide(t *turn) {
+	if len(t.activities) == 0 {
+		for i := range o.width {
+			t.scheduleActivity("Work", `{"part":`+strconv.Itoa(i)+`}`)
+		}
+		return
+	}
+	if t.doneActivities() == len(t.activities) {
+		t.complete(`{"parts":` + strconv.Itoa(len(t.activities)) + `}`)
+	}
+}
+
+// timerOrch (W3): wait one durable timer, then complete. Background instances wait bgDelay.
+type timerOrch struct {
+	delay, bgDelay time.Duration
+	bgPrefix       string
+}
+
+func (o timerOrch) decide(t *turn) {
+	if len(t.timers) == 0 {
+		d := o.delay
+		if strings.HasPrefix(t.instance, o.bgPrefix) {
+			d = o.bgDelay
+		}
+		t.createTimer(d)
+		return
+	}
+	if t.timers[0].fired {
+		t.complete(`"timer fired"`)
+	}
+}
+
+// longOrch (W4): steps sequential activities, then complete.
+type longOrch struct{ steps int }
+
+func (o longOrch) decide(t *turn) {
+	done := t.doneActivities()
+	if done < len(t.activities) {
+		return
+	}
+	if done < o.steps {
+		t.scheduleActivity("Step", `{"step":`+strconv.Itoa(done+1)+`}`)
+		return
+	}
+	t.complete(`{"steps":` + strconv.Itoa(done) + `}`)
+}
+
+// waitOrch (wake): subscribe to the external event "go", complete when it arrives.
+type waitOrch struct{}
+
+func (waitOrch) decide(t *turn) {
+	if !t.subscribed["go"] {
+		t.subscribe("go")
+		return
+	}
+	if _, ok := t.received["go"]; ok {
+		t.complete(`"went"`)
+	}
+}
+
+// runState tracks the orchestrations of one workload by instance index.
+type runState struct {
+	prefix    string
+	n         int
+	starts    []atomic.Int64 // unix ns of each StartOrchestration enqueue
+	started   atomic.Int64
+	completed atomic.Int64
+	lastDone  atomic.Int64 // unix ns of the latest completion
+	lat       latencies    // start -> complete
+	done      chan struct{}
+	doneOnce  sync.Once
+}
+
+func newRunState(prefix string, n int) *runState {
+	return &runState{prefix: prefix, n: n, starts: make([]atomic.Int64, n), done: make(chan struct{})}
+}
+
+func (r *runState) instance(i int) string { return r.prefix + strconv.Itoa(i) }
+
+func (r *runState) index(instance string) (int, bool) {
+	rest, ok := strings.CutPrefix(instance, r.prefix)
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(rest)
+	return i, err == nil && i >= 0 && i < r.n
+}
+
+// complete records that instance completed at t1 (the ack carrying OrchestrationCompleted returned).
+func (r *runState) complete(instance string, t1 time.Time) {
+	i, ok := r.index(instance)
+	if !ok {
+		return
+	}
+	if t0 := r.starts[i].Load(); t0 != 0 {
+		r.lat.add(t1.Sub(time.Unix(0, t0)))
+	}
+	r.lastDone.Store(t1.UnixNano())
+	if r.completed.Add(1) == int64(r.n) {
+		r.doneOnce.Do(func() { close(r.done) })
+	}
+}
+
+// enqueue with the runtime client's retry on retryable errors.
+func enqueueOrch(ctx context.Context, p provider.Provider, item provider.WorkItem) error {
+	var err error
+	for attempt := range 5 {
+		if err = p.EnqueueForOrchestrator(ctx, item, 0); err == nil || !provider.IsRetryable(err) {
+			return err
+		}
+		sleepCtx(ctx, 10*time.Millisecond<<attempt)
+	}
+	return err
+}
+
+func startItem(instance, name string, input string) provider.WorkItem {
+	v := "1.0.0"
+	return provider.WorkItem{Kind: provider.StartOrchestration{Instance: instance, Orchestration: name,
+		Input: input, Version: &v, ExecutionID: 1}}
+}
+
+// enqueueStarts enqueues the StartOrchestration of every instance of r: all at once over
+// several client goroutines when rate is 0, else paced at rate per second from begin.
+func enqueueStarts(ctx context.Context, p provider.Provider, r *runState, name string, rate float64, begin time.Time) error {
+	workers := 8
+	if rate > 0 {
+		workers = 4
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errc := make(chan error, workers)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= r.n {
+					return
+				}
+				if rate > 0 {
+					sleepCtx(ctx, time.Until(begin.Add(time.Duration(float64(i)/rate*float64(time.Second)))))
+				}
+				t0 := time.Now()
+				r.starts[i].Store(t0.UnixNano())
+				if err := enqueueOrch(ctx, p, startItem(r.instance(i), name, `{"n":`+strconv.Itoa(i)+`}`)); err != nil {
+					errc <- fmt.Errorf("enqueue start %d: %w", i, err)
+					return
+				}
+				r.started.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+// orchSpec describes a workload of n orchestrations driven to completion.
+type orchSpec struct {
+	name, orchName string
+	n              int
+	code           orchestration
+	rate           float64
+	workers        bool
+	hooks          turnHooks // extra observers, called after the completion bookkeeping
+	// setup runs with the dispatchers running, before the measured window (W3's background timers).
+	setup func(ctx context.Context, d *dispatchers) error
+	// sample runs every 100 ms during the measured window.
+	sample func()
+}
+
+// measured is what a driver hands to the report: the window and the run's counters.
+type measured struct {
+	r          *runState
+	d          *dispatchers
+	before     serverStats
+	after      serverStats
+	cpuBefore  time.Duration
+	cpuAfter   time.Duration
+	begin, end time.Time
+	enqueueDur time.Duration // rate 0: time to enqueue every start before dispatching
+}
+
+// runOrchestrations drives one workload of orchestrations from start to completion.
+func (b *bench) runOrchestrations(parent context.Context, spec orchSpec) (*measured, error) {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	r := newRunState(spec.name+"-", spec.n)
+	d := newDispatchers(b.p, spec.code, b.cfg.payloadBytes, func(err error) { cancel(err) })
+	d.actDelay = b.cfg.activityDelay
+	d.hooks.fetched = spec.hooks.fetched
+	d.hooks.acked = func(item *provider.LockedOrchestrationItem, t *turn, fs, f, as, done time.Time) {
+		if t.completed {
+			r.complete(item.Item.Instance, done)
+		}
+		if spec.hooks.acked != nil {
+			spec.hooks.acked(item, t, fs, f, as, done)
+		}
+	}
+	m := &measured{r: r, d: d}
+	dctx, stopDispatchers := context.WithCancel(ctx)
+	defer func() { stopDispatchers(); d.wait() }()
+	startDispatchers := func() {
+		d.startOrch(dctx, b.cfg.orchConcurrency, dispatcherPoll)
+		if spec.workers {
+			d.startWorkers(dctx, b.cfg.workerConcurrency, dispatcherPoll)
+		}
+	}
+	running := false
+	if spec.setup != nil {
+		startDispatchers()
+		running = true
+		if err := spec.setup(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+	m.before, m.cpuBefore = readStats(ctx, b.admin, b.hook), processCPU()
+	enqErr := make(chan error, 1)
+	if spec.rate <= 0 {
+		t := time.Now()
+		if err := enqueueStarts(ctx, b.p, r, spec.orchName, 0, t); err != nil {
+			return nil, causeOr(ctx, err)
+		}
+		m.enqueueDur = time.Since(t)
+		enqErr <- nil
+		if !running {
+			startDispatchers()
+		}
+		m.begin = time.Now()
+	} else {
+		if !running {
+			startDispatchers()
+		}
+		m.begin = time.Now()
+		go func() { enqErr <- enqueueStarts(ctx, b.p, r, spec.orchName, spec.rate, m.begin) }()
+	}
+	if err := b.waitDone(ctx, spec.name, m, enqErr, spec.sample); err != nil {
+		return m, err
+	}
+	m.after, m.cpuAfter = readStats(ctx, b.admin, b.hook), processCPU()
+	m.end = time.Unix(0, r.lastDone.Load())
+	return m, nil
+}
+
+func causeOr(ctx context.Context, err error) error {
+	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+		return c
+	}
+	return err
+}
+
+// waitDone waits for every orchestration of m to complete, printing progress every second once
+// the run is longer than a few seconds, and gives up on -stall without progress or on -timeout.
+func (b *bench) waitDone(ctx context.Context, name string, m *measured, enqErr <-chan error, sample func()) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(b.cfg.timeout)
+	lastProgress, lastCount := time.Now(), int64(-1)
+	lastPrint, lastPrintCount := time.Now(), int64(0)
+	for {
+		select {
+		case <-m.r.done:
+			return nil
+		case err := <-enqErr:
+			if err != nil {
+				return causeOr(ctx, err)
+			}
+			enqErr = nil
+		case <-ctx.Done():
+			if c := context.Cause(ctx); c != nil {
+				return c
+			}
+			return ctx.Err()
+		case now := <-tick.C:
+			if sample != nil {
+				sample()
+			}
+			c := m.r.completed.Load()
+			if c != lastCount {
+				lastProgress, lastCount = now, c
+			}
+			if now.Sub(lastProgress) > b.cfg.stall {
+				_, errs := m.d.errorSummary()
+				return fmt.Errorf("%s stalled: %d/%d completed, no progress for %v (errors: %s)", name, c, m.r.n, b.cfg.stall, orNone(errs))
+			}
+			if now.After(deadline) {
+				return fmt.Errorf("%s timed out after %v: %d/%d completed", name, b.cfg.timeout, c, m.r.n)
+			}
+			if el := now.Sub(m.begin); el >= 3*time.Second && now.Sub(lastPrint) >= time.Second {
+				errs, _ := m.d.errorSummary()
+				fmt.Fprintf(b.stderr, "dxbench: [%s %5.1fs] started %d/%d completed %d (%.0f/s) turns %d activities %d errors %d\n",
+					name, el.Seconds(), m.r.started.Load(), m.r.n, c, float64(c-lastPrintCount)/now.Sub(lastPrint).Seconds(),
+					m.d.turns.Load(), m.d.activities.Load(), errs)
+				lastPrint, lastPrintCount = now, c
+			}
+		}
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// report turns a measured window into a Result with the fields every orchestration workload has.
+func (b *bench) report(name string, m *measured) *Result {
+	res := &Result{Workload: name, N: m.r.n, Backend: b.backend, Completed: int(m.r.completed.Load()),
+		Turns: m.d.turns.Load(), Activities: m.d.activities.Load(), BaselineScriptCallsPerSec: num(b.baseline)}
+	res.Errors, res.ErrorDetail = m.d.errorSummary()
+	secs := m.end.Sub(m.begin).Seconds()
+	if secs > 0 {
+		res.Seconds = num(secs)
+		res.OrchPerSec = num(float64(res.Completed) / secs)
+		res.ActivitiesPerSec = num(float64(res.Activities) / secs)
+		res.TurnsPerSec = num(float64(res.Turns) / secs)
+	}
+	res.P50Ms, res.P99Ms = m.r.lat.p50p99()
+	diff := diffStats(m.before, m.after)
+	n := float64(m.r.n)
+	res.RedisCmdsPerOrch = num(float64(diff.commands) / n)
+	if diff.cmdstats {
+		res.RoundTripsPerOrch = num(float64(diff.roundTrips) / n)
+		res.RedisUsecPerOrch = num(float64(diff.usec["evalsha"]+diff.usec["eval"]) / n)
+	}
+	if diff.memOK {
+		res.RedisBytesPerOrch = num(float64(diff.memory) / n)
+	}
+	if diff.cpuOK && diff.seconds > 0 {
+		res.RedisCPUCores = num(diff.cpuSeconds / diff.seconds)
+	}
+	if diff.seconds > 0 {
+		res.ClientCPUCores = num((m.cpuAfter - m.cpuBefore).Seconds() / diff.seconds)
+	}
+	res.diff = diff
+	res.enqueueDur = m.enqueueDur
+	return res
+}
+
+// --- W1 hello, W2 fanout, W4 longhistory -------------------------------------------------------
+
+func (b *bench) runHello(ctx context.Context, n int) (*Result, error) {
+	m, err := b.runOrchestrations(ctx, orchSpec{name: "hello", orchName: "Hello", n: n, code: helloOrch{},
+		rate: b.cfg.rate, workers: true})
+	if err != nil {
+		return nil, err
+	}
+	res := b.report("hello", m)
+	res.Rate = b.cfg.rate
+	return res, nil
+}
+
+func (b *bench) runFanout(ctx context.Context, n int) (*Result, error) {
+	m, err := b.runOrchestrations(ctx, orchSpec{name: "fanout", orchName: "FanOut", n: n,
+		code: fanoutOrch{width: b.cfg.fanoutWidth}, rate: b.cfg.rate, workers: true})
+	if err != nil {
+		return nil, err
+	}
+	res := b.report("fanout", m)
+	res.Rate = b.cfg.rate
+	return res, nil
+}
+
+// historyBuckets are W4's history sizes (events in the fetched history) that turn latency is
+// reported for; a turn falls in a bucket within ±max(5, 5%) events.
+var historyBuckets = []int{0, 100, 250, 500, 1000}
+
+func bucketOf(events int) int {
+	for i, t := range historyBuckets {
+		tol := max(5, t/20)
+		if t == 0 {
+			tol = 0
+		}
+		if events >= t-tol && events <= t+tol {
+			return i
+		}
+	}
+	return -1
+}
+
+func (b *bench) runLongHistory(ctx context.Context, n int) (*Result, error) {
+	type bucket struct{ total, fetch, ack latencies }
+	buckets := make([]bucket, len(historyBuckets))
+	hooks := turnHooks{acked: func(item *provider.LockedOrchestrationItem, t *turn, fs, f, as, done time.Time) {
+		if i := bucketOf(len(item.Item.History)); i >= 0 {
+			buckets[i].total.add(done.Sub(fs))
+			buckets[i].fetch.add(f.Sub(fs))
+			buckets[i].ack.add(done.Sub(as))
+		}
+	}}
+	m, err := b.runOrchestrations(ctx, orchSpec{name: "longhistory", orchName: "LongHistory", n: n,
+		code: longOrch{steps: b.cfg.lhSteps}, rate: b.cfg.rate, workers: true, hooks: hooks})
+	if err != nil {
+		return nil, err
+	}
+	res := b.report("longhistory", m)
+	res.Rate = b.cfg.rate
+	for i, t := range historyBuckets {
+		bk := &buckets[i]
+		if bk.total.count() == 0 {
+			continue
+		}
+		tb := TurnBucket{HistoryEvents: t, Turns: bk.total.count()}
+		tb.P50Ms, tb.P99Ms = bk.total.p50p99()
+		tb.FetchP50Ms, _ = bk.fetch.p50p99()
+		tb.AckP50Ms, _ = bk.ack.p50p99()
+		res.TurnLatency = append(res.TurnLatency, tb)
+	}
+	if len(res.TurnLatency) > 1 && res.TurnLatency[0].P50Ms != nil && *res.TurnLatency[0].P50Ms > 0 {
+		last := res.TurnLatency[len(res.TurnLatency)-1]
+		for _, tb := range res.TurnLatency {
+			if tb.HistoryEvents == 500 {
+				last = tb
+			}
+		}
+		if last.P50Ms != nil {
+			res.TurnGrowth = num(*last.P50Ms / *res.TurnLatency[0].P50Ms)
+		}
+	}
+	return res, nil
+}
+
+// --- W3 timer ---------------------------------------------------------------------------------
+
+func (b *bench) runTimer(ctx context.Context, n int) (*Result, error) {
+	const bgPrefix = "timerbg-"
+	var lateness latencies
+	var created, fired, bgArmed atomic.Int64
+	var pendSum, pendSamples, pendMax int64
+	bg := b.cfg.timerBackground
+	code := timerOrch{delay: b.cfg.timerDelay, bgDelay: time.Hour, bgPrefix: bgPrefix}
+	hooks := turnHooks{
+		fetched: func(item *provider.LockedOrchestrationItem, t *turn, at time.Time) {
+			if strings.HasPrefix(t.instance, bgPrefix) {
+				return
+			}
+			for _, fireAt := range t.firedNow {
+				lateness.addMs(float64(at.UnixMicro())/1000 - float64(fireAt))
+				fired.Add(1)
+			}
+		},
+		acked: func(item *provider.LockedOrchestrationItem, t *turn, fs, f, as, done time.Time) {
+			if strings.HasPrefix(t.instance, bgPrefix) {
+				bgArmed.Add(int64(len(t.orchItems)))
+				return
+			}
+			created.Add(int64(len(t.orchItems)))
+		},
+	}
+	spec := orchSpec{name: "timer", orchName: "Timer", n: n, code: code, rate: b.cfg.timerRate, workers: false, hooks: hooks}
+	if bg > 0 {
+		spec.setup = func(ctx context.Context, d *dispatchers) error {
+			// Background instances arm a 1 h timer each and stay Running: the pending timers the
+			// measured ones share the store with.
+			prefix := fmt.Sprintf("%s%d-", bgPrefix, time.Now().UnixNano())
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			var firstErr atomic.Value
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := next.Add(1) - 1; i < int64(bg) && ctx.Err() == nil; i = next.Add(1) - 1 {
+						if err := enqueueOrch(ctx, b.p, startItem(prefix+strconv.FormatInt(i, 10), "Timer", "{}")); err != nil {
+							firstErr.CompareAndSwap(nil, err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if err, _ := firstErr.Load().(error); err != nil {
+				return fmt.Errorf("background timers: %w", err)
+			}
+			deadline := time.Now().Add(b.cfg.stall)
+			for bgArmed.Load() < int64(bg) {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("background timers: only %d/%d armed after %v", bgArmed.Load(), bg, b.cfg.stall)
+				}
+				sleepCtx(ctx, 10*time.Millisecond)
+				if ctx.Err() != nil {
+					return causeOr(ctx, ctx.Err())
+				}
+			}
+			return nil
+		}
+	}
+	spec.sample = func() {
+		p := bgArmed.Load() + created.Load() - fired.Load()
+		pendSum += p
+		pendSamples++
+		pendMax = max(pendMax, p)
+	}
+	m, err := b.runOrchestrations(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	res := b.report("timer", m)
+	res.Rate = b.cfg.timerRate
+	res.LatenessP50Ms, res.LatenessP99Ms = lateness.p50p99()
+	if q := lateness.quantiles(1); q != nil {
+		res.LatenessMaxMs = num(q[0])
+	}
+	if pendSamples > 0 {
+		res.TimersPendingAvg = num(float64(pendSum) / float64(pendSamples))
+		res.TimersPendingMax = pendMax
+	}
+	res.TimerBackground = bg
+	return res, nil
+}
+
+// --- wake -------------------------------------------------------------------------------------
+
+// runWake measures enqueue -> fetch-return latency with one fetcher long-polling (poll 5 s):
+// for each instance, StartOrchestration, then (once that turn is acked) ExternalRaised "go".
+func (b *bench) runWake(parent context.Context, n int) (*Result, error) {
+	const poll = 5 * time.Second
+	const settle = 3 * time.Millisecond // let the fetcher get back into its blocking wait
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	r := newRunState("wake-", n)
+	var wake latencies
+	var enqueuedAt atomic.Int64
+	acked := make(chan struct{}, 1)
+	d := newDispatchers(b.p, waitOrch{}, b.cfg.payloadBytes, func(err error) { cancel(err) })
+	d.hooks.fetched = func(item *provider.LockedOrchestrationItem, t *turn, at time.Time) {
+		if t0 := enqueuedAt.Swap(0); t0 != 0 {
+			wake.add(at.Sub(time.Unix(0, t0)))
+		}
+	}
+	d.hooks.acked = func(item *provider.LockedOrchestrationItem, t *turn, fs, f, as, done time.Time) {
+		if t.completed {
+			r.complete(item.Item.Instance, done)
+		}
+		select {
+		case acked <- struct{}{}:
+		default:
+		}
+	}
+	m := &measured{r: r, d: d}
+	dctx, stop := context.WithCancel(ctx)
+	defer func() { stop(); d.wait() }()
+	d.startOrch(dctx, 1, poll)
+	sleepCtx(ctx, 50*time.Millisecond)
+	m.before, m.cpuBefore = readStats(ctx, b.admin, b.hook), processCPU()
+	m.begin = time.Now()
+	step := func(item provider.WorkItem, i int, start bool) error {
+		sleepCtx(ctx, settle)
+		t0 := time.Now()
+		enqueuedAt.Store(t0.UnixNano())
+		if start {
+			r.starts[i].Store(t0.UnixNano())
+		}
+		if err := enqueueOrch(ctx, b.p, item); err != nil {
+			return causeOr(ctx, err)
+		}
+		if start {
+			r.started.Add(1)
+		}
+		select {
+		case <-acked:
+			return nil
+		case <-time.After(b.cfg.stall):
+			_, errs := d.errorSummary()
+			return fmt.Errorf("wake: no turn acked %v after an enqueue (errors: %s)", b.cfg.stall, orNone(errs))
+		case <-ctx.Done():
+			return causeOr(ctx, ctx.Err())
+		}
+	}
+	lastPrint := time.Now()
+	for i := range n {
+		inst := r.instance(i)
+		if err := step(startItem(inst, "WaitForEvent", "{}"), i, true); err != nil {
+			return nil, err
+		}
+		if err := step(provider.WorkItem{Kind: provider.ExternalRaised{Instance: inst, Name: "go", Data: `"now"`}}, i, false); err != nil {
+			return nil, err
+		}
+		if el := time.Since(m.begin); el >= 3*time.Second && time.Since(lastPrint) >= time.Second {
+			fmt.Fprintf(b.stderr, "dxbench: [wake %5.1fs] %d/%d instances, %d wakes measured\n", el.Seconds(), i+1, n, wake.count())
+			lastPrint = time.Now()
+		}
+	}
+	m.after, m.cpuAfter = readStats(ctx, b.admin, b.hook), processCPU()
+	m.end = time.Unix(0, r.lastDone.Load())
+	res := b.report("wake", m)
+	res.WakeP50Ms, res.WakeP99Ms = wake.p50p99()
+	res.WakeSamples = wake.count()
+	// For wake the headline latency is enqueue -> fetch return, not start -> complete (which
+	// includes the pauses between steps).
+	res.P50Ms, res.P99Ms = res.WakeP50Ms, res.WakeP99Ms
+	return res, nil
+}
+
+// --- idle -------------------------------------------------------------------------------------
+
+// runIdle counts what one idle orchestration fetcher (and, when the worker side works, one idle
+// worker fetcher) costs Redis: poll 2 s, for -idle.
+func (b *bench) runIdle(ctx context.Context, _ int) (*Result, error) {
+	const poll = 2 * time.Second
+	res := &Result{Workload: "idle", Backend: b.backend, BaselineScriptCallsPerSec: num(b.baseline)}
+	polls := b.cfg.idle.Seconds() / poll.Seconds()
+	measure := func(worker bool) (statsDiff, error) {
+		dctx, stop := context.WithCancel(ctx)
+		d := newDispatchers(b.p, helloOrch{}, b.cfg.payloadBytes, func(error) {})
+		if worker {
+			d.startWorkers(dctx, 1, poll)
+		} else {
+			d.startOrch(dctx, 1, poll)
+		}
+		// Let the fetcher drain wake tokens left by earlier workloads and settle into its wait.
+		sleepCtx(ctx, time.Second)
+		before := readStats(ctx, b.admin, b.hook)
+		sleepCtx(ctx, b.cfg.idle)
+		after := readStats(ctx, b.admin, b.hook)
+		stop()
+		d.wait()
+		if n, errs := d.errorSummary(); n > 0 {
+			return statsDiff{}, fmt.Errorf("idle fetcher: %s", errs)
+		}
+		return diffStats(before, after), ctx.Err()
+	}
+	od, err := measure(false)
+	if err != nil {
+		return nil, err
+	}
+	res.IdleSeconds = num(b.cfg.idle.Seconds())
+	res.IdleCmdsPerPoll = num(float64(od.commands) / polls)
+	if od.cmdstats {
+		res.IdleRoundTripsPerPoll = num(float64(od.roundTrips) / polls)
+	}
+	res.idleOrch = &od
+	if _, err := b.p.FetchWorkItem(ctx, time.Second, 0, nil, provider.TagFilterDefaultOnly()); err != nil {
+		res.IdleWorkerNote = "worker fetcher not measured: " + err.Error()
+	} else {
+		wd, err := measure(true)
+		if err != nil {
+			return nil, err
+		}
+		res.IdleWorkerCmdsPerPoll = num(float64(wd.commands) / polls)
+		if wd.cmdstats {
+			res.IdleWorkerRoundTripsPerPoll = num(float64(wd.roundTrips) / polls)
+		}
+		res.idleWorker = &wd
+	}
+	return res, nil
+}

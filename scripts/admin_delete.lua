@@ -1,0 +1,188 @@
+-- admin_delete: delete instances with all their data: instance hash, executions and histories,
+-- custom status, KV store and delta, children set (and the link in the parent's), orchestrator
+-- messages and every index entry (ready, due, locked, token, lock), worker entries
+-- (wq_delete_instance in lib_worker.lua), idx:instances and idx:status:<status>.
+-- Removing the lock and its token from oq:tokens makes an in-flight ack of a deleted instance fail
+-- with DX_INVALID_TOKEN, so it cannot recreate it; deleting the worker entries makes stale worker
+-- tokens fail too.
+-- KEYS[1] seq key (routing only)
+-- ARGV[1] prefix, [2] mode, [3] force '1'|'0' ('atomic'), [4] completed_before ms ('0' = none),
+--   [5] most roots to delete (bulk modes), then by mode:
+--   'atomic' [6..] distinct instance ids: all or nothing. Refuses when one is Running and force is
+--            '0', or when an existing child of one of them is not in the set (it would be orphaned).
+--   'roots'  [6..] candidate ids (bulk delete by ids): each that is an existing root whose current
+--            status is terminal (Completed, Failed, ContinuedAsNew), completed before [4] when set,
+--            and whose tree holds no Running instance is deleted with its whole tree.
+--   'scan'   [6] status index to walk, [7] cursor score ('' = start), [8] cursor id, [9] page size:
+--            the same rule over one page of idx:status:<[6]> (oldest update first; with [4] set,
+--            the walk stops at the first entry updated at or after [4]).
+-- Reply: {instances, executions, events, queue messages (orchestrator + worker), roots deleted,
+--   next cursor score or '' (scan: '' when the index is exhausted), next cursor id}.
+--   Only ids that existed (instance hash or executions) count as instances.
+-- Errors (atomic; nothing written): DX_RUNNING an instance is Running and force is off,
+--   DX_INVALID a child would be orphaned.
+-- Cost: O(ids + their children + executions + messages + worker entries deleted); 'scan' adds
+--   O(log N + page). Each DEL of a history is O(its events).
+local mode, force, before, limit = ARGV[2], ARGV[3] == '1', tonumber(ARGV[4]), tonumber(ARGV[5])
+
+local function known(id) return redis.call('EXISTS', k_inst(id), k_execs(id)) > 0 end
+
+-- Current status: the instance hash's, or the current execution's for instances acked without
+-- metadata; false when unknown.
+local function status_of(id)
+  local s = redis.call('HGET', k_inst(id), 'status')
+  if s then return s end
+  local e = current_exec(id)
+  if e then return redis.call('HGET', k_exec(id, e), 'status') end
+  return false
+end
+
+local function terminal(s) return s == 'Completed' or s == 'Failed' or s == 'ContinuedAsNew' end
+
+-- Delete the ids of list (a set of them is in_set), adding the counts to res.
+local function delete_all(list, in_set, res)
+  for _, id in ipairs(list) do
+    res[4] = res[4] + wq_delete_instance(id)
+    if known(id) then res[1] = res[1] + 1 end
+    -- Orchestrator queue, indexes and lock (oq_unindex reads the pin from the instance hash).
+    oq_unindex(id)
+    local tok = redis.call('HGET', k_lock(id), 'tok')
+    if tok then redis.call('HDEL', K_TOKENS, tok) end
+    redis.call('ZREM', K_LOCKED, id)
+    res[4] = res[4] + redis.call('ZCARD', k_vis(id))
+    -- Executions and histories.
+    for _, e in ipairs(redis.call('ZRANGE', k_execs(id), 0, -1)) do
+      res[2] = res[2] + 1
+      res[3] = res[3] + redis.call('HLEN', k_hist(id, e))
+      redis.call('DEL', k_hist(id, e), k_exec(id, e))
+    end
+    -- Parent link and indexes.
+    local m = redis.call('HMGET', k_inst(id), 'parent', 'status')
+    if m[1] and not in_set[m[1]] then redis.call('SREM', k_children(m[1]), id) end
+    if m[2] then redis.call('ZREM', k_idx_status(m[2]), id) end
+    redis.call('ZREM', K_IDX_INSTANCES, id)
+    redis.call('DEL', k_inst(id), k_execs(id), k_msgs(id), k_vis(id), k_lock(id), k_cs(id), k_kv(id), k_kd(id),
+      k_children(id))
+  end
+end
+
+local res = { 0, 0, 0, 0, 0, '', '' }
+
+if mode == 'atomic' then
+  local ids, in_set = {}, {}
+  for i = 6, #ARGV do
+    ids[#ids + 1] = ARGV[i]
+    in_set[ARGV[i]] = true
+  end
+  -- Check everything, then write.
+  if not force then
+    for _, id in ipairs(ids) do
+      if status_of(id) == 'Running' then
+        return fail('RUNNING', 'instance ' .. id .. ' is running; cancel it first or delete with force')
+      end
+    end
+  end
+  for _, id in ipairs(ids) do
+    for _, c in ipairs(redis.call('SMEMBERS', k_children(id))) do
+      if not in_set[c] and known(c) then
+        return fail('INVALID', 'instance ' .. id .. ' has child ' .. c .. ' (a sub-orchestration) that is not ' ..
+          'being deleted: deleting it would orphan the child; delete the whole tree')
+      end
+    end
+  end
+  delete_all(ids, in_set, res)
+  return res
+end
+
+-- Bulk modes: delete eligible roots with their trees, up to limit roots.
+
+-- The root's tree (root first) when it may be deleted, else nil.
+local function eligible_tree(root)
+  if not known(root) or redis.call('HEXISTS', k_inst(root), 'parent') == 1 then return nil end
+  if not terminal(status_of(root)) then return nil end
+  if before > 0 then
+    local e = current_exec(root)
+    local c = e and redis.call('HGET', k_exec(root, e), 'completed')
+    if not c or tonumber(c) >= before then return nil end
+  end
+  local all, seen = { root }, { [root] = true }
+  local i = 1
+  while i <= #all do
+    if status_of(all[i]) == 'Running' then return nil end
+    for _, c in ipairs(redis.call('SMEMBERS', k_children(all[i]))) do
+      if not seen[c] and known(c) then
+        seen[c] = true
+        all[#all + 1] = c
+      end
+    end
+    i = i + 1
+  end
+  return all, seen
+end
+
+local function try_root(id)
+  local all, seen = eligible_tree(id)
+  if all then
+    delete_all(all, seen, res)
+    res[5] = res[5] + 1
+  end
+end
+
+if mode == 'roots' then
+  for i = 6, #ARGV do
+    if res[5] >= limit then break end
+    try_root(ARGV[i])
+  end
+  return res
+end
+
+if mode ~= 'scan' then return fail('INVALID', 'unknown delete mode ' .. tostring(mode)) end
+
+local key, cscore, cmember, page = k_idx_status(ARGV[6]), ARGV[7], ARGV[8], tonumber(ARGV[9])
+
+-- a > b in the byte order Redis uses for equal scores (Lua's < follows the server's locale).
+local function member_after(a, b)
+  if a == b then return false end
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return #a > #b
+end
+
+-- Rank of the first entry after (score, member): the cursor entry may have been deleted since
+-- (as a root, or as a child of a later root).
+local function start_after(score_text, member)
+  local score = tonumber(score_text)
+  local rank = redis.call('ZRANK', key, member)
+  if rank and tonumber(redis.call('ZSCORE', key, member)) == score then return rank + 1 end
+  local start = redis.call('ZCOUNT', key, '-inf', '(' .. score_text)
+  while true do
+    local r = redis.call('ZRANGE', key, start, start + 99, 'WITHSCORES')
+    if #r == 0 then return start end
+    for i = 1, #r, 2 do
+      if tonumber(r[i + 1]) ~= score or member_after(r[i], member) then return start end
+      start = start + 1
+    end
+  end
+end
+
+local start = 0
+if cscore ~= '' then start = start_after(cscore, cmember) end
+local entries = redis.call('ZRANGE', key, start, start + page - 1, 'WITHSCORES')
+local exhausted = #entries < 2 * page
+for i = 1, #entries, 2 do
+  if res[5] >= limit then
+    exhausted = false
+    break
+  end
+  local id, score = entries[i], entries[i + 1]
+  if before > 0 and tonumber(score) >= before then
+    exhausted = true
+    break
+  end
+  try_root(id)
+  res[6], res[7] = score, id
+end
+if exhausted then res[6], res[7] = '', '' end
+return res

@@ -1,0 +1,49 @@
+-- admin_inspect: read-only views of one instance for the management API.
+-- KEYS[1] seq key (routing only)
+-- ARGV[1] prefix, [2] what, [3] instance, [4] execution id (for 'exec').
+-- An instance is known when it has an instance hash (created by an ack with name and version) or
+-- at least one execution (acks without metadata, append_with_execution).
+-- Reply by what:
+--   'info'     {known 0/1, has instance hash 0/1, name, ver, exec, status, output or false,
+--              created, updated, parent or false}
+--   'exec'     {exists 0/1, status, output or false, started, completed, event count}
+--   'execs'    {execution id...} ascending
+--   'latest'   current execution id, or false
+--   'children' {child id...}
+--   'parent'   {known 0/1, parent or false}
+-- Errors: none.
+-- Cost: O(1), except 'execs' O(executions) and 'children' O(children).
+local what, id = ARGV[2], ARGV[3]
+
+local function known() return redis.call('EXISTS', k_inst(id), k_execs(id)) > 0 end
+
+if what == 'info' then
+  if not known() then return { 0 } end
+  local i = redis.call('HMGET', k_inst(id), 'name', 'ver', 'exec', 'status', 'output', 'created', 'updated', 'parent')
+  local has = redis.call('EXISTS', k_inst(id))
+  local exec = i[3] or current_exec(id)
+  local status, output = i[4], i[5]
+  if has == 0 and exec then
+    local x = redis.call('HMGET', k_exec(id, exec), 'status', 'output', 'started')
+    status, output, i[6], i[7] = x[1], x[2], x[3], x[3]
+  end
+  return { 1, has, i[1] or '', i[2] or '', exec and tostring(exec) or '0', status or '', output or false,
+    i[6] or '0', i[7] or '0', i[8] or false }
+elseif what == 'exec' then
+  local e = ARGV[4]
+  if not redis.call('ZSCORE', k_execs(id), e) then return { 0 } end
+  local x = redis.call('HMGET', k_exec(id, e), 'status', 'output', 'started', 'completed')
+  return { 1, x[1] or '', x[2] or false, x[3] or '0', x[4] or '0', redis.call('HLEN', k_hist(id, e)) }
+elseif what == 'execs' then
+  return redis.call('ZRANGE', k_execs(id), 0, -1)
+elseif what == 'latest' then
+  local e = current_exec(id)
+  if e then return tostring(e) end
+  return false
+elseif what == 'children' then
+  return redis.call('SMEMBERS', k_children(id))
+elseif what == 'parent' then
+  if not known() then return { 0 } end
+  return { 1, redis.call('HGET', k_inst(id), 'parent') or false }
+end
+return redis.error_reply('DX_INVALID unknown inspect view ' .. tostring(what))

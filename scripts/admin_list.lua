@@ -1,0 +1,52 @@
+-- admin_list: one page of instance ids from idx:instances (by created ms) or idx:status:<status>
+-- (by updated ms), in index order, after a cursor.
+-- KEYS[1] seq key (routing only)
+-- ARGV[1] prefix, [2] status ('' = every instance), [3] cursor score ('' = from the start),
+--   [4] cursor member (the last id of the previous page), [5] page size (>= 1).
+-- Reply: {next score or '', next member or '', id...}; next is '' when the index is exhausted.
+--   The cursor is the (score, id) of the last id returned: a page resumes right after it in the
+--   index's (score, id) order, so ids added or removed meanwhile never make a page skip or repeat
+--   an id that stayed put. Status index scores only grow (updated ms), so an instance updated
+--   while a listing is under way may be listed twice, never missed.
+-- Errors: none.
+-- Cost: O(log N + page) when the cursor id is still indexed with its score; when it was removed,
+--   O(log N + page + ids sharing its score).
+local status, cscore, cmember, limit = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local key = K_IDX_INSTANCES
+if status ~= '' then key = k_idx_status(status) end
+
+-- a > b in the byte order Redis uses for equal scores (Lua's < follows the server's locale).
+local function member_after(a, b)
+  if a == b then return false end
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return #a > #b
+end
+
+-- Rank of the first entry after (score, member).
+local function start_after(score_text, member)
+  local score = tonumber(score_text)
+  local rank = redis.call('ZRANK', key, member)
+  if rank and tonumber(redis.call('ZSCORE', key, member)) == score then return rank + 1 end
+  local start = redis.call('ZCOUNT', key, '-inf', '(' .. score_text)
+  while true do
+    local r = redis.call('ZRANGE', key, start, start + 99, 'WITHSCORES')
+    if #r == 0 then return start end
+    for i = 1, #r, 2 do
+      if tonumber(r[i + 1]) ~= score or member_after(r[i], member) then return start end
+      start = start + 1
+    end
+  end
+end
+
+local start = 0
+if cscore ~= '' then start = start_after(cscore, cmember) end
+local r = redis.call('ZRANGE', key, start, start + limit - 1, 'WITHSCORES')
+local out = { '', '' }
+for i = 1, #r, 2 do out[#out + 1] = r[i] end
+if #r / 2 == limit then
+  out[1], out[2] = r[#r], r[#r - 1]
+end
+return out

@@ -1,0 +1,26 @@
+-- admin_metrics: system-wide counts. Instance counts come from the indexes in O(1); execution and
+-- event totals are summed over one page of idx:instances per call, so that a large namespace is
+-- walked in many short scripts instead of one long one.
+-- KEYS[1] seq key (routing only)
+-- ARGV[1] prefix, [2] rank offset in idx:instances, [3] page size (0 = counts only).
+-- Reply: {instances, running, completed, failed, instances examined, executions, events}.
+-- Errors: none.
+-- Cost: O(log N + page + executions of the page's instances) (HLEN and ZCARD are O(1)).
+local off, n = tonumber(ARGV[2]), tonumber(ARGV[3])
+local out = {
+  redis.call('ZCARD', K_IDX_INSTANCES),
+  redis.call('ZCARD', k_idx_status('Running')),
+  redis.call('ZCARD', k_idx_status('Completed')),
+  redis.call('ZCARD', k_idx_status('Failed')),
+  0, 0, 0,
+}
+if n <= 0 then return out end
+local ids = redis.call('ZRANGE', K_IDX_INSTANCES, off, off + n - 1)
+out[5] = #ids
+for _, id in ipairs(ids) do
+  for _, e in ipairs(redis.call('ZRANGE', k_execs(id), 0, -1)) do
+    out[6] = out[6] + 1
+    out[7] = out[7] + redis.call('HLEN', k_hist(id, e))
+  end
+end
+return out

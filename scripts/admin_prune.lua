@@ -1,0 +1,56 @@
+-- admin_prune: delete old executions (execution hash and history) of instances. The current
+-- execution (the highest id) and Running executions are never deleted; KV data is
+-- instance-scoped and never touched. Each instance is pruned atomically.
+-- KEYS[1] seq key (routing only)
+-- ARGV[1] prefix, [2] mode 'one' | 'bulk', [3] keep_last (0 and 1 both keep only the current
+--   execution), [4] prune only executions completed before this ms ('0' = no such condition),
+--   [5] bulk: select only instances whose current execution completed before this ms ('0' = all),
+--   [6] bulk: most instances to process, [7..] instance ids ('one': exactly one).
+-- Reply: {instances processed, executions deleted, events deleted}. Bulk skips unknown ids and
+--   ids the filter excludes; they are not counted as processed.
+-- Errors (nothing written): DX_NOT_FOUND ('one') the instance does not exist.
+-- Cost: O(executions of the instances + events deleted).
+local mode, keep, exec_before = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local inst_before, limit = tonumber(ARGV[5]), tonumber(ARGV[6])
+if keep < 1 then keep = 1 end
+
+local function known(id) return redis.call('EXISTS', k_inst(id), k_execs(id)) > 0 end
+
+local res = { 0, 0, 0 }
+
+local function prune(id)
+  local execs = redis.call('ZRANGE', k_execs(id), 0, -1)
+  for i = 1, #execs - keep do
+    local e = execs[i]
+    local x = redis.call('HMGET', k_exec(id, e), 'status', 'completed')
+    local ok = x[1] ~= 'Running'
+    if ok and exec_before > 0 then ok = x[2] and tonumber(x[2]) < exec_before end
+    if ok then
+      res[2] = res[2] + 1
+      res[3] = res[3] + redis.call('HLEN', k_hist(id, e))
+      redis.call('DEL', k_hist(id, e), k_exec(id, e))
+      redis.call('ZREM', k_execs(id), e)
+    end
+  end
+  res[1] = res[1] + 1
+end
+
+if mode == 'one' then
+  local id = ARGV[7]
+  if not known(id) then return fail('NOT_FOUND', 'instance ' .. id .. ' not found') end
+  prune(id)
+  return res
+end
+
+for i = 7, #ARGV do
+  if res[1] >= limit then break end
+  local id = ARGV[i]
+  local ok = known(id)
+  if ok and inst_before > 0 then
+    local e = current_exec(id)
+    local c = e and redis.call('HGET', k_exec(id, e), 'completed')
+    ok = c and tonumber(c) < inst_before
+  end
+  if ok then prune(id) end
+end
+return res

@@ -1,0 +1,86 @@
+-- admin_queues: queue statistics, walked one page of an orchestrator index per call so that a long
+-- queue never blocks the server for long. Each instance with queued messages is counted once:
+-- unlocked instances through oq:ready:<pin> (any visible message) or, when only delayed messages
+-- remain, oq:due; locked instances through oq:locked.
+-- KEYS[1] seq key (routing only)
+-- ARGV[1] prefix, [2] what, then:
+--   'head'                 -> {now ms, {pin...}, due instances, locked instances,
+--                              {worker unlocked, worker locked, ms since which the oldest visible worker item waits, or -1}}
+--   'ready' [3] pin [4] rank offset [5] page size
+--   'due'                  [3] unused [4] rank offset [5] page size
+--   'locked'               [3] unused [4] rank offset [5] page size
+--       -> {entries examined, visible, delayed, locked messages, oldest visible_at ms or -1,
+--           expired locks}
+-- "visible"/"delayed" count unlocked messages (for a locked instance: those that arrived during
+-- the lock); "locked" counts the messages a held lock covers. Worker items are counted from the
+-- per-tag counters of lib_worker (unlocked = queued - locked, locked ones expired or not).
+-- Errors: none.
+-- Cost: 'head' O(pins + worker tag keys); pages O(log N + page * log M) (M = messages of an
+--   instance).
+local what = ARGV[2]
+local now = now_ms()
+
+-- Worker queue (keys_worker.go): wq:tags counts every queued item by tag key, wq:locked holds the
+-- locked ones. The oldest visible item is looked for at the heads of the session-less ready sets,
+-- of the claimable session groups and of wq:due (items due but not yet moved back by a fetch);
+-- items of sessions an owner holds are not considered.
+local function worker_stats()
+  local queued, oldest = 0, -1
+  local function seen(at)
+    at = tonumber(at)
+    if at and (oldest < 0 or at < oldest) then oldest = at end
+  end
+  local tags = redis.call('HGETALL', WQ.K_TAGS)
+  for i = 1, #tags, 2 do
+    queued = queued + tonumber(tags[i + 1])
+    local h = redis.call('ZRANGE', WQ.k_ready(tags[i]), 0, 0)
+    if h[1] then seen(redis.call('HGET', WQ.k_item(h[1]), 'c')) end
+    local f = redis.call('ZRANGE', WQ.k_sfree(tags[i]), 0, 0, 'WITHSCORES')
+    if f[2] then seen(redis.call('HGET', WQ.k_item(f[2]), 'c')) end
+  end
+  local d = redis.call('ZRANGEBYSCORE', WQ.K_DUE, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
+  if d[2] then seen(d[2]) end
+  local locked = redis.call('ZCARD', WQ.K_LOCKED)
+  return { queued - locked, locked, oldest }
+end
+
+if what == 'head' then
+  return { now, redis.call('SMEMBERS', K_PINS), redis.call('ZCARD', K_DUE), redis.call('ZCARD', K_LOCKED), worker_stats() }
+end
+
+local key
+if what == 'ready' then key = k_ready(ARGV[3]) elseif what == 'due' then key = K_DUE else key = K_LOCKED end
+local off, n = tonumber(ARGV[4]), tonumber(ARGV[5])
+local ids = redis.call('ZRANGE', key, off, off + n - 1)
+local visible, delayed, locked, oldest, expired = 0, 0, 0, -1, 0
+
+local function count_unlocked(id)
+  local total = redis.call('ZCARD', k_vis(id))
+  local vis = redis.call('ZCOUNT', k_vis(id), '-inf', now)
+  visible, delayed = visible + vis, delayed + total - vis
+  if vis > 0 then
+    local first = redis.call('ZRANGEBYSCORE', k_vis(id), '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
+    local at = tonumber(first[2])
+    if oldest < 0 or at < oldest then oldest = at end
+  end
+end
+
+for _, id in ipairs(ids) do
+  if what == 'locked' then
+    local lk = redis.call('HMGET', k_lock(id), 'until', 'seqs')
+    local held = 0
+    for _, s in ipairs(words(lk[2])) do
+      if redis.call('HEXISTS', k_msgs(id), 'm' .. s) == 1 then held = held + 1 end
+    end
+    if lk[1] and tonumber(lk[1]) <= now then expired = expired + 1 end
+    local total = redis.call('ZCARD', k_vis(id))
+    local vis = redis.call('ZCOUNT', k_vis(id), '-inf', now)
+    locked = locked + held
+    visible, delayed = visible + vis - held, delayed + total - vis
+  elseif not is_locked(id) then
+    -- An instance with visible messages is in a ready set and may also be in oq:due (for its
+    -- delayed ones): count it on the ready pass only.
+    if what == 'ready' or not redis.call('ZSCORE', k_ready(pin_of(id)), id) then count_unlocked(id) end
+  end
+end
+return { #ids, visible, delayed, locked, oldest, expired }

@@ -1,0 +1,276 @@
+-- lib_worker.lua: worker-queue helpers, concatenated after lib.lua into every script. Key builders
+-- mirror keys_worker.go (TestWorkerLuaKeysMatchGo checks it); the key listing is there too.
+-- Top-level locals: WQ (everything internal) and the three functions other scripts call by name:
+-- wq_enqueue, wq_cancel, wq_delete_instance.
+--
+-- Item states: ready (in wq:ready:<tk>, or in its session group wq:sitems:<tk>:<sid> whose head is
+-- indexed in wq:sfree:<tk> or wq:sown:<tk>:<owner>), delayed (wq:due) or locked (wq:locked, token
+-- in wq:tokens). A session's groups sit in its owner's index exactly while the session is in
+-- wq:sowned; fetch moves them to the free index once the session lock expired.
+local WQ = {
+  K_TOKENS = P .. 'wq:tokens',
+  K_DUE = P .. 'wq:due',
+  K_LOCKED = P .. 'wq:locked',
+  K_TAGS = P .. 'wq:tags',
+  K_SCOUNT = P .. 'wq:scount',
+  K_SOWNED = P .. 'wq:sowned',
+  K_SIDLE = P .. 'wq:sidle',
+  BATCH = 100, -- expired locks / due items / expired sessions handled per fetch
+}
+function WQ.k_item(s) return P .. 'wq:m:' .. s end
+function WQ.k_inst(id) return P .. 'wq:inst:' .. id end
+function WQ.k_ready(tk) return P .. 'wq:ready:' .. tk end
+function WQ.k_sess(sid) return P .. 'wq:sess:' .. sid end
+function WQ.k_sitems(tk, sid) return P .. 'wq:sitems:' .. tk .. ':' .. sid end
+function WQ.k_stags(sid) return P .. 'wq:stags:' .. sid end
+function WQ.k_sfree(tk) return P .. 'wq:sfree:' .. tk end
+function WQ.k_sown(tk, owner) return P .. 'wq:sown:' .. tk .. ':' .. owner end
+function WQ.k_owner(owner) return P .. 'wq:owner:' .. owner end
+
+-- Tag key: '-' untagged, else '<byte length>:<tag>' (self-delimiting inside longer keys).
+function WQ.tag_key(tag)
+  if tag == nil or tag == '' then return '-' end
+  return #tag .. ':' .. tag
+end
+
+-- The index holding session sid's group for tk: its owner's while the session is in K_SOWNED,
+-- else the free one.
+function WQ.group_index(sid, tk)
+  if redis.call('ZSCORE', WQ.K_SOWNED, sid) then
+    return WQ.k_sown(tk, redis.call('HGET', WQ.k_sess(sid), 'o'))
+  end
+  return WQ.k_sfree(tk)
+end
+
+-- Point the group's index entry at its oldest ready item, or drop it when the group is empty.
+function WQ.reindex_group(sid, tk)
+  local idx = WQ.group_index(sid, tk)
+  local h = redis.call('ZRANGE', WQ.k_sitems(tk, sid), 0, 0, 'WITHSCORES')
+  if h[1] then redis.call('ZADD', idx, h[2], sid) else redis.call('ZREM', idx, sid) end
+end
+
+-- Make item s ready (visible, unlocked) where its session and tag key select.
+function WQ.make_ready(s, sid, tk)
+  if sid == '' then
+    redis.call('ZADD', WQ.k_ready(tk), s, s)
+    return
+  end
+  redis.call('ZADD', WQ.k_sitems(tk, sid), s, s)
+  redis.call('SADD', WQ.k_stags(sid), tk)
+  local idx = WQ.group_index(sid, tk)
+  local cur = redis.call('ZSCORE', idx, sid)
+  if not cur or tonumber(cur) > tonumber(s) then redis.call('ZADD', idx, s, sid) end
+end
+
+-- Take item s out of the ready indexes (no-op when it is not ready).
+function WQ.unready(s, sid, tk)
+  if sid == '' then
+    redis.call('ZREM', WQ.k_ready(tk), s)
+  elseif redis.call('ZREM', WQ.k_sitems(tk, sid), s) == 1 then
+    WQ.reindex_group(sid, tk)
+  end
+end
+
+-- Release a session from its owner's index (its lock expired): its groups become claimable.
+-- Cost: O(tag keys of the session).
+function WQ.release(sid)
+  local owner = redis.call('HGET', WQ.k_sess(sid), 'o')
+  local kt = WQ.k_stags(sid)
+  for _, tk in ipairs(redis.call('SMEMBERS', kt)) do
+    local h = owner and redis.call('ZSCORE', WQ.k_sown(tk, owner), sid)
+    if h then
+      redis.call('ZREM', WQ.k_sown(tk, owner), sid)
+      redis.call('ZADD', WQ.k_sfree(tk), h, sid)
+    else
+      redis.call('SREM', kt, tk) -- nothing ready under tk; make_ready adds it back
+    end
+  end
+  redis.call('ZREM', WQ.K_SOWNED, sid)
+  if owner then redis.call('SREM', WQ.k_owner(owner), sid) end
+end
+
+-- Give session sid to owner: claim it (unowned or released), or refresh it when owner already
+-- holds it (the lock is never shortened). Records locked_until and last_activity. Cost: O(tag
+-- keys of the session).
+function WQ.claim(sid, owner, lock_ms, now)
+  local ks = WQ.k_sess(sid)
+  local until_ms = now + lock_ms
+  if redis.call('ZSCORE', WQ.K_SOWNED, sid) then
+    local rec = redis.call('HMGET', ks, 'o', 'u')
+    if rec[1] == owner then
+      local u = tonumber(rec[2]) or 0
+      if u > until_ms then until_ms = u end
+      redis.call('HSET', ks, 'u', until_ms, 'l', now)
+      redis.call('ZADD', WQ.K_SOWNED, until_ms, sid)
+      redis.call('SADD', WQ.k_owner(owner), sid)
+      return
+    end
+    WQ.release(sid)
+  end
+  for _, tk in ipairs(redis.call('SMEMBERS', WQ.k_stags(sid))) do
+    local h = redis.call('ZSCORE', WQ.k_sfree(tk), sid)
+    if h then
+      redis.call('ZREM', WQ.k_sfree(tk), sid)
+      redis.call('ZADD', WQ.k_sown(tk, owner), h, sid)
+    end
+  end
+  redis.call('HSET', ks, 'o', owner, 'u', until_ms, 'l', now)
+  redis.call('ZADD', WQ.K_SOWNED, until_ms, sid)
+  redis.call('SADD', WQ.k_owner(owner), sid)
+end
+
+-- Refresh a session's last activity while its lock is valid (ack and renew; ownership not checked).
+function WQ.touch_session(sid, now)
+  if sid == '' then return end
+  local u = redis.call('HGET', WQ.k_sess(sid), 'u')
+  if u and tonumber(u) > now then redis.call('HSET', WQ.k_sess(sid), 'l', now) end
+end
+
+-- Delete worker item s wherever it stands; a held lock token stops working. keep_inst skips the
+-- instance index (the caller drops that entry itself). Returns true when the item existed.
+function WQ.delete(s, keep_inst)
+  local ki = WQ.k_item(s)
+  local it = redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k')
+  local inst, sid, tk, tok = it[1], it[4], it[5], it[6]
+  if not inst then return false end
+  WQ.unready(s, sid, tk)
+  redis.call('ZREM', WQ.K_DUE, s)
+  redis.call('ZREM', WQ.K_LOCKED, s)
+  if tok then redis.call('HDEL', WQ.K_TOKENS, tok) end
+  redis.call('DEL', ki)
+  if not keep_inst then
+    local kx, f = WQ.k_inst(inst), it[2] .. ':' .. it[3]
+    local rest = {}
+    for w in string.gmatch(redis.call('HGET', kx, f) or '', '%S+') do
+      if w ~= tostring(s) then rest[#rest + 1] = w end
+    end
+    if #rest == 0 then redis.call('HDEL', kx, f) else redis.call('HSET', kx, f, table.concat(rest, ' ')) end
+  end
+  if redis.call('HINCRBY', WQ.K_TAGS, tk, -1) <= 0 then redis.call('HDEL', WQ.K_TAGS, tk) end
+  if sid ~= '' and redis.call('HINCRBY', WQ.K_SCOUNT, sid, -1) <= 0 then
+    redis.call('HDEL', WQ.K_SCOUNT, sid)
+    redis.call('DEL', WQ.k_stags(sid))
+    local u = redis.call('HGET', WQ.k_sess(sid), 'u')
+    if u then redis.call('ZADD', WQ.K_SIDLE, u, sid) end
+  end
+  return true
+end
+
+-- Lock ready item s (already taken out of its ready index) for token until until_ms; returns
+-- {attempt, json}.
+function WQ.lock(s, token, until_ms)
+  local ki = WQ.k_item(s)
+  redis.call('HSET', ki, 'k', token, 'u', until_ms)
+  local n = redis.call('HINCRBY', ki, 'n', 1)
+  redis.call('ZADD', WQ.K_LOCKED, until_ms, s)
+  redis.call('HSET', WQ.K_TOKENS, token, s)
+  return { n, redis.call('HGET', ki, 'j') }
+end
+
+-- Unlock item s (token tok) without making it visible.
+function WQ.unlock(s, tok)
+  redis.call('HDEL', WQ.k_item(s), 'k', 'u')
+  redis.call('ZREM', WQ.K_LOCKED, s)
+  if tok then redis.call('HDEL', WQ.K_TOKENS, tok) end
+end
+
+-- Look up a held lock: returns s and the item fields {k, u, s, t, n}, or nil and an error reply.
+-- An expired lock is still "held" until a fetch reclaims it; callers that need it unexpired check u.
+function WQ.held(token)
+  local s = redis.call('HGET', WQ.K_TOKENS, token)
+  if not s then
+    return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown worker lock_token (acked, abandoned, '
+      .. 'expired and reclaimed, or the activity was cancelled)')
+  end
+  local it = redis.call('HMGET', WQ.k_item(s), 'k', 'u', 's', 't', 'n')
+  if it[1] ~= token then
+    return nil, fail('INVALID_TOKEN', 'Invalid lock token: the worker item no longer holds this lock_token')
+  end
+  return s, it
+end
+
+-- Fetch housekeeping (principle 5): reclaim expired item locks, make due items visible, release
+-- expired sessions; at most BATCH of each. Returns how many items became visible.
+function WQ.maintain(now)
+  local made = 0
+  for _, sid in ipairs(redis.call('ZRANGEBYSCORE', WQ.K_SOWNED, '-inf', now, 'LIMIT', 0, WQ.BATCH)) do
+    WQ.release(sid)
+  end
+  for _, s in ipairs(redis.call('ZRANGEBYSCORE', WQ.K_LOCKED, '-inf', now, 'LIMIT', 0, WQ.BATCH)) do
+    local it = redis.call('HMGET', WQ.k_item(s), 'k', 's', 't')
+    WQ.unlock(s, it[1])
+    if it[3] then
+      WQ.make_ready(s, it[2], it[3])
+      made = made + 1
+    end
+  end
+  for _, s in ipairs(redis.call('ZRANGEBYSCORE', WQ.K_DUE, '-inf', now, 'LIMIT', 0, WQ.BATCH)) do
+    redis.call('ZREM', WQ.K_DUE, s)
+    local it = redis.call('HMGET', WQ.k_item(s), 's', 't')
+    if it[2] then
+      WQ.make_ready(s, it[1], it[2])
+      made = made + 1
+    end
+  end
+  return made
+end
+
+-- When work that is not visible now next may become so (ms, -1 never): a delayed item comes due,
+-- an item lock expires, or (with_sessions) a session lock expires.
+function WQ.next_due(with_sessions)
+  local nxt = -1
+  local sets = { WQ.K_DUE, WQ.K_LOCKED }
+  if with_sessions then sets[3] = WQ.K_SOWNED end
+  for _, key in ipairs(sets) do
+    local r = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if r[2] and (nxt < 0 or tonumber(r[2]) < nxt) then nxt = tonumber(r[2]) end
+  end
+  return nxt
+end
+
+-- Add one worker item (session and tag '' for none), visible at once. The caller wakes fetchers
+-- (wake(K_WAKE_WORK, n)). Cost: O(1) (O(log N) index updates).
+local function wq_enqueue(now, json, inst, exec, actid, session, tag)
+  local s = redis.call('INCR', K_SEQ)
+  local tk = WQ.tag_key(tag)
+  redis.call('HSET', WQ.k_item(s), 'j', json, 'i', inst, 'e', exec, 'a', actid, 's', session, 't', tk,
+    'n', 0, 'c', now)
+  local kx, f = WQ.k_inst(inst), exec .. ':' .. actid
+  local prev = redis.call('HGET', kx, f)
+  redis.call('HSET', kx, f, prev and (prev .. ' ' .. s) or tostring(s))
+  redis.call('HINCRBY', WQ.K_TAGS, tk, 1)
+  if session ~= '' and redis.call('HINCRBY', WQ.K_SCOUNT, session, 1) == 1 then
+    redis.call('ZREM', WQ.K_SIDLE, session)
+  end
+  WQ.make_ready(s, session, tk)
+end
+
+-- Delete the worker items of activity (inst, exec, actid), even locked ones (their tokens stop
+-- working: ack and renew then fail permanently). No-op when absent. Returns how many were deleted.
+-- Cost: O(items of that activity).
+local function wq_cancel(inst, exec, actid)
+  local kx, f = WQ.k_inst(inst), exec .. ':' .. actid
+  local list = redis.call('HGET', kx, f)
+  if not list then return 0 end
+  redis.call('HDEL', kx, f)
+  local n = 0
+  for s in string.gmatch(list, '%S+') do
+    if WQ.delete(s, true) then n = n + 1 end
+  end
+  return n
+end
+
+-- Delete every worker item of an instance (locked ones too). Returns how many were deleted.
+-- Cost: O(worker items of the instance).
+local function wq_delete_instance(inst)
+  local kx = WQ.k_inst(inst)
+  local lists = redis.call('HVALS', kx)
+  redis.call('DEL', kx)
+  local n = 0
+  for _, list in ipairs(lists) do
+    for s in string.gmatch(list, '%S+') do
+      if WQ.delete(s, true) then n = n + 1 end
+    end
+  end
+  return n
+end

@@ -1,0 +1,25 @@
+-- work_ack: delete a locked worker item and, with a completion, enqueue it to the orchestrator
+-- queue of its target instance, atomically.
+-- KEYS[1] seq key (routing only)
+-- ARGV[1] prefix, ARGV[2] lock token, ARGV[3] '1' with a completion / '0' without,
+--      ARGV[4] completion's target instance, ARGV[5] completion JSON (ActivityCompleted/ActivityFailed).
+-- Reply: 1.
+-- Effects: refreshes the item's session last_activity while the session lock is valid (session
+--   ownership does not gate the ack); wakes an orchestration fetcher when the completion is visible.
+-- Errors: DX_INVALID_TOKEN when the token is unknown (acked, abandoned, reclaimed, cancelled) or its
+--   lock expired; nothing is written then and the item stays queued.
+-- Cost: O(log N) + O(items of the same activity) for the instance index.
+local token = ARGV[2]
+local now = now_ms()
+local s, it = WQ.held(token)
+if not s then return it end
+if tonumber(it[2]) <= now then
+  return fail('INVALID_TOKEN', 'Invalid lock token: the worker item lock expired')
+end
+-- Checks done; writes follow.
+if ARGV[3] == '1' then
+  if oq_enqueue(ARGV[4], ARGV[5], 'O', now, now) then wake(K_WAKE_ORCH, 1) end
+end
+WQ.touch_session(it[3], now)
+WQ.delete(s)
+return 1

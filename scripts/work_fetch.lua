@@ -1,0 +1,73 @@
+-- work_fetch: lock the oldest visible worker item the caller may take, for the lock timeout.
+-- KEYS[1] seq key (routing only)
+-- ARGV[1] prefix, ARGV[2] new lock token, ARGV[3] lock ms, ARGV[4] session owner ('' = no session
+--      config: session-bound items are never returned), ARGV[5] session lock ms, ARGV[6] '*' for
+--      every tag key in use (TagFilter Any) or '' for the list that follows, ARGV[7..] tag keys
+--      ('-' untagged, '<len>:<tag>').
+-- Reply: {1, attempt, item JSON} when an item was locked (attempt counts this delivery), else
+--   {0, now ms, next ms}: next is when delayed work, an item lock or (with an owner) a session lock
+--   next comes due, -1 when nothing is pending.
+-- Effects: first reclaims expired item locks (attempt + 1 on redelivery), makes due delayed items
+--   visible and releases expired sessions (at most 100 of each per call). Taking a session item
+--   claims the session for the owner (owner, locked_until = now + session lock, last_activity = now),
+--   or refreshes it when the owner already holds it (never shortening its lock).
+-- Errors: none.
+-- Cost: O(tag keys x 3 index heads + expired locks, due items and expired sessions handled (<= 100
+--   each) + tag keys of the claimed session) + O(log N). Independent of how many items the tag
+--   filter or the session rules exclude: session items never sit in the plain ready sets, and
+--   sessions held by other owners never sit in the free or this owner's indexes.
+local token, lock_ms, owner, slock_ms = ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+local tks = {}
+if ARGV[6] == '*' then
+  tks = redis.call('HKEYS', WQ.K_TAGS)
+else
+  for i = 7, #ARGV do tks[#tks + 1] = ARGV[i] end
+end
+local now = now_ms()
+local made = WQ.maintain(now)
+
+-- Candidates: the head of each set the filter selects; the smallest sequence number wins (FIFO).
+local best, best_tk, best_sid, best_idx
+local function consider(r, tk, sid_set)
+  if r[1] == nil then return end
+  local score = tonumber(r[2])
+  if best == nil or score < best then
+    best, best_tk = score, tk
+    if sid_set then best_sid, best_idx = r[1], sid_set else best_sid, best_idx = nil, nil end
+  end
+end
+
+local found = nil
+for _ = 1, 10 do -- retries only if an index entry is stale (never expected)
+  best, best_tk, best_sid, best_idx = nil, nil, nil, nil
+  for _, tk in ipairs(tks) do
+    consider(redis.call('ZRANGE', WQ.k_ready(tk), 0, 0, 'WITHSCORES'), tk, nil)
+    if owner ~= '' then
+      local ko, kf = WQ.k_sown(tk, owner), WQ.k_sfree(tk)
+      consider(redis.call('ZRANGE', ko, 0, 0, 'WITHSCORES'), tk, ko)
+      consider(redis.call('ZRANGE', kf, 0, 0, 'WITHSCORES'), tk, kf)
+    end
+  end
+  if best == nil then break end
+  if best_sid == nil then
+    redis.call('ZREM', WQ.k_ready(best_tk), best)
+    found = best
+    break
+  end
+  local ks = WQ.k_sitems(best_tk, best_sid)
+  local h = redis.call('ZRANGE', ks, 0, 0)
+  if h[1] then
+    redis.call('ZREM', ks, h[1])
+    WQ.claim(best_sid, owner, slock_ms, now)
+    WQ.reindex_group(best_sid, best_tk)
+    found = h[1]
+    break
+  end
+  redis.call('ZREM', best_idx, best_sid)
+end
+
+local left = made - (found and 1 or 0)
+if left > 0 then wake(K_WAKE_WORK, left) end
+if not found then return { 0, now, WQ.next_due(owner ~= '') } end
+local r = WQ.lock(found, token, now + lock_ms)
+return { 1, r[1], r[2] }

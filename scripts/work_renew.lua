@@ -1,0 +1,20 @@
+-- work_renew: extend a held, unexpired worker item lock to now + extend.
+-- KEYS[1] seq key (routing only)
+-- ARGV[1] prefix, ARGV[2] lock token, ARGV[3] extend ms.
+-- Reply: 1.
+-- Effects: refreshes the item's session last_activity while the session lock is valid.
+-- Errors: DX_INVALID_TOKEN when the token is unknown (acked, abandoned, reclaimed, cancelled) or
+--   its lock expired; nothing is written then.
+-- Cost: O(log N).
+local token, ext = ARGV[2], tonumber(ARGV[3])
+local now = now_ms()
+local s, it = WQ.held(token)
+if not s then return it end
+if tonumber(it[2]) <= now then
+  return fail('INVALID_TOKEN', 'Invalid lock token: the worker item lock expired')
+end
+local until_ms = now + ext
+redis.call('HSET', WQ.k_item(s), 'u', until_ms)
+redis.call('ZADD', WQ.K_LOCKED, until_ms, s)
+WQ.touch_session(it[3], now)
+return 1
