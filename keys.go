@@ -26,7 +26,7 @@ import (
 //	P oq:tokens             HASH    orchestration lock token -> instance id
 //	P wake:orch, wake:work  LIST    wake tokens for long-polling fetchers
 //	P idx:instances         ZSET    instance id, score = created_at ms
-//	P idx:status:<status>   ZSET    instance id by current status, score = updated_at ms
+//	P idx:status:<status>   ZSET    instance id by current status, score = ms it entered that status
 //	P i:<id>                HASH    instance: name ver exec status output created updated parent pin pink
 //	P xs:<id>               ZSET    execution ids of the instance (score = id)
 //	P x:<e>:<id>            HASH    execution: status output started completed pin bytes

@@ -30,10 +30,25 @@ import "strconv"
 //	P wq:sidle              ZSET    sessions with a record and no queued items, score = locked_until ms
 //	                                (what CleanupOrphanedSessions deletes once expired)
 //	P wq:owner:<owner>      SET     session ids owner holds (members may be stale; checked against wq:sess)
+//	P wq:wake:p:<tk>        LIST    wake tokens for fetchers of session-less items with tag key tk
+//	P wq:wake:s:<tk>        LIST    wake tokens for session-aware fetchers: items of claimable sessions
+//	P wq:wake:o:<tk>:<o>    LIST    wake tokens for owner o's fetchers: items of sessions o holds
+//	                                (tk "*" for TagFilter Any fetchers; every wake-up also goes there)
+//
+// Worker fetchers long-poll on the wq:wake lists their tag filter and owner select (not on
+// Keyspace.WakeWork), so the wake-up for an item reaches a fetcher that can take it.
 //
 // A session-bound item is never in a wq:ready set, so a fetch without a session config never sees it,
 // and a fetch reads only the heads of the sets its tag filter and owner select: its cost does not
 // grow with the items those filters exclude.
+
+// Wake classes and the tag key of TagFilter Any, for WorkWake.
+const (
+	WorkWakePlain   = "p" // session-less items
+	WorkWakeSession = "s" // items of claimable sessions
+	WorkWakeOwned   = "o" // items of sessions an owner holds
+	WorkTagKeyAny   = "*" // fetchers with TagFilter Any
+)
 
 // WorkTagKey is the tag key of a tag ("" = untagged).
 func WorkTagKey(tag string) string {
@@ -105,4 +120,14 @@ func (k Keyspace) SessionsIdle(partition int) string { return k.Prefix(partition
 // OwnerSessions is the set of sessions owner holds.
 func (k Keyspace) OwnerSessions(partition int, owner string) string {
 	return k.Prefix(partition) + "wq:owner:" + owner
+}
+
+// WorkWake is a wake list worker fetchers block on: class WorkWakePlain, WorkWakeSession or
+// WorkWakeOwned (owner is used only for that one), tag key tk (WorkTagKey or WorkTagKeyAny).
+func (k Keyspace) WorkWake(partition int, class, tk, owner string) string {
+	key := k.Prefix(partition) + "wq:wake:" + class + ":" + tk
+	if class == WorkWakeOwned {
+		key += ":" + owner
+	}
+	return key
 }

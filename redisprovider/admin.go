@@ -61,7 +61,7 @@ func (p *Provider) ListInstances(ctx context.Context) ([]string, error) {
 }
 
 // ListInstancesByStatus implements provider.Admin: the instances whose current status is status,
-// least recently updated first (idx:status:<status> order).
+// in idx:status:<status> order (lowest score, i.e. oldest, first).
 func (p *Provider) ListInstancesByStatus(ctx context.Context, status string) ([]string, error) {
 	if status == "" {
 		return nil, invalid("list_instances_by_status", "empty status")
@@ -88,10 +88,11 @@ func (p *Provider) listAll(ctx context.Context, op, status string) ([]string, er
 // ListInstancesPage returns one page of instance ids, at most limit (DefaultPageLimit when
 // limit <= 0, at most MaxPageLimit), and the cursor of the next page ("" after the last page).
 // With status "" it walks every instance by creation time, oldest first; otherwise the instances
-// whose current status is status, least recently updated first. Pass "" as cursor for the first
-// page. Each page costs O(log N + limit). Ids created or removed between pages never make a page
-// skip or repeat an id that stayed put; with a status, an instance updated during the walk moves
-// to the end of its index and may be listed again (never missed).
+// whose current status is status, in idx:status:<status> order (oldest score first). Pass "" as
+// cursor for the first page. Each page costs O(log N + limit). Ids created or removed between
+// pages never make a page skip or repeat an id that stayed put; an instance whose status index
+// score grows during the walk moves to the end of the index and may be listed again (never
+// missed).
 func (p *Provider) ListInstancesPage(ctx context.Context, cursor string, limit int, status string) ([]string, string, error) {
 	return p.listPage(ctx, "list_instances_page", cursor, limit, status)
 }
@@ -502,10 +503,12 @@ func (p *Provider) DeleteInstance(ctx context.Context, instance string, force bo
 //
 // Each root's tree is deleted atomically; the bulk call as a whole is not (it runs as several
 // scripts, each examining at most scanPageSize candidates, so it never blocks the server long).
-// Without InstanceIDs it walks idx:status:<status> for the three terminal statuses, oldest update
-// first; with CompletedBeforeMs it stops at the first entry updated at or after the cutoff (an
-// instance's index score is its last update, which is never before its completion, so an
-// instance completed before the cutoff but updated after it waits for a later purge).
+// Without InstanceIDs it walks idx:status:<status> for the three terminal statuses, lowest score
+// first; with CompletedBeforeMs it stops at the first entry scored at or after the cutoff. The
+// score is the instance's last update, never before its completion: an instance completed before
+// the cutoff but acked again later (say, for an event raised after it finished) is found by a
+// later purge, not this one. (Scoring idx:status by the time an instance entered the status —
+// ZADD NX in orch_ack — would make the cutoff exact.)
 // Cost: O(candidates examined + data deleted).
 func (p *Provider) DeleteInstanceBulk(ctx context.Context, filter provider.InstanceFilter) (provider.DeleteInstanceResult, error) {
 	const op = "delete_instance_bulk"

@@ -222,17 +222,20 @@ func TestAdminListInstancesPage(t *testing.T) {
 		t.Fatalf("Completed pages = %q, want %q", completed, wantCompleted)
 	}
 
-	// An exhausted walk on an exact multiple of the page size ends with an empty page.
+	// A page that ends the index has no next cursor, even when it is full.
 	part, next, err := p.ListInstancesPage(ctx, "", 26, "")
 	if err != nil || len(part) != 25 || next != "" {
 		t.Fatalf("page of 26 = %d ids, next %q, %v", len(part), next, err)
 	}
 	part, next, err = p.ListInstancesPage(ctx, "", 25, "")
-	if err != nil || len(part) != 25 || next == "" {
+	if err != nil || len(part) != 25 || next != "" {
 		t.Fatalf("page of 25 = %d ids, next %q, %v", len(part), next, err)
 	}
-	if part, next, err = p.ListInstancesPage(ctx, next, 25, ""); err != nil || len(part) != 0 || next != "" {
-		t.Fatalf("page after the last = %q, next %q, %v", part, next, err)
+	if part, next, err = p.ListInstancesPage(ctx, "", 24, ""); err != nil || len(part) != 24 || next == "" {
+		t.Fatalf("page of 24 = %d ids, next %q, %v", len(part), next, err)
+	}
+	if part, next, err = p.ListInstancesPage(ctx, next, 24, ""); err != nil || len(part) != 1 || next != "" {
+		t.Fatalf("page after 24 = %q, next %q, %v", part, next, err)
 	}
 
 	_, _, err = p.ListInstancesPage(ctx, "not a cursor!", 10, "")

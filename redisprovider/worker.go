@@ -7,6 +7,7 @@ package redisprovider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 )
 
 // notYet is the error of methods not implemented yet (admin.go's stubs use it).
@@ -99,20 +101,37 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 		return nil, nil
 	}
 
-	token := uuid.NewString()
-	args := []any{token, ms(lockTimeout), owner, ms(sessionLock)}
+	// The tag keys the filter selects, and the wake lists of what this fetch may take.
+	var tks []string
 	switch tags.Mode() {
 	case provider.TagModeAny:
-		args = append(args, "*")
+		tks = []string{dxredis.WorkTagKeyAny}
 	case provider.TagModeDefaultOnly:
-		args = append(args, "", dxredis.WorkTagKey(""))
+		tks = []string{dxredis.WorkTagKey("")}
 	default:
-		args = append(args, "")
 		if tags.Mode() == provider.TagModeDefaultAnd {
-			args = append(args, dxredis.WorkTagKey(""))
+			tks = append(tks, dxredis.WorkTagKey(""))
 		}
 		for _, t := range tags.Tags() {
-			args = append(args, dxredis.WorkTagKey(t))
+			tks = append(tks, dxredis.WorkTagKey(t))
+		}
+	}
+	var wakeKeys []string
+	for _, tk := range tks {
+		wakeKeys = append(wakeKeys, p.keys.WorkWake(workerPartition, dxredis.WorkWakePlain, tk, ""))
+		if owner != "" {
+			wakeKeys = append(wakeKeys, p.keys.WorkWake(workerPartition, dxredis.WorkWakeSession, tk, ""),
+				p.keys.WorkWake(workerPartition, dxredis.WorkWakeOwned, tk, owner))
+		}
+	}
+	token := uuid.NewString()
+	args := []any{token, ms(lockTimeout), owner, ms(sessionLock)}
+	if tags.Mode() == provider.TagModeAny {
+		args = append(args, "*")
+	} else {
+		args = append(args, "")
+		for _, tk := range tks {
+			args = append(args, tk)
 		}
 	}
 
@@ -135,10 +154,65 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 			}
 			return &provider.LockedWorkItem{Item: item, LockToken: token, AttemptCount: uint32(num(r[1]))}, nil
 		}
-		if pollTimeout <= 0 || !p.waitForWork(ctx, p.keys.WakeWork(workerPartition), deadline, num(r[2]), num(r[1])) {
+		if pollTimeout <= 0 || !p.waitForWorkerWake(ctx, wakeKeys, deadline, num(r[2]), num(r[1])) {
 			return nil, nil
 		}
 	}
+}
+
+// waitForWorkerWake is waitForWork (wait.go) over several wake lists: one BLPOP on all of them
+// returns on the first token. Worker fetchers wait on the lists of what they may take (their tag
+// keys; with a session config also claimable-session and own-session items), so the one token an
+// enqueue pushes reaches a fetcher that can take the item instead of a random one (a DefaultOnly
+// fetcher taking the token of a gpu item would leave the gpu fetcher asleep until its poll
+// timeout). It reports whether the caller should fetch again.
+//
+// TODO(lead): fold into waitForWork by letting it take several keys; this copy keeps its logic.
+func (p *Provider) waitForWorkerWake(ctx context.Context, wakeKeys []string, deadline time.Time, nextDueMs, serverNowMs int64) bool {
+	d := time.Until(deadline)
+	if nextDueMs >= 0 {
+		if due := time.Duration(nextDueMs-serverNowMs) * time.Millisecond; due < d {
+			d = due
+		}
+	}
+	if d <= 0 {
+		return time.Now().Before(deadline)
+	}
+	if p.slice > 0 && d > p.slice {
+		d = p.slice
+	}
+	secs := strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
+	if secs == "0.000" {
+		secs = "0.001"
+	}
+	cmd := make([]any, 0, len(wakeKeys)+2)
+	cmd = append(cmd, "BLPOP")
+	for _, k := range wakeKeys {
+		cmd = append(cmd, k)
+	}
+	cmd = append(cmd, secs)
+	done := make(chan error, 1)
+	go func() {
+		bctx, cancel := context.WithTimeout(context.Background(), d+5*time.Second)
+		defer cancel()
+		got, err := p.block.Do(bctx, cmd...).StringSlice()
+		if err == nil && len(got) == 2 && (ctx.Err() != nil || p.isClosed()) {
+			// Nobody will fetch for this token: hand it to another waiter.
+			_ = p.rdb.LPush(bctx, got[0], got[1]).Err()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return time.Now().Before(deadline)
+		}
+	case <-ctx.Done():
+		return false
+	case <-p.closed:
+		return false
+	}
+	return time.Now().Before(deadline)
 }
 
 // sleep waits d, or until ctx ends or the provider closes.
@@ -221,19 +295,19 @@ func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay 
 
 // RenewSessionLock implements provider.Provider: every session held by one of ownerIDs whose lock
 // is still valid and whose last activity is newer than now - idleTimeout (strictly) gets
-// locked_until = now + extendFor. Empty and repeated owner ids are ignored; no owner ids is 0
-// without a Redis call.
+// locked_until = now + extendFor. Repeated owner ids count once; an empty owner id is
+// ErrInvalidInput (no session can be held by it); no owner ids is 0 without a Redis call.
 func (p *Provider) RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error) {
 	const op = "renew_session_lock"
 	if extendFor < 0 || idleTimeout < 0 {
 		return 0, invalid(op, "durations must not be negative (extend_for %v, idle_timeout %v)", extendFor, idleTimeout)
 	}
+	if slices.Contains(ownerIDs, "") {
+		return 0, invalid(op, "empty owner id")
+	}
 	owners := slices.Clone(ownerIDs)
 	slices.Sort(owners)
 	owners = slices.Compact(owners)
-	if len(owners) > 0 && owners[0] == "" {
-		owners = owners[1:]
-	}
 	if len(owners) == 0 {
 		return 0, nil
 	}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -135,13 +134,13 @@ func wKeys(t *testing.T, p *redisprovider.Provider) []string {
 	return keys
 }
 
-// wNoQueueKeys fails when any worker-queue key other than session records and their indexes is
-// left: after every item is acked or cancelled, the indexes must be empty (no leaks).
+// wNoQueueKeys fails when any worker-queue key other than session records, their indexes and the
+// (expiring) wake lists is left: after every item is acked or cancelled, the indexes must be empty (no leaks).
 func wNoQueueKeys(t *testing.T, p *redisprovider.Provider) {
 	t.Helper()
 	for _, k := range wKeys(t, p) {
 		switch {
-		case k == "seq", strings.HasPrefix(k, "wake:"),
+		case k == "seq", strings.HasPrefix(k, "wake:"), strings.HasPrefix(k, "wq:wake:"), // wake lists expire
 			strings.HasPrefix(k, "wq:sess:"), k == "wq:sowned", k == "wq:sidle", strings.HasPrefix(k, "wq:owner:"):
 		case strings.HasPrefix(k, "wq:"):
 			t.Errorf("worker-queue key %q left after the queue drained", k)
@@ -149,19 +148,15 @@ func wNoQueueKeys(t *testing.T, p *redisprovider.Provider) {
 	}
 }
 
-// wLib is lib.lua + lib_worker.lua, for test-only scripts that call the helpers directly.
+// wLib is the shared Lua library (lib.lua + lib_worker.lua), for test-only scripts that call the
+// helpers directly.
 func wLib(t *testing.T) string {
 	t.Helper()
-	var b strings.Builder
-	for _, f := range []string{"../scripts/lib.lua", "../scripts/lib_worker.lua"} {
-		body, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Write(body)
-		b.WriteString("\n")
+	lib, err := dxredis.LibSource()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return b.String()
+	return lib + "\n"
 }
 
 // wEval runs lib + body with the provider's calling convention (KEYS[1] seq, ARGV[1] prefix).
@@ -188,12 +183,14 @@ func TestWorkerLuaKeysMatchGo(t *testing.T) {
 		WQ.K_DUE, WQ.K_LOCKED, WQ.K_TAGS, WQ.k_inst(ARGV[2]), WQ.k_sess(ARGV[3]),
 		WQ.k_sitems(WQ.tag_key(ARGV[4]), ARGV[3]), WQ.k_sitems(WQ.tag_key(''), ARGV[3]), WQ.k_stags(ARGV[3]), WQ.K_SCOUNT,
 		WQ.k_sfree(WQ.tag_key(ARGV[4])), WQ.k_sown(WQ.tag_key(ARGV[4]), ARGV[5]), WQ.K_SOWNED, WQ.K_SIDLE,
-		WQ.k_owner(ARGV[5])}`, inst, sid, tag, owner)
+		WQ.k_owner(ARGV[5]), WQ.k_wake('p', WQ.tag_key(ARGV[4])), WQ.k_wake('s', '*'), WQ.k_wake('o', WQ.tag_key(''), ARGV[5])}`,
+		inst, sid, tag, owner)
 	want := []string{ks.WorkItem(0, 42), ks.WorkTokens(0), ks.WorkReady(0, ""), ks.WorkReady(0, tag),
 		ks.WorkDue(0), ks.WorkLocked(0), ks.WorkTags(0), ks.WorkInstance(inst), ks.Session(0, sid),
 		ks.SessionItems(0, tag, sid), ks.SessionItems(0, "", sid), ks.SessionTags(0, sid), ks.SessionCounts(0),
 		ks.SessionsFree(0, tag), ks.SessionsOwnedBy(0, tag, owner), ks.SessionsOwned(0), ks.SessionsIdle(0),
-		ks.OwnerSessions(0, owner)}
+		ks.OwnerSessions(0, owner), ks.WorkWake(0, dxredis.WorkWakePlain, dxredis.WorkTagKey(tag), ""),
+		ks.WorkWake(0, dxredis.WorkWakeSession, dxredis.WorkTagKeyAny, ""), ks.WorkWake(0, dxredis.WorkWakeOwned, "-", owner)}
 	g, _ := got.([]any)
 	if len(g) != len(want) {
 		t.Fatalf("lua returned %d keys, want %d", len(g), len(want))
@@ -555,12 +552,14 @@ func TestWorkerSessionRouting(t *testing.T) {
 	if wID(t, a4) != 5 || *a4.Item.Kind.(provider.ActivityExecute).SessionID != "s1" {
 		t.Fatalf("A gpu: got %d, want 5 of s1", wID(t, a4))
 	}
-	if n, err := p.RenewSessionLock(ctx, []string{"A", "B", "A", "", "C"}, time.Minute, time.Minute); err != nil || n != 2 {
+	if n, err := p.RenewSessionLock(ctx, []string{"A", "B", "A", "C"}, time.Minute, time.Minute); err != nil || n != 2 {
 		t.Fatalf("renew_session_lock = %d, %v; want 2 (s1 of A, s2 of B)", n, err)
 	}
 	if n, err := p.RenewSessionLock(ctx, nil, time.Minute, time.Minute); err != nil || n != 0 {
 		t.Fatalf("renew_session_lock(no owners) = %d, %v", n, err)
 	}
+	_, err := p.RenewSessionLock(ctx, []string{"A", ""}, time.Minute, time.Minute)
+	wWantKind(t, err, provider.ErrInvalidInput, "renew_session_lock with an empty owner id")
 }
 
 func TestWorkerSessionExpiryTakeoverAndCleanup(t *testing.T) {
@@ -783,6 +782,72 @@ func TestWorkerLongPoll(t *testing.T) {
 			t.Fatalf("got %d, %v after %v", wID(t, got), err, time.Since(start))
 		}
 	})
+	// The wake-up reaches a fetcher that can take the item, even when others wait too: a gpu item
+	// wakes the gpu fetcher, not a DefaultOnly one; an item of a held session wakes its owner.
+	targeted := func(t *testing.T, item func(i uint64) provider.WorkItem, want func(context.Context) (*provider.LockedWorkItem, error),
+		others ...func(context.Context) (*provider.LockedWorkItem, error)) {
+		for i := uint64(1); i <= 3; i++ {
+			octx, stop := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			for _, o := range others {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if it, _ := o(octx); it != nil {
+						t.Errorf("a fetcher that cannot take the item got %d", wID(t, it))
+					}
+				}()
+			}
+			got := make(chan *provider.LockedWorkItem, 1)
+			go func() {
+				it, err := want(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- it
+			}()
+			time.Sleep(100 * time.Millisecond) // everyone is blocked
+			start := time.Now()
+			wEnqueue(t, p, item(i))
+			select {
+			case it := <-got:
+				if it == nil {
+					t.Fatalf("round %d: the right fetcher timed out", i)
+				}
+				if e := time.Since(start); e > time.Second {
+					t.Fatalf("round %d: the right fetcher woke after %v", i, e)
+				}
+				_ = p.AckWorkItem(ctx, it.LockToken, nil)
+			case <-time.After(3 * time.Second):
+				t.Fatalf("round %d: the right fetcher was not woken", i)
+			}
+			stop()
+			wg.Wait()
+		}
+	}
+	poll := func(s *provider.SessionFetchConfig, f provider.TagFilter) func(context.Context) (*provider.LockedWorkItem, error) {
+		return func(c context.Context) (*provider.LockedWorkItem, error) {
+			return p.FetchWorkItem(c, wLongLock, 10*time.Second, s, f)
+		}
+	}
+	t.Run("wakes the fetcher of the item's tag", func(t *testing.T) {
+		gpu := wFilter(t, provider.TagFilterTags, "gpu")
+		targeted(t, func(i uint64) provider.WorkItem { return wAct("tg", i, "gpu", "") }, poll(nil, gpu),
+			poll(nil, def), poll(nil, def), poll(wSess("X", time.Minute), wFilter(t, provider.TagFilterTags, "cpu")))
+	})
+	t.Run("wakes the owner of the item's session", func(t *testing.T) {
+		// A holds session s (claimed with a first item it then acks).
+		wEnqueue(t, p, wAct("ts", 100, "", "s"))
+		if err := p.AckWorkItem(ctx, wFetch(t, p, wLongLock, wSess("A", time.Minute), def).LockToken, nil); err != nil {
+			t.Fatal(err)
+		}
+		targeted(t, func(i uint64) provider.WorkItem { return wAct("ts", i, "", "s") }, poll(wSess("A", time.Minute), def),
+			poll(wSess("B", time.Minute), def), poll(wSess("C", time.Minute), def), poll(nil, def))
+	})
+	t.Run("wakes a TagFilter Any fetcher", func(t *testing.T) {
+		targeted(t, func(i uint64) provider.WorkItem { return wAct("ta", i, "rare", "") }, poll(nil, provider.TagFilterAny()),
+			poll(nil, def))
+	})
 	t.Run("ends with the context", func(t *testing.T) {
 		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
@@ -849,19 +914,19 @@ func TestWorkerConcurrentFetchNoDuplicates(t *testing.T) {
 }
 
 // TestWorkerScriptsParse loads every script (the provider does it in New) and checks the worker
-// scripts have their header.
+// scripts' headers.
 func TestWorkerScriptsParse(t *testing.T) {
 	newTestProvider(t)
 	for _, name := range dxredis.ScriptNames() {
 		if !strings.HasPrefix(name, "work_") {
 			continue
 		}
-		body, err := os.ReadFile("../scripts/" + name + ".lua")
+		src, err := dxredis.ScriptSource(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, h := range []string{"KEYS", "ARGV", "Reply:", "Errors:", "Cost:"} {
-			if !strings.Contains(string(body), h) {
+		for _, h := range []string{"KEYS[1]", "ARGV[1]", "Reply:", "Errors:", "Cost:"} {
+			if !strings.Contains(src, h) {
 				t.Errorf("%s.lua header lacks %q", name, h)
 			}
 		}

@@ -14,8 +14,9 @@
 --            status is terminal (Completed, Failed, ContinuedAsNew), completed before [4] when set,
 --            and whose tree holds no Running instance is deleted with its whole tree.
 --   'scan'   [6] status index to walk, [7] cursor score ('' = start), [8] cursor id, [9] page size:
---            the same rule over one page of idx:status:<[6]> (oldest update first; with [4] set,
---            the walk stops at the first entry updated at or after [4]).
+--            the same rule over one page of idx:status:<[6]> (lowest score first; with [4] set,
+--            the walk stops at the first entry scored at or after [4]; exact when no score is
+--            above its instance's completion time, see DeleteInstanceBulk).
 -- Reply: {instances, executions, events, queue messages (orchestrator + worker), roots deleted,
 --   next cursor score or '' (scan: '' when the index is exhausted), next cursor id}.
 --   Only ids that existed (instance hash or executions) count as instances.
@@ -78,7 +79,7 @@ if mode == 'atomic' then
   if not force then
     for _, id in ipairs(ids) do
       if status_of(id) == 'Running' then
-        return fail('RUNNING', 'instance ' .. id .. ' is running; cancel it first or delete with force')
+        return fail('RUNNING', 'instance ' .. id .. ' is running (cancel it first, or delete with force)')
       end
     end
   end

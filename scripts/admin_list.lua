@@ -1,13 +1,13 @@
 -- admin_list: one page of instance ids from idx:instances (by created ms) or idx:status:<status>
--- (by updated ms), in index order, after a cursor.
+-- (by its score, a time in ms), in index order, after a cursor.
 -- KEYS[1] seq key (routing only)
 -- ARGV[1] prefix, [2] status ('' = every instance), [3] cursor score ('' = from the start),
 --   [4] cursor member (the last id of the previous page), [5] page size (>= 1).
--- Reply: {next score or '', next member or '', id...}; next is '' when the index is exhausted.
+-- Reply: {next score or '', next member or '', id...}; next is '' when no id follows the page.
 --   The cursor is the (score, id) of the last id returned: a page resumes right after it in the
 --   index's (score, id) order, so ids added or removed meanwhile never make a page skip or repeat
---   an id that stayed put. Status index scores only grow (updated ms), so an instance updated
---   while a listing is under way may be listed twice, never missed.
+--   an id that stayed put. An instance's status index score only grows (it is a time), so an
+--   instance rescored while a listing is under way may be listed twice, never missed.
 -- Errors: none.
 -- Cost: O(log N + page) when the cursor id is still indexed with its score; when it was removed,
 --   O(log N + page + ids sharing its score).
@@ -43,10 +43,10 @@ end
 
 local start = 0
 if cscore ~= '' then start = start_after(cscore, cmember) end
-local r = redis.call('ZRANGE', key, start, start + limit - 1, 'WITHSCORES')
+-- One entry more than the page says whether another page follows.
+local r = redis.call('ZRANGE', key, start, start + limit, 'WITHSCORES')
+local n = math.min(#r / 2, limit)
 local out = { '', '' }
-for i = 1, #r, 2 do out[#out + 1] = r[i] end
-if #r / 2 == limit then
-  out[1], out[2] = r[#r], r[#r - 1]
-end
+for i = 1, n do out[#out + 1] = r[2 * i - 1] end
+if #r / 2 > limit then out[1], out[2] = r[2 * n], r[2 * n - 1] end
 return out

@@ -33,13 +33,37 @@ function WQ.tag_key(tag)
   return #tag .. ':' .. tag
 end
 
--- The index holding session sid's group for tk: its owner's while the session is in K_SOWNED,
--- else the free one.
+-- The index holding session sid's group for tk, and the owner: its owner's index while the
+-- session is in K_SOWNED, else the free one (owner nil).
 function WQ.group_index(sid, tk)
   if redis.call('ZSCORE', WQ.K_SOWNED, sid) then
-    return WQ.k_sown(tk, redis.call('HGET', WQ.k_sess(sid), 'o'))
+    local owner = redis.call('HGET', WQ.k_sess(sid), 'o')
+    return WQ.k_sown(tk, owner), owner
   end
-  return WQ.k_sfree(tk)
+  return WQ.k_sfree(tk), nil
+end
+
+-- Wake lists worker fetchers block on, by what they may take: class 'p' session-less items,
+-- 's' items of claimable sessions, 'o' items of sessions owner holds; per tag key, and tag key '*'
+-- for TagFilter Any. A fetcher blocks on the lists of its tag keys (and, with a session config,
+-- its 's' and 'o' lists), so a wake-up always reaches a fetcher that can take the item.
+function WQ.k_wake(class, tk, owner)
+  if owner then return P .. 'wq:wake:' .. class .. ':' .. tk .. ':' .. owner end
+  return P .. 'wq:wake:' .. class .. ':' .. tk
+end
+
+-- Wake one fetcher that may take an item of (class, tk, owner), and one TagFilter Any fetcher.
+function WQ.wake_for(class, tk, owner)
+  wake(WQ.k_wake(class, tk, owner), 1)
+  wake(WQ.k_wake(class, '*', owner), 1)
+end
+
+-- The wake class of an item of session sid ('' none) with tag key tk: class, owner.
+function WQ.wake_class(sid, tk)
+  if sid == '' then return 'p', nil end
+  local _, owner = WQ.group_index(sid, tk)
+  if owner then return 'o', owner end
+  return 's', nil
 end
 
 -- Point the group's index entry at its oldest ready item, or drop it when the group is empty.
@@ -49,17 +73,22 @@ function WQ.reindex_group(sid, tk)
   if h[1] then redis.call('ZADD', idx, h[2], sid) else redis.call('ZREM', idx, sid) end
 end
 
--- Make item s ready (visible, unlocked) where its session and tag key select.
-function WQ.make_ready(s, sid, tk)
+-- Make item s ready (visible, unlocked) where its session and tag key select; with wake, wake a
+-- fetcher that may take it.
+function WQ.make_ready(s, sid, tk, wake_it)
   if sid == '' then
     redis.call('ZADD', WQ.k_ready(tk), s, s)
+    if wake_it then WQ.wake_for('p', tk) end
     return
   end
   redis.call('ZADD', WQ.k_sitems(tk, sid), s, s)
   redis.call('SADD', WQ.k_stags(sid), tk)
-  local idx = WQ.group_index(sid, tk)
+  local idx, owner = WQ.group_index(sid, tk)
   local cur = redis.call('ZSCORE', idx, sid)
   if not cur or tonumber(cur) > tonumber(s) then redis.call('ZADD', idx, s, sid) end
+  if wake_it then
+    if owner then WQ.wake_for('o', tk, owner) else WQ.wake_for('s', tk) end
+  end
 end
 
 -- Take item s out of the ready indexes (no-op when it is not ready).
@@ -189,30 +218,22 @@ function WQ.held(token)
   return s, it
 end
 
--- Fetch housekeeping (principle 5): reclaim expired item locks, make due items visible, release
--- expired sessions; at most BATCH of each. Returns how many items became visible.
+-- Fetch housekeeping (principle 5): reclaim expired item locks, make due items visible (waking
+-- fetchers for them), release expired sessions; at most BATCH of each.
 function WQ.maintain(now)
-  local made = 0
   for _, sid in ipairs(redis.call('ZRANGEBYSCORE', WQ.K_SOWNED, '-inf', now, 'LIMIT', 0, WQ.BATCH)) do
     WQ.release(sid)
   end
   for _, s in ipairs(redis.call('ZRANGEBYSCORE', WQ.K_LOCKED, '-inf', now, 'LIMIT', 0, WQ.BATCH)) do
     local it = redis.call('HMGET', WQ.k_item(s), 'k', 's', 't')
     WQ.unlock(s, it[1])
-    if it[3] then
-      WQ.make_ready(s, it[2], it[3])
-      made = made + 1
-    end
+    if it[3] then WQ.make_ready(s, it[2], it[3], true) end
   end
   for _, s in ipairs(redis.call('ZRANGEBYSCORE', WQ.K_DUE, '-inf', now, 'LIMIT', 0, WQ.BATCH)) do
     redis.call('ZREM', WQ.K_DUE, s)
     local it = redis.call('HMGET', WQ.k_item(s), 's', 't')
-    if it[2] then
-      WQ.make_ready(s, it[1], it[2])
-      made = made + 1
-    end
+    if it[2] then WQ.make_ready(s, it[1], it[2], true) end
   end
-  return made
 end
 
 -- When work that is not visible now next may become so (ms, -1 never): a delayed item comes due,
@@ -228,8 +249,9 @@ function WQ.next_due(with_sessions)
   return nxt
 end
 
--- Add one worker item (session and tag '' for none), visible at once. The caller wakes fetchers
--- (wake(K_WAKE_WORK, n)). Cost: O(1) (O(log N) index updates).
+-- Add one worker item (session and tag '' for none), visible at once, and wake a fetcher that may
+-- take it (worker fetchers block on the WQ.k_wake lists, not on K_WAKE_WORK: a wake(K_WAKE_WORK, n)
+-- by the caller is harmless but not needed). Cost: O(1) (O(log N) index updates).
 local function wq_enqueue(now, json, inst, exec, actid, session, tag)
   local s = redis.call('INCR', K_SEQ)
   local tk = WQ.tag_key(tag)
@@ -242,7 +264,7 @@ local function wq_enqueue(now, json, inst, exec, actid, session, tag)
   if session ~= '' and redis.call('HINCRBY', WQ.K_SCOUNT, session, 1) == 1 then
     redis.call('ZREM', WQ.K_SIDLE, session)
   end
-  WQ.make_ready(s, session, tk)
+  WQ.make_ready(s, session, tk, true)
 end
 
 -- Delete the worker items of activity (inst, exec, actid), even locked ones (their tokens stop

@@ -103,7 +103,7 @@ if has_inst and is_current then
   redis.call('HSET', ikey, 'exec', exec, 'status', x[1], 'updated', now)
   if x[2] then redis.call('HSET', ikey, 'output', x[2]) else redis.call('HDEL', ikey, 'output') end
   if old and old ~= x[1] then redis.call('ZREM', k_idx_status(old), id) end
-  redis.call('ZADD', k_idx_status(x[1]), now, id)
+  redis.call('ZADD', k_idx_status(x[1]), 'NX', now, id) -- score: when it entered the status
 end
 
 -- 6. Custom status: the last CustomStatusUpdated of the delta.

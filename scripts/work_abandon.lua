@@ -3,8 +3,8 @@
 -- ARGV[1] prefix, ARGV[2] lock token, ARGV[3] delay ms (0 = at once), ARGV[4] '1' to ignore this
 --      attempt (decrement the attempt count, never below 0).
 -- Reply: 1.
--- Effects: wakes a worker fetcher, at once (no delay: the item is visible) or so that one waiter
---   learns the delayed item's due time. A lock that expired but was not reclaimed yet can still be
+-- Effects: wakes a worker fetcher that may take the item: at once (no delay: the item is visible),
+--   or so that one waiter learns the delayed item's due time. A lock that expired but was not reclaimed yet can still be
 --   abandoned (duroxide matches on the token only).
 -- Errors: DX_INVALID_TOKEN when the token is unknown; nothing is written then.
 -- Cost: O(log N).
@@ -16,8 +16,9 @@ WQ.unlock(s, token)
 if ignore and (tonumber(it[5]) or 0) > 0 then redis.call('HINCRBY', WQ.k_item(s), 'n', -1) end
 if delay > 0 then
   redis.call('ZADD', WQ.K_DUE, now + delay, s)
+  local class, owner = WQ.wake_class(it[3], it[4])
+  WQ.wake_for(class, it[4], owner)
 else
-  WQ.make_ready(s, it[3], it[4])
+  WQ.make_ready(s, it[3], it[4], true)
 end
-wake(K_WAKE_WORK, 1)
 return 1

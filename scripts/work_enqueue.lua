@@ -1,4 +1,5 @@
--- work_enqueue: add one ActivityExecute to the worker queue, visible at once, and wake a fetcher.
+-- work_enqueue: add one ActivityExecute to the worker queue, visible at once, and wake a fetcher
+-- that may take it.
 -- KEYS[1] seq key (routing only)
 -- ARGV[1] prefix, ARGV[2] item JSON (stored verbatim), ARGV[3] instance, ARGV[4] execution id,
 --      ARGV[5] activity id, ARGV[6] session id ('' none), ARGV[7] tag ('' untagged).
@@ -8,5 +9,4 @@
 --   group head for a session item).
 local now = now_ms()
 wq_enqueue(now, ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
-wake(K_WAKE_WORK, 1)
 return 1

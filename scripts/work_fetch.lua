@@ -8,7 +8,8 @@
 --   {0, now ms, next ms}: next is when delayed work, an item lock or (with an owner) a session lock
 --   next comes due, -1 when nothing is pending.
 -- Effects: first reclaims expired item locks (attempt + 1 on redelivery), makes due delayed items
---   visible and releases expired sessions (at most 100 of each per call). Taking a session item
+--   visible (waking fetchers that may take them) and releases expired sessions (at most 100 of each
+--   per call). Taking a session item
 --   claims the session for the owner (owner, locked_until = now + session lock, last_activity = now),
 --   or refreshes it when the owner already holds it (never shortening its lock).
 -- Errors: none.
@@ -24,22 +25,21 @@ else
   for i = 7, #ARGV do tks[#tks + 1] = ARGV[i] end
 end
 local now = now_ms()
-local made = WQ.maintain(now)
+WQ.maintain(now)
 
 -- Candidates: the head of each set the filter selects; the smallest sequence number wins (FIFO).
-local best, best_tk, best_sid, best_idx
-local function consider(r, tk, sid_set)
+-- A candidate is a plain item (member = its sequence number) or a session group (member = the
+-- session id, in index key idx).
+local best, best_member, best_tk, best_idx
+local function consider(r, tk, idx)
   if r[1] == nil then return end
   local score = tonumber(r[2])
-  if best == nil or score < best then
-    best, best_tk = score, tk
-    if sid_set then best_sid, best_idx = r[1], sid_set else best_sid, best_idx = nil, nil end
-  end
+  if best == nil or score < best then best, best_member, best_tk, best_idx = score, r[1], tk, idx end
 end
 
 local found = nil
 for _ = 1, 10 do -- retries only if an index entry is stale (never expected)
-  best, best_tk, best_sid, best_idx = nil, nil, nil, nil
+  best, best_member, best_tk, best_idx = nil, nil, nil, nil
   for _, tk in ipairs(tks) do
     consider(redis.call('ZRANGE', WQ.k_ready(tk), 0, 0, 'WITHSCORES'), tk, nil)
     if owner ~= '' then
@@ -49,25 +49,24 @@ for _ = 1, 10 do -- retries only if an index entry is stale (never expected)
     end
   end
   if best == nil then break end
-  if best_sid == nil then
-    redis.call('ZREM', WQ.k_ready(best_tk), best)
-    found = best
+  if best_idx == nil then
+    redis.call('ZREM', WQ.k_ready(best_tk), best_member)
+    found = best_member
     break
   end
-  local ks = WQ.k_sitems(best_tk, best_sid)
+  local sid = best_member
+  local ks = WQ.k_sitems(best_tk, sid)
   local h = redis.call('ZRANGE', ks, 0, 0)
   if h[1] then
     redis.call('ZREM', ks, h[1])
-    WQ.claim(best_sid, owner, slock_ms, now)
-    WQ.reindex_group(best_sid, best_tk)
+    WQ.claim(sid, owner, slock_ms, now)
+    WQ.reindex_group(sid, best_tk)
     found = h[1]
     break
   end
-  redis.call('ZREM', best_idx, best_sid)
+  redis.call('ZREM', best_idx, sid)
 end
 
-local left = made - (found and 1 or 0)
-if left > 0 then wake(K_WAKE_WORK, left) end
 if not found then return { 0, now, WQ.next_due(owner ~= '') } end
 local r = WQ.lock(found, token, now + lock_ms)
 return { 1, r[1], r[2] }

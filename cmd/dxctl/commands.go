@@ -1,0 +1,489 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+var commands = []command{
+	{
+		name:    "instances",
+		usage:   "[--status S] [--limit N] [--cursor C]",
+		summary: "List instances (oldest first) with their status, orchestration and times.",
+		details: `Without --status every instance is listed by creation time; with it, the instances whose
+current status is S (Running, Completed, Failed, ContinuedAsNew), least recently updated first.
+At most --limit rows are printed; when more remain, the last line gives the --cursor that
+continues the listing (in JSON: "next_cursor"). Each page costs O(limit) on the server.`,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			status := fs.String("status", "", "only instances whose current status is `S`")
+			limit := fs.Int("limit", 100, "print at most `N` instances")
+			cursor := fs.String("cursor", "", "continue a listing from the cursor `C` a previous page printed")
+			return func(ctx context.Context, a *app, _ []string) error {
+				if *limit <= 0 {
+					return usagef("instances: --limit must be positive")
+				}
+				return a.instances(ctx, *status, *limit, *cursor)
+			}
+		},
+	},
+	{
+		name:    "show",
+		usage:   "ID [--exec N]",
+		summary: "Show one instance: details, executions, custom status, KV and history (one event per line).",
+		details: `The history shown is the current execution's, or execution N's with --exec.
+Each history line reads: event id, time (UTC), event type, then the event's fields
+(source=#N links a completion to the event that scheduled it). Long values are shortened;
+--json prints everything in full, events in duroxide's JSON form.`,
+		nargs: 1,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			exec := fs.Uint64("exec", 0, "show the history of execution `N` (default: the current one)")
+			return func(ctx context.Context, a *app, args []string) error { return a.show(ctx, args[0], *exec) }
+		},
+	},
+	{
+		name:    "queues",
+		usage:   "",
+		summary: "Queue depths: unlocked (visible, delayed) and locked messages, locks, age of the oldest visible message.",
+		details: `Orchestrator messages are counted per state: visible (fetchable now, or as soon as their
+instance's lock is released), delayed (timers and delayed retries) and locked (taken by a turn in
+progress). Worker items are unlocked (visible or delayed) or locked. "Oldest visible" is how long
+the oldest message a dispatcher could take now has been waiting: a growing value means the
+dispatchers do not keep up. Cost: O(instances with queued messages), walked in short scripts.`,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(ctx context.Context, a *app, _ []string) error { return a.queues(ctx) }
+		},
+	},
+	{
+		name:    "metrics",
+		usage:   "",
+		summary: "System metrics: instances by status, executions and history events.",
+		details: `Instance counts come from the indexes (O(1)); executions and events are summed over every
+instance, O(instances + executions), in short scripts.`,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(ctx context.Context, a *app, _ []string) error { return a.metrics(ctx) }
+		},
+	},
+	{
+		name:    "delete",
+		usage:   "ID [--force]",
+		summary: "Delete a root instance with all its sub-orchestrations and every piece of their data.",
+		details: `Refused for a sub-orchestration (delete its root) and, without --force, when an instance of
+the tree is Running. --force deletes running instances too: a turn in progress then fails to
+commit and cannot recreate the instance; activities in progress cannot report back. Force
+delete removes stored state only; it does not stop code that is running.`,
+		nargs: 1,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			force := fs.Bool("force", false, "delete even if an instance of the tree is Running")
+			return func(ctx context.Context, a *app, args []string) error { return a.delete(ctx, args[0], *force) }
+		},
+	},
+	{
+		name:    "purge",
+		usage:   "--completed-before DURATION|RFC3339 [--limit N]",
+		summary: "Delete finished root instances (Completed, Failed, ContinuedAsNew) completed before a time, with their trees.",
+		details: `--completed-before takes an age ("72h", "7d", "1d12h": completed longer ago than that) or an
+RFC 3339 time ("2026-01-02T15:04:05Z"). Running instances, sub-orchestrations (deleted with
+their root) and roots with a running sub-orchestration are never purged. At most --limit roots
+are deleted per run; run again to continue.`,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			before := fs.String("completed-before", "", "age (`DURATION`, e.g. 7d) or RFC 3339 time")
+			limit := fs.Uint("limit", provider.DefaultBulkLimit, "delete at most `N` root instances")
+			return func(ctx context.Context, a *app, _ []string) error {
+				if *before == "" {
+					return usagef("purge: --completed-before is required")
+				}
+				cutoff, err := parseBefore(*before, time.Now())
+				if err != nil {
+					return usagef("purge: --completed-before %q: %v", *before, err)
+				}
+				if *limit == 0 || *limit > 1<<31 {
+					return usagef("purge: --limit must be between 1 and %d", 1<<31)
+				}
+				return a.purge(ctx, cutoff, uint32(*limit))
+			}
+		},
+	},
+	{
+		name:    "prune",
+		usage:   "ID --keep N",
+		summary: "Delete old executions of an instance, keeping the newest N (the current one is always kept).",
+		details: `Running executions are never pruned; KV data belongs to the instance and stays. --keep 0 and
+--keep 1 both keep only the current execution.`,
+		nargs: 1,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			keep := fs.Int("keep", -1, "keep the newest `N` executions (required)")
+			return func(ctx context.Context, a *app, args []string) error {
+				if *keep < 0 {
+					return usagef("prune: --keep N is required (N >= 0)")
+				}
+				if int64(*keep) > int64(^uint32(0)) {
+					return usagef("prune: --keep %d is too large", *keep)
+				}
+				return a.prune(ctx, args[0], uint32(*keep))
+			}
+		},
+	},
+}
+
+// parseBefore reads an age (Go duration, plus a "d" day unit) or an RFC 3339 time.
+func parseBefore(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	d, err := parseAge(s)
+	if err != nil {
+		return time.Time{}, errors.New("want an age like 24h or 7d, or an RFC 3339 time")
+	}
+	if d < 0 {
+		return time.Time{}, errors.New("the age must not be negative")
+	}
+	return now.Add(-d), nil
+}
+
+// parseAge is time.ParseDuration with leading whole days allowed ("7d", "1d12h").
+func parseAge(s string) (time.Duration, error) {
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		days, err := strconv.ParseUint(s[:i], 10, 16)
+		if err != nil {
+			return 0, err
+		}
+		d := time.Duration(days) * 24 * time.Hour
+		if s[i+1:] == "" {
+			return d, nil
+		}
+		more, err := time.ParseDuration(s[i+1:])
+		return d + more, err
+	}
+	return time.ParseDuration(s)
+}
+
+// instanceRow is one instance as "instances" prints it.
+type instanceRow struct {
+	ID                 string  `json:"instance_id"`
+	Status             string  `json:"status"`
+	Orchestration      string  `json:"orchestration_name"`
+	Version            string  `json:"orchestration_version"`
+	CurrentExecutionID uint64  `json:"current_execution_id"`
+	Output             *string `json:"output"`
+	CreatedAt          uint64  `json:"created_at_ms"`
+	UpdatedAt          uint64  `json:"updated_at_ms"`
+	Parent             string  `json:"parent_instance_id,omitempty"`
+}
+
+func rowOf(info provider.InstanceInfo) instanceRow {
+	return instanceRow{info.InstanceID, info.Status, info.OrchestrationName, info.OrchestrationVersion,
+		info.CurrentExecutionID, info.Output, info.CreatedAt, info.UpdatedAt, info.ParentInstanceID}
+}
+
+func (a *app) instances(ctx context.Context, status string, limit int, cursor string) error {
+	ids, next, err := a.p.ListInstancesPage(ctx, cursor, limit, status)
+	if err != nil {
+		return err
+	}
+	rows := make([]instanceRow, 0, len(ids))
+	for _, id := range ids {
+		info, err := a.p.GetInstanceInfo(ctx, id)
+		if errors.Is(err, provider.ErrNotFound) {
+			continue // deleted since it was listed
+		}
+		if err != nil {
+			return err
+		}
+		rows = append(rows, rowOf(info))
+	}
+	if a.json {
+		return a.printJSON(struct {
+			Instances  []instanceRow `json:"instances"`
+			NextCursor string        `json:"next_cursor,omitempty"`
+		}{rows, next})
+	}
+	t := newTable(a.stdout, "INSTANCE", "STATUS", "ORCHESTRATION", "VERSION", "EXEC", "CREATED", "UPDATED", "PARENT")
+	for _, r := range rows {
+		t.row(r.ID, r.Status, r.Orchestration, r.Version, r.CurrentExecutionID, msTime(r.CreatedAt), msTime(r.UpdatedAt), dash(r.Parent))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(a.stdout, "(no instances)")
+	}
+	if next != "" {
+		fmt.Fprintf(a.stdout, "more: dxctl instances%s --limit %d --cursor %s\n", statusArg(status), limit, next)
+	}
+	return nil
+}
+
+func statusArg(status string) string {
+	if status == "" {
+		return ""
+	}
+	return " --status " + status
+}
+
+type executionRow struct {
+	ExecutionID uint64  `json:"execution_id"`
+	Status      string  `json:"status"`
+	Output      *string `json:"output"`
+	StartedAt   uint64  `json:"started_at_ms"`
+	CompletedAt uint64  `json:"completed_at_ms,omitempty"`
+	EventCount  uint64  `json:"event_count"`
+}
+
+type customStatusOut struct {
+	Status  *string `json:"status"`
+	Version uint64  `json:"version"`
+}
+
+func (a *app) show(ctx context.Context, id string, exec uint64) error {
+	info, err := a.p.GetInstanceInfo(ctx, id)
+	if err != nil {
+		return err
+	}
+	execIDs, err := a.p.ListExecutions(ctx, id)
+	if err != nil {
+		return err
+	}
+	execs := make([]executionRow, 0, len(execIDs))
+	for _, e := range execIDs {
+		x, err := a.p.GetExecutionInfo(ctx, id, e)
+		if errors.Is(err, provider.ErrNotFound) {
+			continue // pruned meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		execs = append(execs, executionRow{x.ExecutionID, x.Status, x.Output, x.StartedAt, x.CompletedAt, x.EventCount})
+	}
+	if exec == 0 {
+		exec = info.CurrentExecutionID
+	} else if _, err := a.p.GetExecutionInfo(ctx, id, exec); err != nil {
+		return err
+	}
+	history, err := a.p.ReadHistoryWithExecutionID(ctx, id, exec)
+	if err != nil {
+		return err
+	}
+	children, err := a.p.ListChildren(ctx, id)
+	if err != nil {
+		return err
+	}
+	cs, err := a.p.GetCustomStatus(ctx, id, 0)
+	if err != nil {
+		return err
+	}
+	kv, err := a.p.GetKVAllValues(ctx, id)
+	if err != nil {
+		return err
+	}
+
+	if a.json {
+		var csOut *customStatusOut
+		if cs != nil {
+			csOut = &customStatusOut{cs.Status, cs.Version}
+		}
+		events := make([]json.RawMessage, len(history))
+		for i, e := range history {
+			b, err := provider.Marshal(e)
+			if err != nil {
+				return err
+			}
+			events[i] = b
+		}
+		return a.printJSON(struct {
+			Instance         instanceRow       `json:"instance"`
+			Children         []string          `json:"children"`
+			CustomStatus     *customStatusOut  `json:"custom_status"`
+			KV               map[string]string `json:"kv"`
+			Executions       []executionRow    `json:"executions"`
+			HistoryExecution uint64            `json:"history_execution_id"`
+			History          []json.RawMessage `json:"history"`
+		}{rowOf(info), children, csOut, kv, execs, exec, events})
+	}
+
+	w := a.stdout
+	t := newTable(w)
+	t.row("Instance:", info.InstanceID)
+	t.row("Orchestration:", strings.TrimSpace(info.OrchestrationName+" "+info.OrchestrationVersion))
+	t.row("Status:", info.Status)
+	if info.Output != nil {
+		t.row("Output:", shorten(*info.Output, 120))
+	}
+	t.row("Execution:", fmt.Sprintf("%d (%d stored)", info.CurrentExecutionID, len(execs)))
+	t.row("Parent:", dash(info.ParentInstanceID))
+	t.row("Children:", dash(strings.Join(children, ", ")))
+	t.row("Created:", msTime(info.CreatedAt))
+	t.row("Updated:", msTime(info.UpdatedAt))
+	switch {
+	case cs == nil:
+		t.row("Custom status:", "-")
+	case cs.Status == nil:
+		t.row("Custom status:", fmt.Sprintf("(cleared, version %d)", cs.Version))
+	default:
+		t.row("Custom status:", fmt.Sprintf("%s (version %d)", shorten(*cs.Status, 120), cs.Version))
+	}
+	t.row("KV keys:", len(kv))
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(kv) > 0 {
+		fmt.Fprintln(w)
+		t = newTable(w, "KEY", "VALUE")
+		for _, k := range sortedKeys(kv) {
+			t.row(shorten(k, 60), shorten(kv[k], 100))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w)
+	t = newTable(w, "EXECUTION", "STATUS", "STARTED", "COMPLETED", "EVENTS", "OUTPUT")
+	for _, x := range execs {
+		out := "-"
+		if x.Output != nil {
+			out = shorten(*x.Output, 60)
+		}
+		t.row(x.ExecutionID, x.Status, msTime(x.StartedAt), msTime(x.CompletedAt), x.EventCount, out)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nHistory of execution %d (%d events):\n", exec, len(history))
+	t = newTable(w)
+	for _, e := range history {
+		t.row(fmt.Sprintf("#%d", e.EventID), eventTime(e.TimestampMs), e.Kind.EventType(), eventDetails(e))
+	}
+	return t.flush()
+}
+
+type queuesOut struct {
+	Queue           string `json:"queue"`
+	Visible         uint64 `json:"visible"`
+	Delayed         uint64 `json:"delayed"`
+	Unlocked        uint64 `json:"unlocked"`
+	Locked          uint64 `json:"locked"`
+	OldestVisibleMs int64  `json:"oldest_visible_age_ms"`
+}
+
+func (a *app) queues(ctx context.Context) error {
+	qs, err := a.p.GetQueueStats(ctx)
+	if err != nil {
+		return err
+	}
+	o, wq := qs.Orchestrator, qs.Worker
+	if a.json {
+		return a.printJSON(struct {
+			Orchestrator          queuesOut `json:"orchestrator"`
+			LockedInstances       uint64    `json:"locked_instances"`
+			ExpiredLocks          uint64    `json:"expired_locks"`
+			WorkerUnlocked        uint64    `json:"worker_unlocked"`
+			WorkerLocked          uint64    `json:"worker_locked"`
+			WorkerOldestVisibleMs int64     `json:"worker_oldest_visible_age_ms"`
+			ServerTime            time.Time `json:"server_time"`
+		}{queuesOut{"orchestrator", o.Visible, o.Delayed, o.Visible + o.Delayed, o.Locked, o.OldestVisibleAge.Milliseconds()},
+			o.LockedInstances, o.ExpiredLocks, wq.Unlocked, wq.Locked, wq.OldestVisibleAge.Milliseconds(), qs.ServerTime.UTC()})
+	}
+	t := newTable(a.stdout, "QUEUE", "UNLOCKED", "VISIBLE", "DELAYED", "LOCKED", "OLDEST VISIBLE")
+	t.row("orchestrator", o.Visible+o.Delayed, o.Visible, o.Delayed, o.Locked, age(o.OldestVisibleAge))
+	t.row("worker", wq.Unlocked, "-", "-", wq.Locked, age(wq.OldestVisibleAge))
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "\nLocked instances: %d (%d expired, reclaimed by the next fetch)\n", o.LockedInstances, o.ExpiredLocks)
+	return nil
+}
+
+func (a *app) metrics(ctx context.Context) error {
+	m, err := a.p.GetSystemMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(struct {
+			TotalInstances     uint64 `json:"total_instances"`
+			TotalExecutions    uint64 `json:"total_executions"`
+			RunningInstances   uint64 `json:"running_instances"`
+			CompletedInstances uint64 `json:"completed_instances"`
+			FailedInstances    uint64 `json:"failed_instances"`
+			TotalEvents        uint64 `json:"total_events"`
+		}{m.TotalInstances, m.TotalExecutions, m.RunningInstances, m.CompletedInstances, m.FailedInstances, m.TotalEvents})
+	}
+	t := newTable(a.stdout, "METRIC", "VALUE")
+	t.row("instances", m.TotalInstances)
+	t.row("  running", m.RunningInstances)
+	t.row("  completed", m.CompletedInstances)
+	t.row("  failed", m.FailedInstances)
+	t.row("executions", m.TotalExecutions)
+	t.row("history events", m.TotalEvents)
+	return t.flush()
+}
+
+type deleteOut struct {
+	InstancesDeleted     uint64 `json:"instances_deleted"`
+	ExecutionsDeleted    uint64 `json:"executions_deleted"`
+	EventsDeleted        uint64 `json:"events_deleted"`
+	QueueMessagesDeleted uint64 `json:"queue_messages_deleted"`
+}
+
+func (a *app) printDeleted(r provider.DeleteInstanceResult) error {
+	if a.json {
+		return a.printJSON(deleteOut{r.InstancesDeleted, r.ExecutionsDeleted, r.EventsDeleted, r.QueueMessagesDeleted})
+	}
+	t := newTable(a.stdout, "DELETED", "COUNT")
+	t.row("instances", r.InstancesDeleted)
+	t.row("executions", r.ExecutionsDeleted)
+	t.row("history events", r.EventsDeleted)
+	t.row("queue messages", r.QueueMessagesDeleted)
+	return t.flush()
+}
+
+func (a *app) delete(ctx context.Context, id string, force bool) error {
+	r, err := a.p.DeleteInstance(ctx, id, force)
+	if err != nil {
+		return err
+	}
+	return a.printDeleted(r)
+}
+
+func (a *app) purge(ctx context.Context, before time.Time, limit uint32) error {
+	ms := before.UnixMilli()
+	if ms <= 0 {
+		return usagef("purge: --completed-before is before 1970")
+	}
+	r, err := a.p.DeleteInstanceBulk(ctx, provider.InstanceFilter{CompletedBeforeMs: uint64(ms), Limit: limit})
+	if err != nil {
+		return err
+	}
+	return a.printDeleted(r)
+}
+
+func (a *app) prune(ctx context.Context, id string, keep uint32) error {
+	r, err := a.p.PruneExecutions(ctx, id, provider.PruneOptions{KeepLast: keep})
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(struct {
+			InstancesProcessed uint64 `json:"instances_processed"`
+			ExecutionsDeleted  uint64 `json:"executions_deleted"`
+			EventsDeleted      uint64 `json:"events_deleted"`
+		}{r.InstancesProcessed, r.ExecutionsDeleted, r.EventsDeleted})
+	}
+	t := newTable(a.stdout, "PRUNED", "COUNT")
+	t.row("executions", r.ExecutionsDeleted)
+	t.row("history events", r.EventsDeleted)
+	return t.flush()
+}
+
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

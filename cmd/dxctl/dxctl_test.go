@@ -1,0 +1,474 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
+	"github.com/redis/go-redis/v9"
+)
+
+// The tests drive dxctl end to end against miniredis: instances are created through the provider
+// API, then commands run through run() and their output and exit status are checked.
+
+const testNS = "ctl"
+
+func ptr[T any](v T) *T { return &v }
+
+type fixture struct {
+	t    *testing.T
+	addr string
+	p    *redisprovider.Provider
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	p, err := redisprovider.New(context.Background(), redisprovider.Options{Addr: mr.Addr(), Namespace: testNS,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return &fixture{t: t, addr: mr.Addr(), p: p}
+}
+
+// dxctl runs the command line against the fixture's server and namespace.
+func (f *fixture) dxctl(args ...string) (stdout, stderr string, code int) {
+	var out, errOut bytes.Buffer
+	code = run(append([]string{"--addr", f.addr, "--ns", testNS}, args...), &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// ok runs a command that must succeed and returns its output.
+func (f *fixture) ok(args ...string) string {
+	f.t.Helper()
+	out, errOut, code := f.dxctl(args...)
+	if code != 0 || errOut != "" {
+		f.t.Fatalf("dxctl %q: exit %d, stderr %q", args, code, errOut)
+	}
+	return out
+}
+
+// fails runs a command that must fail with one line on stderr containing want.
+func (f *fixture) fails(want string, args ...string) {
+	f.t.Helper()
+	out, errOut, code := f.dxctl(args...)
+	if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "dxctl: ") ||
+		!strings.Contains(strings.ToLower(errOut), want) {
+		f.t.Fatalf("dxctl %q: exit %d, stdout %q, stderr %q; want exit 1 and one line mentioning %q", args, code, out, errOut, want)
+	}
+}
+
+func ev(id string, exec, eid uint64, k provider.EventKind) provider.Event {
+	return provider.Event{EventID: eid, InstanceID: id, ExecutionID: exec, TimestampMs: uint64(time.Now().UnixMilli()),
+		DuroxideVersion: "0.1.29", Kind: k}
+}
+
+// turn enqueues item, fetches the turn (which must be id's) and acks it.
+func (f *fixture) turn(id string, item provider.WorkItem, ack provider.OrchestrationAck) {
+	f.t.Helper()
+	ctx := context.Background()
+	if err := f.p.EnqueueForOrchestrator(ctx, item, 0); err != nil {
+		f.t.Fatal(err)
+	}
+	it, err := f.p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil || it.Item.Instance != id {
+		f.t.Fatalf("fetch for %q: %+v, %v", id, it, err)
+	}
+	if err := f.p.AckOrchestrationItem(ctx, it.LockToken, ack); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func start(id, name, parent string) provider.WorkItem {
+	s := provider.StartOrchestration{Instance: id, Orchestration: name, Input: `{"n":1}`, Version: ptr("1.0.0"), ExecutionID: 1}
+	if parent != "" {
+		s.ParentInstance, s.ParentID = ptr(parent), ptr(uint64(2))
+	}
+	return provider.WorkItem{Kind: s}
+}
+
+func meta(name, status, output, parent string) provider.ExecutionMetadata {
+	m := provider.ExecutionMetadata{Status: status, OrchestrationName: name, OrchestrationVersion: "1.0.0", ParentInstanceID: parent}
+	if output != "" {
+		m.Output = ptr(output)
+	}
+	return m
+}
+
+// populate creates: order-1 (2 executions, KV, custom status, Completed), report-7 (Failed),
+// order-2 (Running, a worker item, a timer an hour away, a child order-2::sub::2 that is
+// Running) and a start queued for queued-1.
+func (f *fixture) populate() {
+	f.t.Helper()
+	ctx := context.Background()
+	const o1 = "order-1"
+	f.turn(o1, start(o1, "ProcessOrder", ""), provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: []provider.Event{
+		ev(o1, 1, 1, provider.OrchestrationStartedEvent{Name: "ProcessOrder", Version: "1.0.0", Input: `{"n":1}`}),
+		ev(o1, 1, 2, provider.OrchestrationContinuedAsNewEvent{Input: `{"n":2}`}),
+	}, Metadata: meta("ProcessOrder", provider.StatusContinuedAsNew, `{"n":2}`, "")})
+	charged := ev(o1, 2, 3, provider.ActivityCompletedEvent{Result: "charged 5 EUR"})
+	charged.SourceEventID = ptr(uint64(2))
+	f.turn(o1, provider.WorkItem{Kind: provider.ContinueAsNew{Instance: o1, Orchestration: "ProcessOrder", Input: `{"n":2}`,
+		Version: ptr("1.0.0"), CarryForwardEvents: []provider.CarriedEvent{}}}, provider.OrchestrationAck{ExecutionID: 2, HistoryDelta: []provider.Event{
+		ev(o1, 2, 1, provider.OrchestrationStartedEvent{Name: "ProcessOrder", Version: "1.0.0", Input: `{"n":2}`}),
+		ev(o1, 2, 2, provider.ActivityScheduledEvent{Name: "Charge", Input: `{"amount":5}`}),
+		charged,
+		ev(o1, 2, 4, provider.KeyValueSetEvent{Key: "receipt", Value: "R-123"}),
+		ev(o1, 2, 5, provider.CustomStatusUpdatedEvent{Status: ptr("charged")}),
+		ev(o1, 2, 6, provider.OrchestrationCompletedEvent{Output: `"ok"`}),
+	}, Metadata: meta("ProcessOrder", provider.StatusCompleted, `"ok"`, "")})
+
+	f.turn("report-7", start("report-7", "Report", ""), provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: []provider.Event{
+		ev("report-7", 1, 1, provider.OrchestrationStartedEvent{Name: "Report", Version: "1.0.0", Input: `{"n":1}`}),
+		ev("report-7", 1, 2, provider.OrchestrationFailedEvent{Details: provider.ErrorDetails{Kind: provider.ApplicationError{
+			Kind: provider.AppErrorKind{Name: provider.AppOrchestrationFailed}, Message: "no data"}}}),
+	}, Metadata: meta("Report", provider.StatusFailed, "no data", "")})
+
+	const o2, kid = "order-2", "order-2::sub::2"
+	f.turn(o2, start(o2, "ProcessOrder", ""), provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: []provider.Event{
+		ev(o2, 1, 1, provider.OrchestrationStartedEvent{Name: "ProcessOrder", Version: "1.0.0", Input: `{"n":1}`}),
+		ev(o2, 1, 2, provider.SubOrchestrationScheduledEvent{Name: "Ship", Instance: kid, Input: "{}"}),
+		ev(o2, 1, 3, provider.TimerCreatedEvent{FireAtMs: uint64(time.Now().Add(time.Hour).UnixMilli())}),
+	}, OrchestratorItems: []provider.WorkItem{
+		start(kid, "Ship", o2),
+		{Kind: provider.TimerFired{Instance: o2, ExecutionID: 1, ID: 3, FireAtMs: uint64(time.Now().Add(time.Hour).UnixMilli())}},
+	}, Metadata: meta("ProcessOrder", "", "", "")})
+	it, err := f.p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil || it.Item.Instance != kid {
+		f.t.Fatalf("fetch child: %+v, %v", it, err)
+	}
+	if err := f.p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: []provider.Event{
+		ev(kid, 1, 1, provider.OrchestrationStartedEvent{Name: "Ship", Version: "1.0.0", Input: "{}", ParentInstance: ptr(o2), ParentID: ptr(uint64(2))}),
+		ev(kid, 1, 2, provider.ActivityScheduledEvent{Name: "Label", Input: "{}"}),
+	}, WorkerItems: []provider.WorkItem{{Kind: provider.ActivityExecute{Instance: kid, ExecutionID: 1, ID: 2, Name: "Label", Input: "{}"}}},
+		Metadata: meta("Ship", "", "", o2)}); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.p.EnqueueForOrchestrator(ctx, start("queued-1", "Report", ""), 0); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"--help"}, &out, &errOut); code != 0 || errOut.Len() != 0 {
+		t.Fatalf("--help: exit %d, stderr %q", code, errOut.String())
+	}
+	for _, c := range commands {
+		if !strings.Contains(out.String(), "\n  "+c.name) {
+			t.Errorf("--help does not document %q:\n%s", c.name, out.String())
+		}
+		var cout bytes.Buffer
+		for _, args := range [][]string{{"help", c.name}, {c.name, "--help"}} {
+			cout.Reset()
+			if code := run(args, &cout, &errOut); code != 0 || !strings.Contains(cout.String(), "Usage: dxctl "+c.name) {
+				t.Errorf("dxctl %q: exit %d, output %q", args, code, cout.String())
+			}
+		}
+	}
+	var hout bytes.Buffer
+	run([]string{"help", "purge"}, &hout, &errOut)
+	if !strings.Contains(hout.String(), "--completed-before") || !strings.Contains(hout.String(), "--limit") {
+		t.Errorf("help purge does not list its flags:\n%s", hout.String())
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	f := newFixture(t)
+	f.fails("no command", []string{}...)
+	f.fails("unknown command", "frobnicate")
+	f.fails("not defined", "--bogus", "metrics")
+	f.fails("not defined", "instances", "--bogus")
+	f.fails("want 1 argument", "show")
+	f.fails("want 1 argument", "delete", "a", "b")
+	f.fails("--keep", "prune", "order-1")
+	f.fails("--completed-before is required", "purge")
+	f.fails("want an age", "purge", "--completed-before", "yesterday")
+	f.fails("negative", "purge", "--completed-before", "-1h")
+	f.fails("--limit", "instances", "--limit", "0")
+	f.fails("bad cursor", "instances", "--cursor", "%%%")
+	f.fails("unknown command", "help", "nope")
+}
+
+func TestUnreachable(t *testing.T) {
+	redis.SetLogger(silent{}) // as main does
+	var out, errOut bytes.Buffer
+	code := run([]string{"--addr", "127.0.0.1:1", "--timeout", "5s", "metrics"}, &out, &errOut)
+	if code != 1 || out.Len() != 0 || strings.Count(errOut.String(), "\n") != 1 || !strings.Contains(errOut.String(), "unreachable") {
+		t.Fatalf("unreachable server: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}
+
+func TestInstances(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	out := f.ok("instances")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "INSTANCE") {
+		t.Fatalf("instances:\n%s", out)
+	}
+	// Aligned columns: STATUS starts at the same offset on every line.
+	col := strings.Index(lines[0], "STATUS")
+	for i, want := range []string{"order-1", "report-7", "order-2", "order-2::sub::2"} {
+		l := lines[i+1]
+		if !strings.HasPrefix(l, want+" ") || len(l) <= col || l[col-1] != ' ' || l[col] == ' ' {
+			t.Fatalf("line %d %q: want %s, STATUS column at %d\n%s", i+1, l, want, col, out)
+		}
+	}
+	if !strings.Contains(lines[4], "order-2") || !strings.Contains(lines[4], "Running") {
+		t.Fatalf("child line %q", lines[4])
+	}
+
+	out = f.ok("instances", "--status", "Completed")
+	if !strings.Contains(out, "order-1") || strings.Contains(out, "order-2") || strings.Contains(out, "report-7") {
+		t.Fatalf("instances --status Completed:\n%s", out)
+	}
+	if out := f.ok("instances", "--status", "Nope"); !strings.Contains(out, "(no instances)") {
+		t.Fatalf("empty listing:\n%s", out)
+	}
+
+	// Paging: two pages of 2, the first ends with the command that continues.
+	out = f.ok("instances", "--limit", "2")
+	last := strings.Split(strings.TrimSpace(out), "\n")
+	more := last[len(last)-1]
+	if !strings.HasPrefix(more, "more: dxctl instances --limit 2 --cursor ") || strings.Contains(out, "order-2 ") {
+		t.Fatalf("first page:\n%s", out)
+	}
+	cursor := strings.TrimPrefix(more, "more: dxctl instances --limit 2 --cursor ")
+	out = f.ok("instances", "--limit", "2", "--cursor", cursor)
+	if !strings.Contains(out, "order-2 ") || !strings.Contains(out, "order-2::sub::2") || strings.Contains(out, "more:") {
+		t.Fatalf("second page:\n%s", out)
+	}
+
+	var js struct {
+		Instances []struct {
+			ID     string  `json:"instance_id"`
+			Status string  `json:"status"`
+			Output *string `json:"output"`
+			Parent string  `json:"parent_instance_id"`
+		} `json:"instances"`
+		Next string `json:"next_cursor"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("--json", "instances", "--limit", "3")), &js); err != nil {
+		t.Fatal(err)
+	}
+	if len(js.Instances) != 3 || js.Next == "" || js.Instances[0].ID != "order-1" || js.Instances[0].Output == nil ||
+		*js.Instances[0].Output != `"ok"` || js.Instances[1].Status != "Failed" {
+		t.Fatalf("instances --json: %+v", js)
+	}
+	// Global flags are accepted after the command too.
+	next := js.Next
+	js.Instances, js.Next = nil, ""
+	if err := json.Unmarshal([]byte(f.ok("instances", "--cursor", next, "--json")), &js); err != nil {
+		t.Fatal(err)
+	}
+	if len(js.Instances) != 1 || js.Instances[0].Parent != "order-2" || js.Next != "" {
+		t.Fatalf("instances --json page 2: %+v", js)
+	}
+}
+
+func TestShow(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	out := f.ok("show", "order-1")
+	for _, want := range []string{
+		"Instance:       order-1", "Orchestration:  ProcessOrder 1.0.0", "Status:         Completed",
+		"Execution:      2 (2 stored)", `Custom status:  charged (version 1)`, "receipt  R-123",
+		"History of execution 2 (6 events):",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show order-1 lacks %q:\n%s", want, out)
+		}
+	}
+	hist := out[strings.Index(out, "History of execution 2"):]
+	lines := strings.Split(strings.TrimSpace(hist), "\n")[1:]
+	if len(lines) != 6 {
+		t.Fatalf("history has %d lines, want one per event:\n%s", len(lines), hist)
+	}
+	for i, want := range []string{
+		`#1  `, `#2  `, `#3  `, `#4  `, `#5  `, `#6  `,
+	} {
+		if !strings.HasPrefix(lines[i], want) {
+			t.Fatalf("history line %d %q, want prefix %q", i, lines[i], want)
+		}
+	}
+	for i, want := range []string{
+		`OrchestrationStarted  name=ProcessOrder version=1.0.0 input={"n":2}`,
+		`ActivityScheduled     name=Charge input={"amount":5}`,
+		`ActivityCompleted     source=#2 result="charged 5 EUR"`,
+		`KeyValueSet           key=receipt value=R-123`,
+		`CustomStatusUpdated   status=charged`,
+		`OrchestrationCompleted  output="ok"`,
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(lines[i]), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("history line %d %q does not show %q", i, lines[i], want)
+		}
+	}
+	if !strings.Contains(out, "1          ContinuedAsNew") || !strings.Contains(out, "2          Completed") {
+		t.Errorf("executions table:\n%s", out)
+	}
+
+	out = f.ok("show", "order-1", "--exec", "1")
+	if !strings.Contains(out, "History of execution 1 (2 events):") || !strings.Contains(out, "OrchestrationContinuedAsNew") {
+		t.Fatalf("show --exec 1:\n%s", out)
+	}
+	out = f.ok("show", "order-2")
+	if !strings.Contains(out, "Children:       order-2::sub::2") || !strings.Contains(out, "Status:         Running") {
+		t.Fatalf("show order-2:\n%s", out)
+	}
+	out = f.ok("show", "order-2::sub::2")
+	if !strings.Contains(out, "Parent:         order-2") {
+		t.Fatalf("show child:\n%s", out)
+	}
+
+	var js struct {
+		Instance struct {
+			ID     string `json:"instance_id"`
+			Status string `json:"status"`
+		} `json:"instance"`
+		CustomStatus *struct {
+			Status  string `json:"status"`
+			Version uint64 `json:"version"`
+		} `json:"custom_status"`
+		KV         map[string]string `json:"kv"`
+		Executions []struct {
+			ID     uint64 `json:"execution_id"`
+			Events uint64 `json:"event_count"`
+		} `json:"executions"`
+		History []provider.Event `json:"history"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("show", "order-1", "--json")), &js); err != nil {
+		t.Fatal(err)
+	}
+	if js.Instance.Status != "Completed" || js.CustomStatus == nil || js.CustomStatus.Status != "charged" || js.KV["receipt"] != "R-123" ||
+		len(js.Executions) != 2 || js.Executions[1].Events != 6 || len(js.History) != 6 || js.History[2].Kind.EventType() != "ActivityCompleted" {
+		t.Fatalf("show --json: %+v", js)
+	}
+
+	f.fails("not found", "show", "nope")
+	f.fails("not found", "show", "order-1", "--exec", "9")
+}
+
+func TestQueuesAndMetrics(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	out := f.ok("queues")
+	// orchestrator: queued-1's start (visible) and order-2's timer (delayed); worker: Label.
+	if !regexpLine(out, `^orchestrator\s+2\s+1\s+1\s+0\s+\S+$`) || !regexpLine(out, `^worker\s+1\s+-\s+-\s+0\s+\S+$`) ||
+		!strings.Contains(out, "Locked instances: 0") {
+		t.Fatalf("queues:\n%s", out)
+	}
+	var q struct {
+		Orchestrator struct {
+			Visible, Delayed, Unlocked, Locked uint64
+		} `json:"orchestrator"`
+		WorkerUnlocked uint64 `json:"worker_unlocked"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("--json", "queues")), &q); err != nil {
+		t.Fatal(err)
+	}
+	if q.Orchestrator.Visible != 1 || q.Orchestrator.Delayed != 1 || q.Orchestrator.Unlocked != 2 || q.WorkerUnlocked != 1 {
+		t.Fatalf("queues --json: %+v", q)
+	}
+
+	out = f.ok("metrics")
+	for _, re := range []string{`^instances\s+4$`, `^\s+running\s+2$`, `^\s+completed\s+1$`, `^\s+failed\s+1$`,
+		`^executions\s+5$`, `^history events\s+15$`} {
+		if !regexpLine(out, re) {
+			t.Fatalf("metrics lacks a line matching %s:\n%s", re, out)
+		}
+	}
+	var m map[string]uint64
+	if err := json.Unmarshal([]byte(f.ok("metrics", "--json")), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["total_instances"] != 4 || m["total_events"] != 15 || m["running_instances"] != 2 {
+		t.Fatalf("metrics --json: %v", m)
+	}
+}
+
+func TestDeletePurgePrune(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	f.fails("running", "delete", "order-2")
+	f.fails("sub-orchestration", "delete", "order-2::sub::2")
+	f.fails("not found", "delete", "nope")
+	out := f.ok("delete", "order-2", "--force")
+	for _, re := range []string{`^instances\s+2$`, `^executions\s+2$`, `^history events\s+5$`, `^queue messages\s+2$`} {
+		if !regexpLine(out, re) {
+			t.Fatalf("delete --force lacks a line matching %s:\n%s", re, out)
+		}
+	}
+
+	var pr map[string]uint64
+	if err := json.Unmarshal([]byte(f.ok("--json", "prune", "order-1", "--keep", "1")), &pr); err != nil {
+		t.Fatal(err)
+	}
+	if pr["executions_deleted"] != 1 || pr["events_deleted"] != 2 {
+		t.Fatalf("prune --json: %v", pr)
+	}
+	f.fails("not found", "prune", "nope", "--keep", "1")
+
+	// Nothing completed more than an hour ago; then everything finished before now (the queued
+	// start of queued-1 is not an instance yet).
+	if out := f.ok("purge", "--completed-before", "1h"); !regexpLine(out, `^instances\s+0$`) {
+		t.Fatalf("purge 1h:\n%s", out)
+	}
+	future := time.Now().Add(time.Minute).UTC().Format(time.RFC3339)
+	var del map[string]uint64
+	if err := json.Unmarshal([]byte(f.ok("purge", "--completed-before", future, "--limit", "1", "--json")), &del); err != nil {
+		t.Fatal(err)
+	}
+	if del["instances_deleted"] != 1 {
+		t.Fatalf("purge --limit 1: %v", del)
+	}
+	if out := f.ok("purge", "--completed-before", "0s"); !regexpLine(out, `^instances\s+1$`) {
+		t.Fatalf("purge 0s:\n%s", out)
+	}
+	if out := f.ok("instances"); !strings.Contains(out, "(no instances)") {
+		t.Fatalf("instances after deleting everything:\n%s", out)
+	}
+}
+
+func TestParseBefore(t *testing.T) {
+	now := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"7d":                   now.Add(-7 * 24 * time.Hour),
+		"1d12h":                now.Add(-36 * time.Hour),
+		"90m":                  now.Add(-90 * time.Minute),
+		"0s":                   now,
+		"2026-01-02T15:04:05Z": time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC),
+	} {
+		got, err := parseBefore(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("parseBefore(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "d", "7x", "-2h", "3dd", "yesterday"} {
+		if _, err := parseBefore(in, now); err == nil {
+			t.Errorf("parseBefore(%q): no error", in)
+		}
+	}
+}
+
+// regexpLine reports whether a line of out matches re.
+func regexpLine(out, re string) bool {
+	r := regexp.MustCompile(re)
+	for _, l := range strings.Split(out, "\n") {
+		if r.MatchString(l) {
+			return true
+		}
+	}
+	return false
+}
