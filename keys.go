@@ -26,6 +26,7 @@ import (
 //	P oq:tokens             HASH    orchestration lock token -> instance id
 //	P wake:orch, wake:work  LIST    wake tokens for long-polling fetchers
 //	P idx:instances         ZSET    instance id, score = created_at ms
+//	P idx:expiry            ZSET    retained (finished) instances, score = when their keys expire
 //	P idx:status:<status>   ZSET    instance id by current status, score = ms it entered that status
 //	P i:<id>                HASH    instance: name ver exec status output created updated parent pin pink
 //	P xs:<id>               ZSET    execution ids of the instance (score = id)

@@ -30,6 +30,10 @@ type Options struct {
 	// AllowEvictingMaxmemoryPolicy lets New accept a server whose maxmemory-policy can evict keys
 	// (anything but noeviction). Eviction silently loses orchestration state: leave it false.
 	AllowEvictingMaxmemoryPolicy bool
+	// Retention, when positive, makes finished data expire: once a root instance and all its
+	// sub-orchestrations are Completed or Failed, all their keys get this TTL, and listings drop
+	// them once expired. Running instances never expire. Default 0: keep everything until deleted.
+	Retention time.Duration
 	// MaxPayloadBytes rejects any single event, work item or KV value larger than this with a
 	// permanent error before anything is written. Default 16 MiB; Redis itself caps strings at 512 MiB.
 	MaxPayloadBytes int

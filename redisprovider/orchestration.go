@@ -200,7 +200,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, a
 	if provider.IsTerminalStatus(md.Status) {
 		terminal = "1"
 	}
-	args = append(args, csOp, csVal, terminal, strconv.Itoa(bytes))
+	args = append(args, csOp, csVal, terminal, strconv.Itoa(bytes), ms(p.opts.Retention))
 	args = append(args, strconv.Itoa(len(hist)/2))
 	args = append(args, hist...)
 	args = append(args, strconv.Itoa(len(kvOps)/3))

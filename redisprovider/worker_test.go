@@ -783,17 +783,19 @@ func TestWorkerLongPoll(t *testing.T) {
 		}
 	})
 	// The wake-up reaches a fetcher that can take the item, even when others wait too: a gpu item
-	// wakes the gpu fetcher, not a DefaultOnly one; an item of a held session wakes its owner.
+	// wakes the gpu fetcher, not a DefaultOnly one; an item of a held session wakes its owner. The
+	// others wait out their (short) poll timeout each round, so that no abandoned BLPOP holds a
+	// connection into the next round (with a shared cluster client that could starve the pool).
+	const othersPoll = 600 * time.Millisecond
 	targeted := func(t *testing.T, item func(i uint64) provider.WorkItem, want func(context.Context) (*provider.LockedWorkItem, error),
 		others ...func(context.Context) (*provider.LockedWorkItem, error)) {
 		for i := uint64(1); i <= 3; i++ {
-			octx, stop := context.WithCancel(ctx)
 			var wg sync.WaitGroup
 			for _, o := range others {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if it, _ := o(octx); it != nil {
+					if it, _ := o(ctx); it != nil {
 						t.Errorf("a fetcher that cannot take the item got %d", wID(t, it))
 					}
 				}()
@@ -814,25 +816,29 @@ func TestWorkerLongPoll(t *testing.T) {
 				if it == nil {
 					t.Fatalf("round %d: the right fetcher timed out", i)
 				}
-				if e := time.Since(start); e > time.Second {
+				if e := time.Since(start); e > 400*time.Millisecond {
 					t.Fatalf("round %d: the right fetcher woke after %v", i, e)
 				}
 				_ = p.AckWorkItem(ctx, it.LockToken, nil)
 			case <-time.After(3 * time.Second):
 				t.Fatalf("round %d: the right fetcher was not woken", i)
 			}
-			stop()
 			wg.Wait()
 		}
 	}
 	poll := func(s *provider.SessionFetchConfig, f provider.TagFilter) func(context.Context) (*provider.LockedWorkItem, error) {
 		return func(c context.Context) (*provider.LockedWorkItem, error) {
-			return p.FetchWorkItem(c, wLongLock, 10*time.Second, s, f)
+			return p.FetchWorkItem(c, wLongLock, othersPoll, s, f)
+		}
+	}
+	wantPoll := func(s *provider.SessionFetchConfig, f provider.TagFilter) func(context.Context) (*provider.LockedWorkItem, error) {
+		return func(c context.Context) (*provider.LockedWorkItem, error) {
+			return p.FetchWorkItem(c, wLongLock, 2*time.Second, s, f)
 		}
 	}
 	t.Run("wakes the fetcher of the item's tag", func(t *testing.T) {
 		gpu := wFilter(t, provider.TagFilterTags, "gpu")
-		targeted(t, func(i uint64) provider.WorkItem { return wAct("tg", i, "gpu", "") }, poll(nil, gpu),
+		targeted(t, func(i uint64) provider.WorkItem { return wAct("tg", i, "gpu", "") }, wantPoll(nil, gpu),
 			poll(nil, def), poll(nil, def), poll(wSess("X", time.Minute), wFilter(t, provider.TagFilterTags, "cpu")))
 	})
 	t.Run("wakes the owner of the item's session", func(t *testing.T) {
@@ -841,11 +847,11 @@ func TestWorkerLongPoll(t *testing.T) {
 		if err := p.AckWorkItem(ctx, wFetch(t, p, wLongLock, wSess("A", time.Minute), def).LockToken, nil); err != nil {
 			t.Fatal(err)
 		}
-		targeted(t, func(i uint64) provider.WorkItem { return wAct("ts", i, "", "s") }, poll(wSess("A", time.Minute), def),
+		targeted(t, func(i uint64) provider.WorkItem { return wAct("ts", i, "", "s") }, wantPoll(wSess("A", time.Minute), def),
 			poll(wSess("B", time.Minute), def), poll(wSess("C", time.Minute), def), poll(nil, def))
 	})
 	t.Run("wakes a TagFilter Any fetcher", func(t *testing.T) {
-		targeted(t, func(i uint64) provider.WorkItem { return wAct("ta", i, "rare", "") }, poll(nil, provider.TagFilterAny()),
+		targeted(t, func(i uint64) provider.WorkItem { return wAct("ta", i, "rare", "") }, wantPoll(nil, provider.TagFilterAny()),
 			poll(nil, def))
 	})
 	t.Run("ends with the context", func(t *testing.T) {

@@ -127,3 +127,73 @@ local function words(s)
   if s then for w in string.gmatch(s, '%S+') do out[#out + 1] = w end end
   return out
 end
+
+-- Retention (principle 7). Once a root instance and all its sub-orchestrations are Completed or
+-- Failed, every key of the tree gets a TTL of ttl ms and the tree's ids are queued in
+-- idx:expiry, from which orch_fetch drops expired ids out of the listing indexes. Running
+-- instances never expire. Cost: O(depth + tree size + executions of the tree), paid only by the
+-- terminal ack that finishes a tree.
+local K_IDX_EXPIRY = P .. 'idx:expiry'
+
+local function instance_keys(id)
+  local keys = { k_inst(id), k_execs(id), k_cs(id), k_kv(id), k_kd(id), k_children(id), k_msgs(id), k_vis(id) }
+  for _, e in ipairs(redis.call('ZRANGE', k_execs(id), 0, -1)) do
+    keys[#keys + 1] = k_exec(id, e)
+    keys[#keys + 1] = k_hist(id, e)
+  end
+  return keys
+end
+
+local function is_finished(id)
+  local st = redis.call('HGET', k_inst(id), 'status')
+  return st == 'Completed' or st == 'Failed'
+end
+
+-- The ids of id's tree, root first.
+local function tree_of(id)
+  local root = id
+  for _ = 1, 100 do
+    local parent = redis.call('HGET', k_inst(root), 'parent')
+    if not parent or redis.call('EXISTS', k_inst(parent)) == 0 then break end
+    root = parent
+  end
+  local ids, i = { root }, 1
+  while i <= #ids do
+    for _, c in ipairs(redis.call('SMEMBERS', k_children(ids[i]))) do ids[#ids + 1] = c end
+    i = i + 1
+  end
+  return ids
+end
+
+local function retain_tree(id, now, ttl)
+  local ids = tree_of(id)
+  for _, x in ipairs(ids) do
+    if not is_finished(x) then return end
+  end
+  for _, x in ipairs(ids) do
+    for _, k in ipairs(instance_keys(x)) do redis.call('PEXPIRE', k, ttl) end
+    redis.call('ZADD', K_IDX_EXPIRY, now + ttl, x)
+  end
+end
+
+-- A tree with an instance running again (a new child, a new execution) loses its TTL.
+local function unretain_tree(id)
+  for _, x in ipairs(tree_of(id)) do
+    if redis.call('PTTL', k_inst(x)) >= 0 then
+      for _, k in ipairs(instance_keys(x)) do redis.call('PERSIST', k) end
+      redis.call('ZREM', K_IDX_EXPIRY, x)
+    end
+  end
+end
+
+-- Drop ids whose keys expired from the listing indexes (bounded per call).
+local function sweep_expired(now)
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_IDX_EXPIRY, '-inf', now, 'LIMIT', 0, 100)) do
+    if redis.call('EXISTS', k_inst(id)) == 0 then
+      redis.call('ZREM', K_IDX_INSTANCES, id)
+      redis.call('ZREM', k_idx_status('Completed'), id)
+      redis.call('ZREM', k_idx_status('Failed'), id)
+    end
+    redis.call('ZREM', K_IDX_EXPIRY, id)
+  end
+end

@@ -4,7 +4,7 @@
 --   [5] '1' when output is given, [6] output, [7] orchestration name, [8] version, [9] parent id,
 --   [10] pinned version ('' = none), [11] its sortable pin key, [12] custom status op
 --   ('' none, 's' set, 'c' clear), [13] custom status value, [14] '1' when status is terminal,
---   [15] byte size of the history delta, then sections, each a count followed by its entries:
+--   [15] byte size of the history delta, [16] retention ms (0 = keep forever), then sections, each a count followed by its entries:
 --   history (event_id, json), kv ops (op 's'|'c'|'C', key, "<ms>|<value>"),
 --   worker items (json, instance, execution, activity id, session, tag),
 --   cancelled activities (instance, execution, activity id),
@@ -17,6 +17,7 @@ local token, exec = ARGV[2], ARGV[3]
 local status, has_output, output = ARGV[4], ARGV[5] == '1', ARGV[6]
 local name, ver, parent, pin, pink = ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local cs_op, cs_val, terminal, delta_bytes = ARGV[12], ARGV[13], ARGV[14] == '1', tonumber(ARGV[15])
+local retention = tonumber(ARGV[16])
 local now = now_ms()
 
 local id = redis.call('HGET', K_TOKENS, token)
@@ -26,7 +27,7 @@ if lk[1] ~= token then return fail('INVALID_TOKEN', 'Invalid lock token: lock no
 if tonumber(lk[2]) <= now then return fail('INVALID_TOKEN', 'Invalid lock token: lock expired') end
 
 -- Parse sections.
-local pos = 16
+local pos = 17
 local function section(width)
   local n = tonumber(ARGV[pos]); pos = pos + 1
   local out = {}
@@ -63,6 +64,7 @@ if not has_inst and name ~= '' and ver ~= '' then
   if parent ~= '' then
     redis.call('HSET', ikey, 'parent', parent)
     redis.call('SADD', k_children(parent), id)
+    if retention > 0 and redis.call('PTTL', k_inst(parent)) >= 0 then unretain_tree(parent) end -- a finished parent waits for its new child
   end
   redis.call('ZADD', K_IDX_INSTANCES, now, id)
   has_inst = true
@@ -144,7 +146,16 @@ for _, o in ipairs(oitems) do
   if oq_enqueue(o[1], o[2], o[3], tonumber(o[4]), now) then woken = woken + 1 end
 end
 
--- 10. Release the lock; messages that arrived meanwhile make the instance ready again.
+-- 10. Retention: a finished tree gets a TTL; an instance running again keeps its data.
+if retention > 0 and has_inst and is_current then
+  if is_finished(id) then
+    retain_tree(id, now, retention)
+  elseif redis.call('PTTL', ikey) >= 0 then
+    unretain_tree(id)
+  end
+end
+
+-- 11. Release the lock; messages that arrived meanwhile make the instance ready again.
 if oq_unlock(id, token, now) then woken = woken + 1 end
 wake(K_WAKE_ORCH, woken)
 return 1

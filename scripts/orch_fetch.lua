@@ -8,7 +8,7 @@
 --   (0/1), instance fields {name, ver, exec}, messages {json...}, history {eid, json, ...},
 --   kv {key, "<ms>|<value>", ...}}.
 -- Errors: none.
--- Cost: O(expired locks + due instances + distinct pins + orphan instances skipped + messages
+-- Cost: O(expired locks + expired retained instances + due instances + distinct pins + orphan instances skipped + messages
 --   and history of the chosen instance). Independent of queue length and of instances the filter
 --   excludes (ready instances are indexed by pin).
 local token, lock_ms = ARGV[2], tonumber(ARGV[3])
@@ -24,6 +24,8 @@ local now = now_ms()
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_LOCKED, '-inf', now, 'LIMIT', 0, 100)) do
   oq_unlock(id, redis.call('HGET', k_lock(id), 'tok'), now)
 end
+-- Drop instances whose retention expired from the listing indexes.
+sweep_expired(now)
 -- Make due delayed messages visible.
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'LIMIT', 0, 100)) do
   if is_locked(id) then redis.call('ZREM', K_DUE, id) else oq_reindex(id, now) end

@@ -310,12 +310,13 @@ func (b *bench) waitDone(ctx context.Context, name string, m *measured, enqErr <
 				sample()
 			}
 			c := m.r.completed.Load()
-			if c != lastCount {
-				lastProgress, lastCount = now, c
+			// Progress is any turn, activity or start: W4's orchestrations all complete near the end.
+			if work := c + m.d.turns.Load() + m.d.activities.Load() + m.r.started.Load(); work != lastCount {
+				lastProgress, lastCount = now, work
 			}
 			if now.Sub(lastProgress) > b.cfg.stall {
 				_, errs := m.d.errorSummary()
-				return fmt.Errorf("%s stalled: %d/%d completed, no progress for %v (errors: %s)", name, c, m.r.n, b.cfg.stall, orNone(errs))
+				return fmt.Errorf("%s stalled: %d/%d completed, no turn or activity for %v (errors: %s)", name, c, m.r.n, b.cfg.stall, orNone(errs))
 			}
 			if now.After(deadline) {
 				return fmt.Errorf("%s timed out after %v: %d/%d completed", name, b.cfg.timeout, c, m.r.n)

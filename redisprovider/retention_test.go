@@ -1,0 +1,104 @@
+package redisprovider_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
+)
+
+// TestRetentionExpiresFinishedTrees: with Options.Retention, a finished root and its finished
+// children expire together (listings drop them), while running instances keep their data.
+func TestRetentionExpiresFinishedTrees(t *testing.T) {
+	ctx := context.Background()
+	const ttl = 300 * time.Millisecond
+	opts := redisprovider.Options{Namespace: "ret", Logger: quietLogger, Retention: ttl}
+	var mr *miniredis.Miniredis
+	if addr := os.Getenv("DXREDIS_TEST_ADDR"); addr != "" && backend() == "redis" {
+		opts.Addr, opts.Namespace = addr, "ret-"+time.Now().Format("150405.000000")
+	} else {
+		mr = miniredis.RunT(t)
+		opts.Addr = mr.Addr()
+	}
+	p, err := redisprovider.New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dropNamespace(t, p); _ = p.Close() })
+
+	// turn runs one turn of whatever instance is next, acking with status.
+	turn := func(want, status, parent string, orch ...provider.WorkItem) {
+		t.Helper()
+		it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 0, nil)
+		if err != nil || it == nil || it.Item.Instance != want {
+			t.Fatalf("fetch: want %q, got %+v, %v", want, it, err)
+		}
+		id := uint64(len(it.Item.History) + 1)
+		ev := provider.Event{EventID: id, InstanceID: want, ExecutionID: 1, DuroxideVersion: "0.1.30",
+			Kind: provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}}
+		if id > 1 {
+			ev.Kind = provider.ExternalEventEvent{Name: "e", Data: "{}"}
+		}
+		err = p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: []provider.Event{ev}, OrchestratorItems: orch,
+			Metadata: provider.ExecutionMetadata{Status: status, OrchestrationName: "O", OrchestrationVersion: "1.0.0", ParentInstanceID: parent}})
+		if err != nil {
+			t.Fatalf("ack %s: %v", want, err)
+		}
+	}
+	start := func(id string) provider.WorkItem {
+		return provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}}
+	}
+	raise := func(id string) provider.WorkItem {
+		return provider.WorkItem{Kind: provider.ExternalRaised{Instance: id, Name: "e", Data: "{}"}}
+	}
+	for _, id := range []string{"root", "solo-running"} {
+		if err := p.EnqueueForOrchestrator(ctx, start(id), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	turn("root", provider.StatusCompleted, "", start("child"))
+	turn("solo-running", provider.StatusRunning, "")
+	turn("child", provider.StatusRunning, "root")
+
+	ttlOf := func(id string) time.Duration {
+		return p.Client().PTTL(ctx, p.Keyspace().History(id, 1)).Val()
+	}
+	// The root finished first, but its child was created later and runs: nothing expires yet.
+	if ttlOf("root") > 0 || ttlOf("child") > 0 || ttlOf("solo-running") > 0 {
+		t.Fatalf("TTL set while the tree still runs: root %v child %v", ttlOf("root"), ttlOf("child"))
+	}
+	if err := p.EnqueueForOrchestrator(ctx, raise("child"), 0); err != nil {
+		t.Fatal(err)
+	}
+	turn("child", provider.StatusCompleted, "root")
+	if ttlOf("root") <= 0 || ttlOf("child") <= 0 || ttlOf("solo-running") > 0 {
+		t.Fatalf("after the tree finished: TTL root %v child %v running %v", ttlOf("root"), ttlOf("child"), ttlOf("solo-running"))
+	}
+
+	time.Sleep(ttl + 100*time.Millisecond)
+	if mr != nil {
+		mr.FastForward(ttl + 100*time.Millisecond)
+	}
+	if _, err := p.FetchOrchestrationItem(ctx, time.Second, 0, nil); err != nil { // sweeps the indexes
+		t.Fatal(err)
+	}
+	ids, err := p.ListInstances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids, []string{"solo-running"}) {
+		t.Fatalf("instances after expiry: %v, want only the running one", ids)
+	}
+	if h, _ := p.Read(ctx, "root"); len(h) != 0 {
+		t.Fatalf("root history still readable after expiry: %d events", len(h))
+	}
+	if h, _ := p.Read(ctx, "solo-running"); len(h) != 1 {
+		t.Fatalf("running instance lost its history: %d events", len(h))
+	}
+}
