@@ -24,7 +24,7 @@ import (
 //	P oq:due                ZSET    unlocked instances with delayed messages, score = next visible_at ms
 //	P oq:locked             ZSET    locked instances, score = locked_until ms
 //	P oq:tokens             HASH    orchestration lock token -> instance id
-//	P wake:orch, wake:work  LIST    wake tokens for long-polling fetchers
+//	P wake:orch             LIST    wake tokens for long-polling orchestration fetchers
 //	P idx:instances         ZSET    instance id, score = created_at ms
 //	P idx:expiry            ZSET    retained (finished) instances, score = when their keys expire
 //	P idx:status:<status>   ZSET    instance id by current status, score = ms it entered that status
@@ -75,9 +75,6 @@ func (k Keyspace) Seq(partition int) string { return k.Prefix(partition) + "seq"
 
 // WakeOrch is the list orchestration fetchers block on.
 func (k Keyspace) WakeOrch(partition int) string { return k.Prefix(partition) + "wake:orch" }
-
-// WakeWork is the list worker fetchers block on.
-func (k Keyspace) WakeWork(partition int) string { return k.Prefix(partition) + "wake:work" }
 
 // Instance is an instance's metadata hash.
 func (k Keyspace) Instance(id string) string { return k.inst("i:", id) }

@@ -35,8 +35,7 @@ import "strconv"
 //	P wq:wake:o:<tk>:<o>    LIST    wake tokens for owner o's fetchers: items of sessions o holds
 //	                                (tk "*" for TagFilter Any fetchers; every wake-up also goes there)
 //
-// Worker fetchers long-poll on the wq:wake lists their tag filter and owner select (not on
-// Keyspace.WakeWork), so the wake-up for an item reaches a fetcher that can take it.
+// Worker fetchers long-poll on the wq:wake lists their tag filter and owner select, so the wake-up for an item reaches a fetcher that can take it.
 //
 // A session-bound item is never in a wq:ready set, so a fetch without a session config never sees it,
 // and a fetch reads only the heads of the sets its tag filter and owner select: its cost does not

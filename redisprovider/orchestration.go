@@ -56,7 +56,7 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, poll
 		if len(r) >= 9 && str(r[0]) != "" {
 			return p.orchItem(r), nil
 		}
-		if pollTimeout <= 0 || len(r) < 3 || !p.waitForWork(ctx, p.keys.WakeOrch(0), deadline, num(r[1]), num(r[2])) {
+		if pollTimeout <= 0 || len(r) < 3 || !p.waitForWork(ctx, []string{p.keys.WakeOrch(0)}, deadline, num(r[1]), num(r[2])) {
 			return nil, nil
 		}
 	}
@@ -208,13 +208,11 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, a
 
 	args = append(args, strconv.Itoa(len(ack.WorkerItems)))
 	for _, w := range ack.WorkerItems {
-		js, err := p.encodeItem(op, w, true)
+		route, err := p.activityRoute(op, w)
 		if err != nil {
 			return err
 		}
-		a := w.Kind.(provider.ActivityExecute)
-		args = append(args, js, a.Instance, strconv.FormatUint(a.ExecutionID, 10), strconv.FormatUint(a.ID, 10),
-			deref(a.SessionID), deref(a.Tag))
+		args = append(args, route...)
 	}
 	args = append(args, strconv.Itoa(len(ack.CancelledActivities)))
 	for _, c := range ack.CancelledActivities {

@@ -7,7 +7,6 @@ package redisprovider
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strconv"
 	"time"
@@ -15,11 +14,7 @@ import (
 	"github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 )
-
-// notYet is the error of methods not implemented yet (admin.go's stubs use it).
-func notYet(op string) error { return provider.NewPermanentError(op, "not implemented yet") }
 
 // workerPartition is the partition holding the worker queue. Today a namespace has exactly one
 // partition; once namespaces are split, each partition gets its own worker queue (an item lives with
@@ -154,65 +149,10 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 			}
 			return &provider.LockedWorkItem{Item: item, LockToken: token, AttemptCount: uint32(num(r[1]))}, nil
 		}
-		if pollTimeout <= 0 || !p.waitForWorkerWake(ctx, wakeKeys, deadline, num(r[2]), num(r[1])) {
+		if pollTimeout <= 0 || !p.waitForWork(ctx, wakeKeys, deadline, num(r[2]), num(r[1])) {
 			return nil, nil
 		}
 	}
-}
-
-// waitForWorkerWake is waitForWork (wait.go) over several wake lists: one BLPOP on all of them
-// returns on the first token. Worker fetchers wait on the lists of what they may take (their tag
-// keys; with a session config also claimable-session and own-session items), so the one token an
-// enqueue pushes reaches a fetcher that can take the item instead of a random one (a DefaultOnly
-// fetcher taking the token of a gpu item would leave the gpu fetcher asleep until its poll
-// timeout). It reports whether the caller should fetch again.
-//
-// TODO(lead): fold into waitForWork by letting it take several keys; this copy keeps its logic.
-func (p *Provider) waitForWorkerWake(ctx context.Context, wakeKeys []string, deadline time.Time, nextDueMs, serverNowMs int64) bool {
-	d := time.Until(deadline)
-	if nextDueMs >= 0 {
-		if due := time.Duration(nextDueMs-serverNowMs) * time.Millisecond; due < d {
-			d = due
-		}
-	}
-	if d <= 0 {
-		return time.Now().Before(deadline)
-	}
-	if p.slice > 0 && d > p.slice {
-		d = p.slice
-	}
-	secs := strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
-	if secs == "0.000" {
-		secs = "0.001"
-	}
-	cmd := make([]any, 0, len(wakeKeys)+2)
-	cmd = append(cmd, "BLPOP")
-	for _, k := range wakeKeys {
-		cmd = append(cmd, k)
-	}
-	cmd = append(cmd, secs)
-	done := make(chan error, 1)
-	go func() {
-		bctx, cancel := context.WithTimeout(context.Background(), d+5*time.Second)
-		defer cancel()
-		got, err := p.block.Do(bctx, cmd...).StringSlice()
-		if err == nil && len(got) == 2 && (ctx.Err() != nil || p.isClosed()) {
-			// Nobody will fetch for this token: hand it to another waiter.
-			_ = p.rdb.LPush(bctx, got[0], got[1]).Err()
-		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return time.Now().Before(deadline)
-		}
-	case <-ctx.Done():
-		return false
-	case <-p.closed:
-		return false
-	}
-	return time.Now().Before(deadline)
 }
 
 // sleep waits d, or until ctx ends or the provider closes.

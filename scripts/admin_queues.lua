@@ -3,7 +3,7 @@
 -- unlocked instances through oq:ready:<pin> (any visible message) or, when only delayed messages
 -- remain, oq:due; locked instances through oq:locked.
 -- KEYS[1] seq key (routing only)
--- ARGV[1] prefix, [2] what, then:
+-- ARGV[1] prefix, [2] what, then (Reply after each '->'):
 --   'head'                 -> {now ms, {pin...}, due instances, locked instances,
 --                              {worker unlocked, worker locked, ms since which the oldest visible worker item waits, or -1}}
 --   'ready' [3] pin [4] rank offset [5] page size

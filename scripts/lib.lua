@@ -25,7 +25,6 @@ local K_LOCKED = P .. 'oq:locked'
 local K_TOKENS = P .. 'oq:tokens'
 local K_SEQ = P .. 'seq'
 local K_WAKE_ORCH = P .. 'wake:orch'
-local K_WAKE_WORK = P .. 'wake:work'
 local K_IDX_INSTANCES = P .. 'idx:instances'
 local function k_idx_status(s) return P .. 'idx:status:' .. s end
 

@@ -100,8 +100,8 @@ function WQ.unready(s, sid, tk)
   end
 end
 
--- Release a session from its owner's index (its lock expired): its groups become claimable.
--- Cost: O(tag keys of the session).
+-- Release a session from its owner's index (its lock expired): its groups become claimable, and a
+-- session-aware fetcher is woken for each. Cost: O(tag keys of the session).
 function WQ.release(sid)
   local owner = redis.call('HGET', WQ.k_sess(sid), 'o')
   local kt = WQ.k_stags(sid)
@@ -110,6 +110,7 @@ function WQ.release(sid)
     if h then
       redis.call('ZREM', WQ.k_sown(tk, owner), sid)
       redis.call('ZADD', WQ.k_sfree(tk), h, sid)
+      WQ.wake_for('s', tk)
     else
       redis.call('SREM', kt, tk) -- nothing ready under tk; make_ready adds it back
     end
@@ -250,8 +251,7 @@ function WQ.next_due(with_sessions)
 end
 
 -- Add one worker item (session and tag '' for none), visible at once, and wake a fetcher that may
--- take it (worker fetchers block on the WQ.k_wake lists, not on K_WAKE_WORK: a wake(K_WAKE_WORK, n)
--- by the caller is harmless but not needed). Cost: O(1) (O(log N) index updates).
+-- take it (worker fetchers block on the WQ.k_wake lists). Cost: O(1) (O(log N) index updates).
 local function wq_enqueue(now, json, inst, exec, actid, session, tag)
   local s = redis.call('INCR', K_SEQ)
   local tk = WQ.tag_key(tag)

@@ -135,10 +135,9 @@ if terminal then
   redis.call('DEL', kd)
 end
 
--- 8. Worker items, then cancellations (an activity scheduled and cancelled in one turn ends up absent).
+-- 8. Worker items (wq_enqueue wakes a fetcher that can take each), then cancellations (an activity scheduled and cancelled in one turn ends up absent).
 for _, w in ipairs(witems) do wq_enqueue(now, w[1], w[2], w[3], w[4], w[5], w[6]) end
 for _, c in ipairs(cancels) do wq_cancel(c[1], c[2], c[3]) end
-wake(K_WAKE_WORK, #witems)
 
 -- 9. Orchestrator items (TimerFired visible at fire_at_ms).
 local woken = 0

@@ -3,9 +3,9 @@
 -- ARGV[1] prefix, ARGV[2] lock token, ARGV[3] delay ms (0 = at once), ARGV[4] '1' to ignore this
 --      attempt (decrement the attempt count, never below 0).
 -- Reply: 1.
--- Effects: wakes a worker fetcher that may take the item: at once (no delay: the item is visible),
---   or so that one waiter learns the delayed item's due time. A lock that expired but was not reclaimed yet can still be
---   abandoned (duroxide matches on the token only).
+-- Effects: wakes a worker fetcher that may take the item: at once (no delay: the item is
+--   visible), or so that one waiter learns the delayed item's due time. A lock that expired but
+--   was not reclaimed yet can still be abandoned (duroxide matches on the token only).
 -- Errors: DX_INVALID_TOKEN when the token is unknown; nothing is written then.
 -- Cost: O(log N).
 local token, delay, ignore = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'

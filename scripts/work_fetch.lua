@@ -7,14 +7,14 @@
 -- Reply: {1, attempt, item JSON} when an item was locked (attempt counts this delivery), else
 --   {0, now ms, next ms}: next is when delayed work, an item lock or (with an owner) a session lock
 --   next comes due, -1 when nothing is pending.
--- Effects: first reclaims expired item locks (attempt + 1 on redelivery), makes due delayed items
---   visible (waking fetchers that may take them) and releases expired sessions (at most 100 of each
---   per call). Taking a session item
---   claims the session for the owner (owner, locked_until = now + session lock, last_activity = now),
---   or refreshes it when the owner already holds it (never shortening its lock).
+-- Effects: first reclaims expired item locks (attempt + 1 on redelivery) and makes due delayed
+--   items visible, waking fetchers that may take them, and releases expired sessions to the
+--   claimable indexes (at most 100 of each per call). Taking a session item claims the session for
+--   the owner (owner, locked_until = now + session lock, last_activity = now), or refreshes it when
+--   the owner already holds it (never shortening its lock).
 -- Errors: none.
 -- Cost: O(tag keys x 3 index heads + expired locks, due items and expired sessions handled (<= 100
---   each) + tag keys of the claimed session) + O(log N). Independent of how many items the tag
+--   each) + tag keys of the claimed session) x O(log N); TagFilter Any adds HKEYS of wq:tags. Independent of how many items the tag
 --   filter or the session rules exclude: session items never sit in the plain ready sets, and
 --   sessions held by other owners never sit in the free or this owner's indexes.
 local token, lock_ms, owner, slock_ms = ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
