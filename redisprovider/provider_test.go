@@ -134,3 +134,31 @@ func TestLongPollOrchestration(t *testing.T) {
 		t.Fatal("Close did not end the waiting fetch")
 	}
 }
+
+// TestDelayedEnqueueWakesWaiters: fetchers already blocked (with timeouts computed before the
+// delayed work existed) must learn the new due time; otherwise a 300 ms timer would wait out the
+// 20 s poll.
+func TestDelayedEnqueueWakesWaiters(t *testing.T) {
+	p := newTestProvider(t)
+	ctx := context.Background()
+	got := make(chan *provider.LockedOrchestrationItem, 2)
+	for range 2 {
+		go func() {
+			it, _ := p.FetchOrchestrationItem(ctx, time.Second, 20*time.Second, nil)
+			got <- it
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	start := provider.WorkItem{Kind: provider.StartOrchestration{Instance: "t", Orchestration: "O", Input: "{}", ExecutionID: 1}}
+	if err := p.EnqueueForOrchestrator(ctx, start, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case it := <-got:
+		if it == nil || it.Item.Instance != "t" {
+			t.Fatalf("got %+v", it)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the delayed item did not end the wait of blocked fetchers")
+	}
+}

@@ -58,6 +58,15 @@ local function is_locked(id)
   return redis.call('EXISTS', k_lock(id)) == 1
 end
 
+-- Record that instance id next has delayed work at ms. When that is now the earliest due time,
+-- wake one waiting fetcher: it blocked with a timeout computed before this work existed and must
+-- learn the new, earlier due time.
+local function oq_due_set(id, at)
+  local head = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
+  redis.call('ZADD', K_DUE, at, id)
+  if head[2] == nil or at < tonumber(head[2]) then wake(K_WAKE_ORCH, 1) end
+end
+
 -- Recompute where an unlocked instance stands in the ready and due indexes. Cost: O(messages of
 -- the instance that are visible) + O(log N).
 local function oq_reindex(id, now)
@@ -74,7 +83,7 @@ local function oq_reindex(id, now)
   end
   local nxt = redis.call('ZRANGEBYSCORE', k_vis(id), '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   if nxt[1] then
-    redis.call('ZADD', K_DUE, nxt[2], id)
+    oq_due_set(id, tonumber(nxt[2]))
   else
     redis.call('ZREM', K_DUE, id)
   end
@@ -102,7 +111,7 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
     return true
   end
   local due = redis.call('ZSCORE', K_DUE, id)
-  if due == false or tonumber(due) > visible_at then redis.call('ZADD', K_DUE, visible_at, id) end
+  if due == false or tonumber(due) > visible_at then oq_due_set(id, visible_at) end
   return false
 end
 
