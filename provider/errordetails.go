@@ -235,14 +235,12 @@ func (d ErrorDetails) valid() error {
 	return nil
 }
 
-// checker is implemented by decoded variants with required nested values.
+// checker is implemented by work item variants with required nested values (events check
+// theirs in flatEvent.kind).
 type checker interface{ check() error }
 
-func (k OrchestrationFailedEvent) check() error    { return k.Details.valid() }
-func (k ActivityFailedEvent) check() error         { return k.Details.valid() }
-func (k SubOrchestrationFailedEvent) check() error { return k.Details.valid() }
-func (k ActivityFailed) check() error              { return k.Details.valid() }
-func (k SubOrchFailed) check() error               { return k.Details.valid() }
+func (k ActivityFailed) check() error { return k.Details.valid() }
+func (k SubOrchFailed) check() error  { return k.Details.valid() }
 
 // checked runs v's check when it has one.
 func checked(v any) error {

@@ -201,3 +201,13 @@ func TestWireRejectsMissingRequiredUnions(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkDecodeEvent(b *testing.B) {
+	lines := goldenLines(b, "events.jsonl")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := DecodeEvent(lines[i%len(lines)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
