@@ -31,7 +31,8 @@ import (
 //	P i:<id>                HASH    instance: name ver exec status output created updated parent pin pink
 //	P xs:<id>               ZSET    execution ids of the instance (score = id)
 //	P x:<e>:<id>            HASH    execution: status output started completed pin bytes
-//	P h:<e>:<id>            HASH    history: event_id -> event JSON
+//	P h:<e>:<id>            STRING  history: event JSON lines ("<json>\n"), appended, never rewritten
+//	P he:<e>:<id>           SET     event ids of the history (duplicate check, count)
 //	P q:<id>                HASH    orchestrator messages: m<s> JSON, a<s> attempts, t<s> type code
 //	P qz:<id>               ZSET    message seq -> visible_at ms
 //	P lk:<id>               HASH    instance lock: tok until seqs
@@ -87,9 +88,15 @@ func (k Keyspace) Execution(id string, execution uint64) string {
 	return k.inst("x:"+strconv.FormatUint(execution, 10)+":", id)
 }
 
-// History is one execution's history hash (event_id -> event JSON).
+// History is one execution's history: a string of event JSON lines, appended in ack order.
+// A fetch or read of the whole history is then one bulk string, and an ack one APPEND.
 func (k Keyspace) History(id string, execution uint64) string {
 	return k.inst("h:"+strconv.FormatUint(execution, 10)+":", id)
+}
+
+// HistoryIDs is the set of event ids of one execution's history.
+func (k Keyspace) HistoryIDs(id string, execution uint64) string {
+	return k.inst("he:"+strconv.FormatUint(execution, 10)+":", id)
 }
 
 // Messages is an instance's orchestrator message hash.

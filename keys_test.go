@@ -29,14 +29,14 @@ func TestLuaKeysMatchGo(t *testing.T) {
 	}
 	script := redis.NewScript(lib + `
 local id = ARGV[2]
-return { k_inst(id), k_execs(id), k_exec(id, 7), k_hist(id, 7), k_msgs(id), k_vis(id), k_lock(id),
+return { k_inst(id), k_execs(id), k_exec(id, 7), k_hist(id, 7), k_hids(id, 7), k_msgs(id), k_vis(id), k_lock(id),
   k_cs(id), k_kv(id), k_kd(id), k_children(id), K_SEQ, K_WAKE_ORCH }`)
 	for _, id := range oddIDs {
 		got, err := script.Run(context.Background(), rdb, []string{ks.Seq(0)}, ks.Prefix(0), id).StringSlice()
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{ks.Instance(id), ks.Executions(id), ks.Execution(id, 7), ks.History(id, 7), ks.Messages(id),
+		want := []string{ks.Instance(id), ks.Executions(id), ks.Execution(id, 7), ks.History(id, 7), ks.HistoryIDs(id, 7), ks.Messages(id),
 			ks.MessageVisibility(id), ks.Lock(id), ks.CustomStatus(id), ks.KVStore(id), ks.KVDelta(id), ks.Children(id),
 			ks.Seq(0), ks.WakeOrch(0)}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -51,7 +51,7 @@ func TestKeysShareOneSlotAndNeverCollide(t *testing.T) {
 	tag := "{dx:0}"
 	seen := map[string]string{}
 	for _, id := range oddIDs {
-		for _, k := range []string{ks.Instance(id), ks.Executions(id), ks.Execution(id, 1), ks.History(id, 1),
+		for _, k := range []string{ks.Instance(id), ks.Executions(id), ks.Execution(id, 1), ks.History(id, 1), ks.HistoryIDs(id, 1),
 			ks.Messages(id), ks.MessageVisibility(id), ks.Lock(id), ks.CustomStatus(id), ks.KVStore(id), ks.KVDelta(id),
 			ks.Children(id)} {
 			if !strings.HasPrefix(k, tag+":") {

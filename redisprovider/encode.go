@@ -1,10 +1,10 @@
 package redisprovider
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/duroxide-go/dxredis/provider"
@@ -75,24 +75,20 @@ func ms(d interface{ Milliseconds() int64 }) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// decodeHistory turns HGETALL pairs (event_id, json) into events ordered by event_id.
-func decodeHistory(pairs []any) ([]provider.Event, error) {
-	type raw struct {
-		id   uint64
-		json string
-	}
-	rows := make([]raw, 0, len(pairs)/2)
-	for i := 0; i+1 < len(pairs); i += 2 {
-		id, _ := strconv.ParseUint(str(pairs[i]), 10, 64)
-		rows = append(rows, raw{id, str(pairs[i+1])})
-	}
-	sort.Slice(rows, func(a, b int) bool { return rows[a].id < rows[b].id })
-	events := make([]provider.Event, len(rows))
-	for i, r := range rows {
-		if err := json.Unmarshal([]byte(r.json), &events[i]); err != nil {
-			return nil, fmt.Errorf("event %d: %w", r.id, err)
+// decodeHistory turns a stored history (event JSON lines in append order) into events ordered
+// by event_id.
+func decodeHistory(stored string) ([]provider.Event, error) {
+	events := make([]provider.Event, 0, strings.Count(stored, "\n"))
+	for n := 1; stored != ""; n++ {
+		line, rest, _ := strings.Cut(stored, "\n")
+		stored = rest
+		e, err := provider.DecodeEvent([]byte(line))
+		if err != nil {
+			return nil, fmt.Errorf("stored event #%d: %w", n, err)
 		}
+		events = append(events, e)
 	}
+	sort.SliceStable(events, func(a, b int) bool { return events[a].EventID < events[b].EventID })
 	return events, nil
 }
 

@@ -75,7 +75,7 @@ func (p *Provider) orchItem(r []any) *provider.LockedOrchestrationItem {
 		}
 		it.Messages = append(it.Messages, wi)
 	}
-	history, err := decodeHistory(list(r[7]))
+	history, err := decodeHistory(str(r[7]))
 	if err != nil {
 		problems = append(problems, "history: "+err.Error())
 		history = nil
@@ -304,7 +304,7 @@ func (p *Provider) readHistory(ctx context.Context, op, instance, exec string) (
 	if len(r) < 2 {
 		return []provider.Event{}, nil
 	}
-	events, err := decodeHistory(list(r[1]))
+	events, err := decodeHistory(str(r[1]))
 	if err != nil {
 		return nil, provider.NewPermanentError(op, "stored history of "+strconv.Quote(instance)+" does not decode: "+err.Error()).WithCause(err)
 	}
@@ -438,12 +438,15 @@ func (p *Provider) GetInstanceStats(ctx context.Context, instance string) (*prov
 		return nil, nil
 	}
 	st := &provider.SystemStats{HistoryEventCount: uint64(num(r[1])), HistorySizeBytes: uint64(num(r[2]))}
-	if first := str(r[3]); first != "" {
-		var e provider.Event
-		if json.Unmarshal([]byte(first), &e) == nil {
+	// queue_pending_count: carry_forward_events of the current execution's event 1.
+	for rest := str(r[3]); rest != ""; {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
+		if e, err := provider.DecodeEvent([]byte(line)); err == nil && e.EventID == 1 {
 			if s, ok := e.Kind.(provider.OrchestrationStartedEvent); ok {
 				st.QueuePendingCount = uint64(len(s.CarryForwardEvents))
 			}
+			break
 		}
 	}
 	for _, v := range mergedKV(list(r[4]), list(r[5])) {

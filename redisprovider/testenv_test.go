@@ -110,13 +110,8 @@ func (redisFactory) CorruptInstanceHistory(t *testing.T, pr provider.Provider, i
 		for _, c := range e {
 			exec = exec*10 + uint64(c-'0')
 		}
-		key := ks.History(instance, exec)
-		fields, err := p.Client().HKeys(ctx, key).Result()
-		if err != nil {
+		if err := p.Client().Set(ctx, ks.History(instance, exec), "NOT_VALID_JSON{{{\n", 0).Err(); err != nil {
 			t.Fatal(err)
-		}
-		for _, f := range fields {
-			p.Client().HSet(ctx, key, f, "NOT_VALID_JSON{{{")
 		}
 	}
 }

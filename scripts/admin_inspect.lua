@@ -33,7 +33,7 @@ elseif what == 'exec' then
   local e = ARGV[4]
   if not redis.call('ZSCORE', k_execs(id), e) then return { 0 } end
   local x = redis.call('HMGET', k_exec(id, e), 'status', 'output', 'started', 'completed')
-  return { 1, x[1] or '', x[2] or false, x[3] or '0', x[4] or '0', redis.call('HLEN', k_hist(id, e)) }
+  return { 1, x[1] or '', x[2] or false, x[3] or '0', x[4] or '0', redis.call('SCARD', k_hids(id, e)) }
 elseif what == 'execs' then
   return redis.call('ZRANGE', k_execs(id), 0, -1)
 elseif what == 'latest' then

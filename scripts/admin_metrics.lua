@@ -20,7 +20,7 @@ out[5] = #ids
 for _, id in ipairs(ids) do
   for _, e in ipairs(redis.call('ZRANGE', k_execs(id), 0, -1)) do
     out[6] = out[6] + 1
-    out[7] = out[7] + redis.call('HLEN', k_hist(id, e))
+    out[7] = out[7] + redis.call('SCARD', k_hids(id, e))
   end
 end
 return out

@@ -27,8 +27,8 @@ local function prune(id)
     if ok and exec_before > 0 then ok = x[2] and tonumber(x[2]) < exec_before end
     if ok then
       res[2] = res[2] + 1
-      res[3] = res[3] + redis.call('HLEN', k_hist(id, e))
-      redis.call('DEL', k_hist(id, e), k_exec(id, e))
+      res[3] = res[3] + redis.call('SCARD', k_hids(id, e))
+      redis.call('DEL', k_hist(id, e), k_hids(id, e), k_exec(id, e))
       redis.call('ZREM', k_execs(id), e)
     end
   end

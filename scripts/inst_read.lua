@@ -1,11 +1,11 @@
 -- inst_read: one execution's history.
 -- KEYS[1] seq key (routing only)
 -- ARGV[1] prefix, [2] instance, [3] execution ('' = current).
--- Reply: {execution or '', {event_id, json, ...}}. Errors: none. Cost: O(events).
+-- Reply: {execution or '', history (event JSON lines)}. Errors: none. Cost: O(history bytes).
 local id, exec = ARGV[2], ARGV[3]
 if exec == '' then
   local cur = current_exec(id)
-  if cur == nil then return { '', {} } end
+  if cur == nil then return { '', '' } end
   exec = tostring(cur)
 end
-return { exec, redis.call('HGETALL', k_hist(id, exec)) }
+return { exec, redis.call('GET', k_hist(id, exec)) or '' }

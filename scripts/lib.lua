@@ -11,6 +11,7 @@ local function k_inst(id) return P .. 'i:' .. id end
 local function k_execs(id) return P .. 'xs:' .. id end
 local function k_exec(id, e) return P .. 'x:' .. e .. ':' .. id end
 local function k_hist(id, e) return P .. 'h:' .. e .. ':' .. id end
+local function k_hids(id, e) return P .. 'he:' .. e .. ':' .. id end
 local function k_msgs(id) return P .. 'q:' .. id end
 local function k_vis(id) return P .. 'qz:' .. id end
 local function k_lock(id) return P .. 'lk:' .. id end
@@ -129,6 +130,30 @@ local function oq_unlock(id, tok, now)
   return oq_reindex(id, now)
 end
 
+-- Append events to an execution's history (append-only: existing bytes are never read or
+-- rewritten). hist holds {event_id, json} pairs already checked by history_check. Cost: O(events).
+local function history_append(id, exec, hist)
+  if #hist == 0 then return end
+  local lines = {}
+  for i, h in ipairs(hist) do
+    lines[i] = h[2]
+    redis.call('SADD', k_hids(id, exec), h[1])
+  end
+  redis.call('APPEND', k_hist(id, exec), table.concat(lines, '\n') .. '\n')
+end
+
+-- Fail unless every event id of hist is new to the execution and unique within hist.
+local function history_check(id, exec, hist)
+  local seen = {}
+  for _, h in ipairs(hist) do
+    if seen[h[1]] or redis.call('SISMEMBER', k_hids(id, exec), h[1]) == 1 then
+      return fail('DUPLICATE', 'duplicate event_id ' .. h[1] .. ' in execution ' .. exec .. ' of instance ' .. id)
+    end
+    seen[h[1]] = true
+  end
+  return nil
+end
+
 -- Split a space-separated list.
 local function words(s)
   local out = {}
@@ -148,6 +173,7 @@ local function instance_keys(id)
   for _, e in ipairs(redis.call('ZRANGE', k_execs(id), 0, -1)) do
     keys[#keys + 1] = k_exec(id, e)
     keys[#keys + 1] = k_hist(id, e)
+    keys[#keys + 1] = k_hids(id, e)
   end
   return keys
 end

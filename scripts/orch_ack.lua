@@ -43,14 +43,8 @@ local hist, kvops = section(2), section(3)
 local witems, cancels, oitems = section(6), section(3), section(4)
 
 -- Check duplicates before any write.
-local hkey = k_hist(id, exec)
-local seen = {}
-for _, h in ipairs(hist) do
-  if seen[h[1]] or redis.call('HEXISTS', hkey, h[1]) == 1 then
-    return fail('DUPLICATE', 'duplicate event_id ' .. h[1] .. ' in execution ' .. exec .. ' of instance ' .. id)
-  end
-  seen[h[1]] = true
-end
+local dup = history_check(id, exec, hist)
+if dup then return dup end
 
 -- 1. The messages this token locked are consumed.
 for _, s in ipairs(words(lk[3])) do oq_delete(id, s) end
@@ -90,7 +84,7 @@ if has_inst and is_current then
 end
 
 -- 4. History (append only).
-for _, h in ipairs(hist) do redis.call('HSET', hkey, h[1], h[2]) end
+history_append(id, exec, hist)
 if delta_bytes > 0 then redis.call('HINCRBY', xkey, 'bytes', delta_bytes) end
 
 -- 5. Status and output.

@@ -4,15 +4,11 @@
 -- Reply: 1. Errors (nothing written): DX_DUPLICATE event id exists or repeats.
 -- Cost: O(events appended).
 local id, exec, bytes = ARGV[2], ARGV[3], tonumber(ARGV[4])
-local hkey = k_hist(id, exec)
-local seen = {}
-for i = 5, #ARGV, 2 do
-  if seen[ARGV[i]] or redis.call('HEXISTS', hkey, ARGV[i]) == 1 then
-    return fail('DUPLICATE', 'duplicate event_id ' .. ARGV[i] .. ' in execution ' .. exec .. ' of instance ' .. id)
-  end
-  seen[ARGV[i]] = true
-end
-for i = 5, #ARGV, 2 do redis.call('HSET', hkey, ARGV[i], ARGV[i + 1]) end
+local hist = {}
+for i = 5, #ARGV, 2 do hist[#hist + 1] = { ARGV[i], ARGV[i + 1] } end
+local dup = history_check(id, exec, hist)
+if dup then return dup end
+history_append(id, exec, hist)
 redis.call('ZADD', k_execs(id), exec, exec)
 redis.call('HINCRBY', k_exec(id, exec), 'bytes', bytes)
 return 1

@@ -5,7 +5,7 @@
 --      (sortable pin keys, inclusive).
 -- Reply: when nothing is eligible {'', next_ms, now_ms}: next_ms is when delayed work or a held lock
 --   next comes due (-1 when never); otherwise {token, instance, attempt, exec or '', has_instance
---   (0/1), instance fields {name, ver, exec}, messages {json...}, history {eid, json, ...},
+--   (0/1), instance fields {name, ver}, messages {json...}, history (event JSON lines),
 --   kv {key, "<ms>|<value>", ...}}.
 -- Errors: none.
 -- Cost: O(expired locks + expired retained instances + due instances + distinct pins + orphan instances skipped + messages
@@ -102,9 +102,9 @@ while true do
     redis.call('HSET', k_lock(id), 'tok', token, 'until', until_ms, 'seqs', table.concat(seqs, ' '))
     redis.call('ZADD', K_LOCKED, until_ms, id)
     redis.call('HSET', K_TOKENS, token, id)
-    local inst, hist = {}, {}
+    local inst, hist = {}, ''
     if has_inst then inst = redis.call('HMGET', k_inst(id), 'name', 'ver') end
-    if exec then hist = redis.call('HGETALL', k_hist(id, exec)) end
+    if exec then hist = redis.call('GET', k_hist(id, exec)) or '' end
     return { token, id, attempt, exec and tostring(exec) or '', has_inst and 1 or 0, inst, msgs, hist,
       redis.call('HGETALL', k_kv(id)) }
   end
