@@ -28,7 +28,7 @@ import (
 //	P idx:instances         ZSET    instance id, score = created_at ms
 //	P idx:expiry            ZSET    retained (finished) instances, score = when their keys expire
 //	P idx:status:<status>   ZSET    instance id by current status, score = ms it entered that status
-//	P i:<id>                HASH    instance: name ver exec status output created updated parent pin pink
+//	P i:<id>                HASH    instance: name ver exec status created updated parent pin pink
 //	P xs:<id>               ZSET    execution ids of the instance (score = id)
 //	P x:<e>:<id>            HASH    execution: status output started completed pin bytes
 //	P h:<e>:<id>            STRING  history: event JSON lines ("<json>\n"), appended, never rewritten

@@ -19,16 +19,18 @@ local function known() return redis.call('EXISTS', k_inst(id), k_execs(id)) > 0 
 
 if what == 'info' then
   if not known() then return { 0 } end
-  local i = redis.call('HMGET', k_inst(id), 'name', 'ver', 'exec', 'status', 'output', 'created', 'updated', 'parent')
+  local i = redis.call('HMGET', k_inst(id), 'name', 'ver', 'exec', 'status', 'created', 'updated', 'parent')
   local has = redis.call('EXISTS', k_inst(id))
   local exec = i[3] or current_exec(id)
-  local status, output = i[4], i[5]
-  if has == 0 and exec then
+  local status, output = i[4], false
+  if exec then
+    -- The output lives in the current execution's hash only (orch_ack).
     local x = redis.call('HMGET', k_exec(id, exec), 'status', 'output', 'started')
-    status, output, i[6], i[7] = x[1], x[2], x[3], x[3]
+    output = x[2]
+    if has == 0 then status, i[5], i[6] = x[1], x[3], x[3] end
   end
   return { 1, has, i[1] or '', i[2] or '', exec and tostring(exec) or '0', status or '', output or false,
-    i[6] or '0', i[7] or '0', i[8] or false }
+    i[5] or '0', i[6] or '0', i[7] or false }
 elseif what == 'exec' then
   local e = ARGV[4]
   if not redis.call('ZSCORE', k_execs(id), e) then return { 0 } end

@@ -139,7 +139,16 @@ local function history_append(id, exec, hist)
     lines[i] = h[2]
     redis.call('SADD', k_hids(id, exec), h[1])
   end
-  redis.call('APPEND', k_hist(id, exec), table.concat(lines, '\n') .. '\n')
+  local key, add = k_hist(id, exec), table.concat(lines, '\n') .. '\n'
+  -- APPEND leaves up to 100% slack behind (Redis grows strings greedily), so small histories
+  -- are rewritten exactly instead: a raw byte copy of at most 4 KiB, bounded whatever the
+  -- history's length, and the stored bytes are kept verbatim either way.
+  local len = redis.call('STRLEN', key)
+  if len + #add <= 4096 then
+    redis.call('SET', key, (redis.call('GET', key) or '') .. add, 'KEEPTTL')
+  else
+    redis.call('APPEND', key, add)
+  end
 end
 
 -- Fail unless every event id of hist is new to the execution and unique within hist.

@@ -95,9 +95,10 @@ if status ~= '' then
 end
 if has_inst and is_current then
   local old = redis.call('HGET', ikey, 'status')
-  local x = redis.call('HMGET', xkey, 'status', 'output')
+  -- The output stays in the execution hash only: a copy here would push the instance hash out
+  -- of Redis's compact listpack encoding (values over 64 bytes) and store it twice.
+  local x = redis.call('HMGET', xkey, 'status')
   redis.call('HSET', ikey, 'exec', exec, 'status', x[1], 'updated', now)
-  if x[2] then redis.call('HSET', ikey, 'output', x[2]) else redis.call('HDEL', ikey, 'output') end
   if old and old ~= x[1] then redis.call('ZREM', k_idx_status(old), id) end
   redis.call('ZADD', k_idx_status(x[1]), 'NX', now, id) -- score: when it entered the status
 end
