@@ -1,7 +1,9 @@
 package dxredis
 
 import (
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"io/fs"
 	"sort"
 	"strings"
@@ -9,33 +11,45 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Every script is the scripts/lib*.lua files (shared helpers and key builders: lib.lua, then
-// lib_worker.lua) followed by one operation file. Each operation file starts with a header giving KEYS, ARGV, the reply, the errors and the
-// cost. Calling convention: KEYS[1] is the partition's Seq key (routes cluster clients to the
-// right slot) and ARGV[1] the partition's key prefix.
+// Every operation is one Lua file under scripts/, run after the shared helpers of the
+// scripts/lib*.lua files (lib.lua, then lib_worker.lua). Each operation file starts with a header
+// giving KEYS, ARGV, the reply, the errors and the cost. Calling convention: KEYS[1] is the
+// partition's Seq key (routes cluster clients to the right slot) and ARGV[1] the partition's
+// key prefix.
+//
+// The same sources are served two ways:
+//   - as a Redis Functions library (Redis 7+): loaded once per server, the helpers are defined
+//     once and each call is FCALL FunctionName(op); this saves re-running ~20 KB of helper
+//     definitions on every call, a large part of a small script's cost;
+//   - as EVAL scripts (Script(op)), for servers without FUNCTION (miniredis, Redis 6).
 //
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
+type registry struct {
+	evals   map[string]*redis.Script
+	names   []string
+	library string
+	version string
+}
+
 var scripts = loadScripts()
 
-// LibSource returns the shared Lua helpers every script starts with.
-func LibSource() (string, error) {
+// libSource concatenates the shared helpers.
+func libSource() string {
 	var lib strings.Builder
-	libs, err := fs.Glob(scriptFiles, "scripts/lib*.lua") // sorted: lib.lua first
-	if err != nil {
-		return "", err
-	}
+	libs, _ := fs.Glob(scriptFiles, "scripts/lib*.lua") // sorted: lib.lua first
 	for _, path := range libs {
-		body, err := scriptFiles.ReadFile(path)
-		if err != nil {
-			return "", err
-		}
+		body, _ := scriptFiles.ReadFile(path)
 		lib.Write(body)
 		lib.WriteString("\n")
 	}
-	return lib.String(), nil
+	return lib.String()
 }
+
+// LibSource returns the shared helpers followed by the per-call setup, ready to be followed by
+// an EVAL body (tests use it to call helpers directly).
+func LibSource() (string, error) { return libSource() + "dx_setup(ARGV[1])\n", nil }
 
 // ScriptSource returns one operation file (without the shared helpers).
 func ScriptSource(name string) (string, error) {
@@ -43,30 +57,55 @@ func ScriptSource(name string) (string, error) {
 	return string(b), err
 }
 
-func loadScripts() map[string]*redis.Script {
-	lib, _ := LibSource()
-	out := map[string]*redis.Script{}
+func loadScripts() registry {
+	lib := libSource()
+	r := registry{evals: map[string]*redis.Script{}}
 	entries, _ := fs.Glob(scriptFiles, "scripts/*.lua")
+	bodies := map[string]string{}
 	for _, path := range entries {
 		name := strings.TrimSuffix(strings.TrimPrefix(path, "scripts/"), ".lua")
 		if strings.HasPrefix(name, "lib") {
 			continue
 		}
 		body, _ := scriptFiles.ReadFile(path)
-		out[name] = redis.NewScript(lib + string(body))
+		bodies[name] = string(body)
+		r.names = append(r.names, name)
+		r.evals[name] = redis.NewScript(lib + "dx_setup(ARGV[1])\n" + string(body))
 	}
-	return out
+	sort.Strings(r.names)
+
+	sum := sha1.New()
+	sum.Write([]byte(lib))
+	for _, n := range r.names {
+		sum.Write([]byte(n + "\x00" + bodies[n]))
+	}
+	r.version = hex.EncodeToString(sum.Sum(nil))[:12]
+
+	var b strings.Builder
+	b.WriteString("#!lua name=dxredis_" + r.version + "\n")
+	b.WriteString(lib)
+	for _, n := range r.names {
+		// Each operation body becomes a function of (KEYS, ARGV), so it reads exactly as in EVAL.
+		b.WriteString("local function op_" + n + "(KEYS, ARGV)\n" + bodies[n] + "\nend\n")
+		b.WriteString("redis.register_function('" + functionName(r.version, n) + "', function(keys, args)\n" +
+			"  dx_setup(args[1])\n  return op_" + n + "(keys, args)\nend)\n")
+	}
+	r.library = b.String()
+	return r
 }
 
-// Script returns the named script (the file name under scripts/ without ".lua"), or nil.
-func Script(name string) *redis.Script { return scripts[name] }
+func functionName(version, op string) string { return "dx_" + version + "_" + op }
 
-// ScriptNames lists every script, sorted.
-func ScriptNames() []string {
-	names := make([]string, 0, len(scripts))
-	for n := range scripts {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+// Script returns the EVAL form of the named operation (the file name under scripts/ without
+// ".lua"), or nil.
+func Script(name string) *redis.Script { return scripts.evals[name] }
+
+// ScriptNames lists every operation, sorted.
+func ScriptNames() []string { return append([]string(nil), scripts.names...) }
+
+// FunctionLibrary returns the Redis Functions library holding every operation, for FUNCTION
+// LOAD. Its name carries a hash of the sources, so different dxredis versions can share a server.
+func FunctionLibrary() string { return scripts.library }
+
+// FunctionName returns the FCALL name of an operation in FunctionLibrary.
+func FunctionName(op string) string { return functionName(scripts.version, op) }

@@ -25,6 +25,11 @@ type Options struct {
 	// BlockingSlice is the longest single BLPOP on a caller-supplied client. Default 2 s
 	// (go-redis's default read timeout is 3 s).
 	BlockingSlice time.Duration
+	// DisableFunctions runs the scripts with EVALSHA even on servers with Redis Functions
+	// (Redis 7+), e.g. where ACLs forbid FUNCTION LOAD. By default New loads them as one
+	// Functions library ("dxredis_<hash>", one per dxredis version) and falls back to EVALSHA
+	// when the server refuses.
+	DisableFunctions bool
 	// Namespace isolates this provider's keys; 1-64 of A-Z a-z 0-9 . _ -. Default "dx".
 	Namespace string
 	// AllowEvictingMaxmemoryPolicy lets New accept a server whose maxmemory-policy can evict keys

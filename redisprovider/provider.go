@@ -23,6 +23,7 @@ type Provider struct {
 	ownRDB   bool
 	ownBlock bool
 	slice    time.Duration // max single BLPOP; 0 = unlimited
+	fcall    bool          // scripts run as Redis Functions (FCALL), else as EVALSHA
 	keys     dxredis.Keyspace
 	opts     Options
 	closed   chan struct{}
@@ -78,12 +79,31 @@ func (p *Provider) start(ctx context.Context) error {
 	if err := p.checkEvictionPolicy(ctx); err != nil {
 		return err
 	}
+	if !p.opts.DisableFunctions {
+		err := p.loadFunctions(ctx)
+		if err == nil {
+			p.fcall = true
+			return nil
+		}
+		p.opts.Logger.Info("dxredis: Redis Functions unavailable, using EVALSHA", "err", err)
+	}
 	for _, name := range dxredis.ScriptNames() {
 		if err := dxredis.Script(name).Load(ctx, p.rdb).Err(); err != nil {
 			return p.mapErr(op, fmt.Errorf("loading script %s: %w", name, err))
 		}
 	}
 	return nil
+}
+
+// loadFunctions loads the scripts as a Redis Functions library on every primary.
+func (p *Provider) loadFunctions(ctx context.Context) error {
+	lib := dxredis.FunctionLibrary()
+	if cc, ok := p.rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return c.FunctionLoadReplace(ctx, lib).Err()
+		})
+	}
+	return p.rdb.FunctionLoadReplace(ctx, lib).Err()
 }
 
 // checkEvictionPolicy refuses servers that may evict keys: eviction silently loses state.
@@ -134,13 +154,26 @@ func (p *Provider) Keyspace() dxredis.Keyspace { return p.keys }
 func (p *Provider) Client() redis.UniversalClient { return p.rdb }
 
 // run executes a script on the partition. KEYS[1] is the partition's seq key (cluster routing),
-// ARGV[1] the partition prefix, then args. go-redis's Script.Run falls back to EVAL on NOSCRIPT,
-// so a restarted or flushed server recovers by itself.
+// ARGV[1] the partition prefix, then args. A restarted or flushed server recovers by itself:
+// FCALL reloads the library when the function is missing; go-redis's Script.Run falls back to
+// EVAL on NOSCRIPT.
 func (p *Provider) run(ctx context.Context, op, script string, partition int, args ...any) (any, error) {
 	argv := make([]any, 0, len(args)+1)
 	argv = append(argv, p.keys.Prefix(partition))
 	argv = append(argv, args...)
-	res, err := dxredis.Script(script).Run(ctx, p.rdb, []string{p.keys.Seq(partition)}, argv...).Result()
+	keys := []string{p.keys.Seq(partition)}
+	var res any
+	var err error
+	if p.fcall {
+		res, err = p.rdb.FCall(ctx, dxredis.FunctionName(script), keys, argv...).Result()
+		if err != nil && strings.Contains(err.Error(), "Function not found") {
+			if err = p.loadFunctions(ctx); err == nil {
+				res, err = p.rdb.FCall(ctx, dxredis.FunctionName(script), keys, argv...).Result()
+			}
+		}
+	} else {
+		res, err = dxredis.Script(script).Run(ctx, p.rdb, keys, argv...).Result()
+	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, p.mapErr(op, err)
 	}

@@ -1,6 +1,24 @@
--- lib.lua: helpers shared by every script (prepended to each one by scripts.go).
+-- lib.lua: helpers shared by every script (scripts.go puts lib*.lua before each operation).
 -- Key builders mirror keys.go exactly (TestLuaKeysMatchGo checks it). P is the partition prefix.
-local P = ARGV[1]
+--
+-- Loaded as a Redis Functions library (Redis 7+) this code runs once; as EVAL scripts it runs on
+-- every call. So nothing here may depend on the call: dx_setup(ARGV[1]) sets P and the keys
+-- derived from it at the start of every call, in both modes.
+local P, K_PINS, K_DUE, K_LOCKED, K_TOKENS, K_SEQ, K_WAKE_ORCH, K_IDX_INSTANCES, K_IDX_EXPIRY
+local setup_hooks = {} -- per-call setup of the other lib files (lib_worker.lua)
+
+local function dx_setup(prefix)
+  P = prefix
+  K_PINS = P .. 'oq:pins'
+  K_DUE = P .. 'oq:due'
+  K_LOCKED = P .. 'oq:locked'
+  K_TOKENS = P .. 'oq:tokens'
+  K_SEQ = P .. 'seq'
+  K_WAKE_ORCH = P .. 'wake:orch'
+  K_IDX_INSTANCES = P .. 'idx:instances'
+  K_IDX_EXPIRY = P .. 'idx:expiry'
+  for _, hook in ipairs(setup_hooks) do hook() end
+end
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -20,13 +38,6 @@ local function k_kv(id) return P .. 'kv:' .. id end
 local function k_kd(id) return P .. 'kd:' .. id end
 local function k_children(id) return P .. 'ch:' .. id end
 local function k_ready(pin) return P .. 'oq:ready:' .. pin end
-local K_PINS = P .. 'oq:pins'
-local K_DUE = P .. 'oq:due'
-local K_LOCKED = P .. 'oq:locked'
-local K_TOKENS = P .. 'oq:tokens'
-local K_SEQ = P .. 'seq'
-local K_WAKE_ORCH = P .. 'wake:orch'
-local K_IDX_INSTANCES = P .. 'idx:instances'
 local function k_idx_status(s) return P .. 'idx:status:' .. s end
 
 -- Errors: a reply "DX_<CODE> message" that redisprovider maps to a ProviderError.
@@ -37,8 +48,9 @@ local function fail(code, msg) return redis.error_reply('DX_' .. code .. ' ' .. 
 local function wake(key, n)
   if n <= 0 then return end
   if n > 16 then n = 16 end
-  for _ = 1, n do redis.call('LPUSH', key, '1') end
-  redis.call('LTRIM', key, 0, 15)
+  local len = 0
+  for _ = 1, n do len = redis.call('LPUSH', key, '1') end
+  if len > 16 then redis.call('LTRIM', key, 0, 15) end
   redis.call('PEXPIRE', key, 5000)
 end
 
@@ -175,7 +187,6 @@ end
 -- idx:expiry, from which orch_fetch drops expired ids out of the listing indexes. Running
 -- instances never expire. Cost: O(depth + tree size + executions of the tree), paid only by the
 -- terminal ack that finishes a tree.
-local K_IDX_EXPIRY = P .. 'idx:expiry'
 
 local function instance_keys(id)
   local keys = { k_inst(id), k_execs(id), k_cs(id), k_kv(id), k_kd(id), k_children(id), k_msgs(id), k_vis(id) }

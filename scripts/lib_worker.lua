@@ -8,15 +8,18 @@
 -- in wq:tokens). A session's groups sit in its owner's index exactly while the session is in
 -- wq:sowned; fetch moves them to the free index once the session lock expired.
 local WQ = {
-  K_TOKENS = P .. 'wq:tokens',
-  K_DUE = P .. 'wq:due',
-  K_LOCKED = P .. 'wq:locked',
-  K_TAGS = P .. 'wq:tags',
-  K_SCOUNT = P .. 'wq:scount',
-  K_SOWNED = P .. 'wq:sowned',
-  K_SIDLE = P .. 'wq:sidle',
   BATCH = 100, -- expired locks / due items / expired sessions handled per fetch
 }
+-- Keys derived from the call's prefix (see dx_setup in lib.lua).
+setup_hooks[#setup_hooks + 1] = function()
+  WQ.K_TOKENS = P .. 'wq:tokens'
+  WQ.K_DUE = P .. 'wq:due'
+  WQ.K_LOCKED = P .. 'wq:locked'
+  WQ.K_TAGS = P .. 'wq:tags'
+  WQ.K_SCOUNT = P .. 'wq:scount'
+  WQ.K_SOWNED = P .. 'wq:sowned'
+  WQ.K_SIDLE = P .. 'wq:sidle'
+end
 function WQ.k_item(s) return P .. 'wq:m:' .. s end
 function WQ.k_inst(id) return P .. 'wq:inst:' .. id end
 function WQ.k_ready(tk) return P .. 'wq:ready:' .. tk end

@@ -92,11 +92,16 @@ while true do
   if ok then
     table.sort(seqs, function(a, b) return tonumber(a) < tonumber(b) end)
     redis.call('ZREM', K_DUE, id)
-    local attempt, msgs = 0, {}
+    local attempt, fields = 0, {}
     for i, s in ipairs(seqs) do
       local a = redis.call('HINCRBY', k_msgs(id), 'a' .. s, 1)
       if a > attempt then attempt = a end
-      msgs[i] = redis.call('HGET', k_msgs(id), 'm' .. s)
+      fields[i] = 'm' .. s
+    end
+    local msgs = {}
+    for i = 1, #fields, 500 do -- chunked: Lua's unpack has a small stack
+      local part = redis.call('HMGET', k_msgs(id), unpack(fields, i, math.min(i + 499, #fields)))
+      for _, m in ipairs(part) do msgs[#msgs + 1] = m end
     end
     local until_ms = now + lock_ms
     redis.call('HSET', k_lock(id), 'tok', token, 'until', until_ms, 'seqs', table.concat(seqs, ' '))

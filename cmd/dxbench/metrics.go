@@ -228,7 +228,7 @@ func diffStats(a, b serverStats) statsDiff {
 	return d
 }
 
-// topCommands renders the busiest commands of a diff, e.g. "evalsha 14000 (41us/call), blpop 3".
+// topCommands renders the busiest commands of a diff, e.g. "fcall 14000 (41us/call), blpop 3".
 func (d statsDiff) topCommands(k int) string {
 	if !d.cmdstats {
 		return "n/a (no INFO commandstats on this server)"
@@ -248,7 +248,7 @@ func (d statsDiff) topCommands(k int) string {
 			break
 		}
 		p := fmt.Sprintf("%s %d", e.name, e.calls)
-		if e.name == "evalsha" || e.name == "eval" {
+		if e.name == "evalsha" || e.name == "eval" || e.name == "fcall" {
 			p += fmt.Sprintf(" (%.1f us/call)", float64(d.usec[e.name])/float64(e.calls))
 		}
 		parts = append(parts, p)

@@ -357,7 +357,7 @@ func (b *bench) report(name string, m *measured) *Result {
 	res.RedisCmdsPerOrch = num(float64(diff.commands) / n)
 	if diff.cmdstats {
 		res.RoundTripsPerOrch = num(float64(diff.roundTrips) / n)
-		res.RedisUsecPerOrch = num(float64(diff.usec["evalsha"]+diff.usec["eval"]) / n)
+		res.RedisUsecPerOrch = num(float64(diff.usec["evalsha"]+diff.usec["eval"]+diff.usec["fcall"]) / n)
 	}
 	if diff.memOK {
 		res.RedisBytesPerOrch = num(float64(diff.memory) / n)
