@@ -39,6 +39,10 @@ type Options struct {
 	// sub-orchestrations are Completed or Failed, all their keys get this TTL, and listings drop
 	// them once expired. Running instances never expire. Default 0: keep everything until deleted.
 	Retention time.Duration
+	// HistoryCacheBytes bounds the per-process cache of decoded histories that lets a turn
+	// decode only the events appended since this process last fetched the instance. Default
+	// 64 MiB of stored history; negative disables the cache.
+	HistoryCacheBytes int
 	// MaxPayloadBytes rejects any single event, work item or KV value larger than this with a
 	// permanent error before anything is written. Default 16 MiB; Redis itself caps strings at 512 MiB.
 	MaxPayloadBytes int
@@ -62,6 +66,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BlockingSlice <= 0 {
 		o.BlockingSlice = defaultBlockingSlice
+	}
+	if o.HistoryCacheBytes == 0 {
+		o.HistoryCacheBytes = 64 << 20
 	}
 	if o.MaxPayloadBytes <= 0 {
 		o.MaxPayloadBytes = defaultMaxPayloadBytes

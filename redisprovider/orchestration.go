@@ -75,7 +75,11 @@ func (p *Provider) orchItem(r []any) *provider.LockedOrchestrationItem {
 		}
 		it.Messages = append(it.Messages, wi)
 	}
-	history, err := decodeHistory(str(r[7]))
+	var exec uint64
+	if e := str(r[3]); e != "" {
+		exec, _ = strconv.ParseUint(e, 10, 64)
+	}
+	history, err := p.history.decode(it.Instance, exec, str(r[7]))
 	if err != nil {
 		problems = append(problems, "history: "+err.Error())
 		history = nil
@@ -87,9 +91,7 @@ func (p *Provider) orchItem(r []any) *provider.LockedOrchestrationItem {
 	if it.History == nil {
 		it.History = []provider.Event{}
 	}
-	if exec := str(r[3]); exec != "" {
-		it.ExecutionID, _ = strconv.ParseUint(exec, 10, 64)
-	}
+	it.ExecutionID = exec
 	if num(r[4]) == 1 {
 		inst := list(r[5])
 		if len(inst) == 2 {

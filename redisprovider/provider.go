@@ -24,6 +24,7 @@ type Provider struct {
 	ownBlock bool
 	slice    time.Duration // max single BLPOP; 0 = unlimited
 	fcall    bool          // scripts run as Redis Functions (FCALL), else as EVALSHA
+	history  *historyCache
 	keys     dxredis.Keyspace
 	opts     Options
 	closed   chan struct{}
@@ -40,7 +41,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, provider.NewPermanentError("new", err.Error()).WithKind(provider.ErrInvalidInput)
 	}
-	p := &Provider{keys: keys, opts: opts, closed: make(chan struct{})}
+	p := &Provider{keys: keys, opts: opts, closed: make(chan struct{}), history: newHistoryCache(opts.HistoryCacheBytes)}
 	if opts.Client != nil {
 		p.rdb = opts.Client
 		p.block, p.slice = opts.Client, opts.BlockingSlice
