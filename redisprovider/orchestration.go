@@ -45,21 +45,23 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, poll
 			filterArgs = append(filterArgs, pinKey(r.Min), pinKey(r.Max))
 		}
 	}
-	deadline := time.Now().Add(pollTimeout)
-	for {
-		token := uuid.NewString()
-		res, err := p.run(ctx, op, "orch_fetch", 0, append([]any{token, ms(lockTimeout)}, filterArgs...)...)
+	var item *provider.LockedOrchestrationItem
+	err := p.poll(ctx, []string{p.keys.WakeOrch(0)}, pollTimeout, filter == nil, func() (bool, int64, int64, error) {
+		res, err := p.run(ctx, op, "orch_fetch", 0, append([]any{uuid.NewString(), ms(lockTimeout)}, filterArgs...)...)
 		if err != nil {
-			return nil, err
+			return false, 0, 0, err
 		}
 		r := list(res)
 		if len(r) >= 9 && str(r[0]) != "" {
-			return p.orchItem(r), nil
+			item = p.orchItem(r)
+			return true, 0, 0, nil
 		}
-		if pollTimeout <= 0 || len(r) < 3 || !p.waitForWork(ctx, []string{p.keys.WakeOrch(0)}, deadline, num(r[1]), num(r[2])) {
-			return nil, nil
+		if len(r) < 3 {
+			return false, 0, 0, provider.NewPermanentError(op, "unexpected reply from orch_fetch")
 		}
-	}
+		return false, num(r[2]), num(r[1]), nil
+	})
+	return item, err
 }
 
 // orchItem builds the fetched item from orch_fetch's reply. Undecodable history (or messages)

@@ -25,6 +25,7 @@ type Provider struct {
 	slice    time.Duration // max single BLPOP; 0 = unlimited
 	fcall    bool          // scripts run as Redis Functions (FCALL), else as EVALSHA
 	history  *historyCache
+	idle     idleState
 	keys     dxredis.Keyspace
 	opts     Options
 	closed   chan struct{}

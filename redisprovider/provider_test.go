@@ -163,3 +163,58 @@ func TestDelayedEnqueueWakesWaiters(t *testing.T) {
 		t.Fatal("the delayed item did not end the wait of blocked fetchers")
 	}
 }
+
+// TestIdleFetcherCostsOneCommandPerPoll: an idle fetcher's repeated polls cost one BLPOP each
+// (after the first poll's script), and work arriving between polls is still found at once.
+func TestIdleFetcherCostsOneCommandPerPoll(t *testing.T) {
+	ctx := context.Background()
+	mr := miniredis.RunT(t)
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Namespace: "idle", Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	tags := provider.TagFilterDefaultOnly()
+	for _, fetch := range []func() (bool, error){
+		func() (bool, error) {
+			it, err := p.FetchOrchestrationItem(ctx, time.Second, 100*time.Millisecond, nil)
+			return it != nil, err
+		},
+		func() (bool, error) {
+			it, err := p.FetchWorkItem(ctx, time.Second, 100*time.Millisecond, nil, tags)
+			return it != nil, err
+		},
+	} {
+		if got, err := fetch(); got || err != nil { // first poll: script + BLPOP
+			t.Fatalf("first poll: %v %v", got, err)
+		}
+		before := mr.CommandCount()
+		const polls = 5
+		for range polls {
+			if got, err := fetch(); got || err != nil {
+				t.Fatalf("idle poll: %v %v", got, err)
+			}
+		}
+		if n := mr.CommandCount() - before; n > polls {
+			t.Errorf("%d idle polls issued %d commands, want at most one each", polls, n)
+		}
+	}
+
+	// Work that arrives between two polls is found by the next one, skip or not.
+	start := provider.WorkItem{Kind: provider.StartOrchestration{Instance: "late", Orchestration: "O", Input: "{}", ExecutionID: 1}}
+	if err := p.EnqueueForOrchestrator(ctx, start, 0); err != nil {
+		t.Fatal(err)
+	}
+	it, err := p.FetchOrchestrationItem(ctx, time.Second, 5*time.Second, nil)
+	if err != nil || it == nil || it.Item.Instance != "late" {
+		t.Fatalf("work enqueued between polls: %+v %v", it, err)
+	}
+	act := provider.WorkItem{Kind: provider.ActivityExecute{Instance: "late", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"}}
+	if err := p.EnqueueForWorker(ctx, act); err != nil {
+		t.Fatal(err)
+	}
+	w, err := p.FetchWorkItem(ctx, time.Second, 5*time.Second, nil, tags)
+	if err != nil || w == nil {
+		t.Fatalf("worker item enqueued between polls: %+v %v", w, err)
+	}
+}

@@ -130,29 +130,31 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 		}
 	}
 
-	deadline := time.Now().Add(pollTimeout)
-	for {
+	// Worker wake lists are per tag filter and owner, so every waiter on them can take what they
+	// announce: idle fetches may skip their script (see poll).
+	var locked *provider.LockedWorkItem
+	err := p.poll(ctx, wakeKeys, pollTimeout, true, func() (bool, int64, int64, error) {
 		res, err := p.run(ctx, op, "work_fetch", workerPartition, args...)
 		if err != nil {
-			return nil, err
+			return false, 0, 0, err
 		}
 		r := list(res)
 		if len(r) < 3 {
-			return nil, provider.NewPermanentError(op, "unexpected reply from work_fetch")
+			return false, 0, 0, provider.NewPermanentError(op, "unexpected reply from work_fetch")
 		}
-		if num(r[0]) == 1 {
-			var item provider.WorkItem
-			if err := json.Unmarshal([]byte(str(r[2])), &item); err != nil {
-				// Stored items were validated on enqueue; this is corruption. The lock expires and
-				// the item is redelivered with a higher attempt count.
-				return nil, provider.NewPermanentError(op, "stored worker item does not decode: "+err.Error())
-			}
-			return &provider.LockedWorkItem{Item: item, LockToken: token, AttemptCount: uint32(num(r[1]))}, nil
+		if num(r[0]) != 1 {
+			return false, num(r[1]), num(r[2]), nil
 		}
-		if pollTimeout <= 0 || !p.waitForWork(ctx, wakeKeys, deadline, num(r[2]), num(r[1])) {
-			return nil, nil
+		var item provider.WorkItem
+		if err := json.Unmarshal([]byte(str(r[2])), &item); err != nil {
+			// Stored items were validated on enqueue; this is corruption. The lock expires and
+			// the item is redelivered with a higher attempt count.
+			return false, 0, 0, provider.NewPermanentError(op, "stored worker item does not decode: "+err.Error())
 		}
-	}
+		locked = &provider.LockedWorkItem{Item: item, LockToken: token, AttemptCount: uint32(num(r[1]))}
+		return true, 0, 0, nil
+	})
+	return locked, err
 }
 
 // sleep waits d, or until ctx ends or the provider closes.
