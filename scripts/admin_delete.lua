@@ -141,35 +141,8 @@ if mode ~= 'scan' then return fail('INVALID', 'unknown delete mode ' .. tostring
 
 local key, cscore, cmember, page = k_idx_status(ARGV[6]), ARGV[7], ARGV[8], tonumber(ARGV[9])
 
--- a > b in the byte order Redis uses for equal scores (Lua's < follows the server's locale).
-local function member_after(a, b)
-  if a == b then return false end
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x > y end
-  end
-  return #a > #b
-end
-
--- Rank of the first entry after (score, member): the cursor entry may have been deleted since
--- (as a root, or as a child of a later root).
-local function start_after(score_text, member)
-  local score = tonumber(score_text)
-  local rank = redis.call('ZRANK', key, member)
-  if rank and tonumber(redis.call('ZSCORE', key, member)) == score then return rank + 1 end
-  local start = redis.call('ZCOUNT', key, '-inf', '(' .. score_text)
-  while true do
-    local r = redis.call('ZRANGE', key, start, start + 99, 'WITHSCORES')
-    if #r == 0 then return start end
-    for i = 1, #r, 2 do
-      if tonumber(r[i + 1]) ~= score or member_after(r[i], member) then return start end
-      start = start + 1
-    end
-  end
-end
-
 local start = 0
-if cscore ~= '' then start = start_after(cscore, cmember) end
+if cscore ~= '' then start = zrank_after(key, cscore, cmember) end
 local entries = redis.call('ZRANGE', key, start, start + page - 1, 'WITHSCORES')
 local exhausted = #entries < 2 * page
 for i = 1, #entries, 2 do

@@ -15,34 +15,8 @@ local status, cscore, cmember, limit = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[
 local key = K_IDX_INSTANCES
 if status ~= '' then key = k_idx_status(status) end
 
--- a > b in the byte order Redis uses for equal scores (Lua's < follows the server's locale).
-local function member_after(a, b)
-  if a == b then return false end
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x > y end
-  end
-  return #a > #b
-end
-
--- Rank of the first entry after (score, member).
-local function start_after(score_text, member)
-  local score = tonumber(score_text)
-  local rank = redis.call('ZRANK', key, member)
-  if rank and tonumber(redis.call('ZSCORE', key, member)) == score then return rank + 1 end
-  local start = redis.call('ZCOUNT', key, '-inf', '(' .. score_text)
-  while true do
-    local r = redis.call('ZRANGE', key, start, start + 99, 'WITHSCORES')
-    if #r == 0 then return start end
-    for i = 1, #r, 2 do
-      if tonumber(r[i + 1]) ~= score or member_after(r[i], member) then return start end
-      start = start + 1
-    end
-  end
-end
-
 local start = 0
-if cscore ~= '' then start = start_after(cscore, cmember) end
+if cscore ~= '' then start = zrank_after(key, cscore, cmember) end
 -- One entry more than the page says whether another page follows.
 local r = redis.call('ZRANGE', key, start, start + limit, 'WITHSCORES')
 local n = math.min(#r / 2, limit)

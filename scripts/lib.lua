@@ -175,6 +175,34 @@ local function history_check(id, exec, hist)
   return nil
 end
 
+-- a > b in the byte order Redis uses for equal scores (Lua's < follows the server's locale).
+local function member_after(a, b)
+  if a == b then return false end
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return #a > #b
+end
+
+-- Rank in the sorted set key of the first entry after (score, member), a paging cursor. The
+-- cursor entry may have been removed since. Cost: O(log N), plus the entries sharing its score
+-- when it was removed.
+local function zrank_after(key, score_text, member)
+  local score = tonumber(score_text)
+  local rank = redis.call('ZRANK', key, member)
+  if rank and tonumber(redis.call('ZSCORE', key, member)) == score then return rank + 1 end
+  local start = redis.call('ZCOUNT', key, '-inf', '(' .. score_text)
+  while true do
+    local r = redis.call('ZRANGE', key, start, start + 99, 'WITHSCORES')
+    if #r == 0 then return start end
+    for i = 1, #r, 2 do
+      if tonumber(r[i + 1]) ~= score or member_after(r[i], member) then return start end
+      start = start + 1
+    end
+  end
+end
+
 -- Split a space-separated list.
 local function words(s)
   local out = {}
