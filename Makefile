@@ -5,7 +5,7 @@
 #   make test-redis    Redis-dependent packages against a real server (DXREDIS_TEST_ADDR or a throw-away one)
 #   make test-cluster  Redis-dependent packages against a throw-away 3-primary Redis Cluster
 #   make lint          gofmt, go vet, staticcheck (when installed)
-#   make bench         benchmarks against a real server, results in bench/results-go.txt
+#   make bench         benchmarks against a real server, results in bench/results-{go,dxbench}.txt
 #   make fuzz          fuzz the wire decoders (FUZZTIME per target, default 60s)
 
 SHELL := /bin/bash

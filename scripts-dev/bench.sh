@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks against the real Redis at DXREDIS_TEST_ADDR (run through `make bench`, which starts a
 # throw-away server when DXREDIS_TEST_ADDR is unset). Go benchmark output goes to $1 (default
-# bench/results-go.txt) in the format benchstat reads. BENCH_FLAGS (default -count=1) adds go test
+# bench/results-go.txt) in the format benchstat reads; every dxbench workload's report goes to
+# results-dxbench.txt beside it. BENCH_FLAGS (default -count=1) adds go test
 # flags, e.g. BENCH_FLAGS="-count=6 -benchtime=2s" for benchstat comparisons.
 set -euo pipefail
 : "${DXREDIS_TEST_ADDR:?DXREDIS_TEST_ADDR must point at a Redis server; use make bench}"
@@ -17,11 +18,6 @@ echo "== go test -bench (DXREDIS_TEST_ADDR=$DXREDIS_TEST_ADDR) -> $out"
 	go test ${BENCH_FLAGS:--count=1} -timeout 60m -run '^$' -bench . -benchmem ./...
 } | tee "$out"
 
-# PLACEHOLDER(dxbench): the dxbench workloads run here once cmd/dxbench exists; give it its real
-# flags (workloads, durations, report file under bench/) when it lands.
-if [[ -d cmd/dxbench ]]; then
-	echo "== go run ./cmd/dxbench"
-	go run ./cmd/dxbench
-else
-	echo "== dxbench: skipped (cmd/dxbench does not exist yet)"
-fi
+dx_out="$(dirname "$out")/results-dxbench.txt"
+echo "== go run ./cmd/dxbench -workload all (DXREDIS_TEST_ADDR=$DXREDIS_TEST_ADDR) -> $dx_out"
+go run ./cmd/dxbench -addr "$DXREDIS_TEST_ADDR" -workload all -cleanup | tee "$dx_out"
