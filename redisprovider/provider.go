@@ -210,6 +210,9 @@ func (p *Provider) mapErr(op string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return provider.NewPermanentError(op, "cancelled: "+msg).WithCause(err)
 	}
+	if errors.Is(err, redis.ErrClosed) {
+		return provider.NewPermanentError(op, "provider closed: "+msg).WithCause(err)
+	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		for _, transient := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {

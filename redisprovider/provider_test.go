@@ -78,6 +78,15 @@ func TestScriptsRecoverAfterFlush(t *testing.T) {
 	}
 }
 
+func TestClosedProviderFailsPermanently(t *testing.T) {
+	p := newTestProvider(t)
+	_ = p.Close()
+	_, err := p.FetchOrchestrationItem(context.Background(), time.Second, 0, nil)
+	if err == nil || provider.IsRetryable(err) {
+		t.Fatalf("fetch on a closed provider: got %v, want a permanent error", err)
+	}
+}
+
 func TestContextCancelledIsNotRetryable(t *testing.T) {
 	p := newTestProvider(t)
 	ctx, cancel := context.WithCancel(context.Background())
