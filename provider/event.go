@@ -180,36 +180,87 @@ type KeyValueClearedEvent struct {
 // KeyValuesClearedEvent removes every KV entry of the instance.
 type KeyValuesClearedEvent struct{}
 
-func (OrchestrationStartedEvent) EventType() string      { return "OrchestrationStarted" }
-func (OrchestrationCompletedEvent) EventType() string    { return "OrchestrationCompleted" }
-func (OrchestrationFailedEvent) EventType() string       { return "OrchestrationFailed" }
-func (ActivityScheduledEvent) EventType() string         { return "ActivityScheduled" }
-func (ActivityCompletedEvent) EventType() string         { return "ActivityCompleted" }
-func (ActivityFailedEvent) EventType() string            { return "ActivityFailed" }
-func (ActivityCancelRequestedEvent) EventType() string   { return "ActivityCancelRequested" }
-func (TimerCreatedEvent) EventType() string              { return "TimerCreated" }
-func (TimerFiredEvent) EventType() string                { return "TimerFired" }
-func (ExternalSubscribedEvent) EventType() string        { return "ExternalSubscribed" }
-func (ExternalEventEvent) EventType() string             { return "ExternalEvent" }
-func (OrchestrationChainedEvent) EventType() string      { return "OrchestrationChained" }
+// EventType implements EventKind.
+func (OrchestrationStartedEvent) EventType() string { return "OrchestrationStarted" }
+
+// EventType implements EventKind.
+func (OrchestrationCompletedEvent) EventType() string { return "OrchestrationCompleted" }
+
+// EventType implements EventKind.
+func (OrchestrationFailedEvent) EventType() string { return "OrchestrationFailed" }
+
+// EventType implements EventKind.
+func (ActivityScheduledEvent) EventType() string { return "ActivityScheduled" }
+
+// EventType implements EventKind.
+func (ActivityCompletedEvent) EventType() string { return "ActivityCompleted" }
+
+// EventType implements EventKind.
+func (ActivityFailedEvent) EventType() string { return "ActivityFailed" }
+
+// EventType implements EventKind.
+func (ActivityCancelRequestedEvent) EventType() string { return "ActivityCancelRequested" }
+
+// EventType implements EventKind.
+func (TimerCreatedEvent) EventType() string { return "TimerCreated" }
+
+// EventType implements EventKind.
+func (TimerFiredEvent) EventType() string { return "TimerFired" }
+
+// EventType implements EventKind.
+func (ExternalSubscribedEvent) EventType() string { return "ExternalSubscribed" }
+
+// EventType implements EventKind.
+func (ExternalEventEvent) EventType() string { return "ExternalEvent" }
+
+// EventType implements EventKind.
+func (OrchestrationChainedEvent) EventType() string { return "OrchestrationChained" }
+
+// EventType implements EventKind.
 func (SubOrchestrationScheduledEvent) EventType() string { return "SubOrchestrationScheduled" }
+
+// EventType implements EventKind.
 func (SubOrchestrationCompletedEvent) EventType() string { return "SubOrchestrationCompleted" }
-func (SubOrchestrationFailedEvent) EventType() string    { return "SubOrchestrationFailed" }
+
+// EventType implements EventKind.
+func (SubOrchestrationFailedEvent) EventType() string { return "SubOrchestrationFailed" }
+
+// EventType implements EventKind.
 func (SubOrchestrationCancelRequestedEvent) EventType() string {
 	return "SubOrchestrationCancelRequested"
 }
-func (OrchestrationContinuedAsNewEvent) EventType() string  { return "OrchestrationContinuedAsNew" }
+
+// EventType implements EventKind.
+func (OrchestrationContinuedAsNewEvent) EventType() string { return "OrchestrationContinuedAsNew" }
+
+// EventType implements EventKind.
 func (OrchestrationCancelRequestedEvent) EventType() string { return "OrchestrationCancelRequested" }
-func (ExternalSubscribedCancelledEvent) EventType() string  { return "ExternalSubscribedCancelled" }
-func (QueueSubscribedEvent) EventType() string              { return "ExternalSubscribedPersistent" }
-func (QueueEventDeliveredEvent) EventType() string          { return "ExternalEventPersistent" }
+
+// EventType implements EventKind.
+func (ExternalSubscribedCancelledEvent) EventType() string { return "ExternalSubscribedCancelled" }
+
+// EventType implements EventKind.
+func (QueueSubscribedEvent) EventType() string { return "ExternalSubscribedPersistent" }
+
+// EventType implements EventKind.
+func (QueueEventDeliveredEvent) EventType() string { return "ExternalEventPersistent" }
+
+// EventType implements EventKind.
 func (QueueSubscriptionCancelledEvent) EventType() string {
 	return "ExternalSubscribedPersistentCancelled"
 }
+
+// EventType implements EventKind.
 func (CustomStatusUpdatedEvent) EventType() string { return "CustomStatusUpdated" }
-func (KeyValueSetEvent) EventType() string         { return "KeyValueSet" }
-func (KeyValueClearedEvent) EventType() string     { return "KeyValueCleared" }
-func (KeyValuesClearedEvent) EventType() string    { return "KeyValuesCleared" }
+
+// EventType implements EventKind.
+func (KeyValueSetEvent) EventType() string { return "KeyValueSet" }
+
+// EventType implements EventKind.
+func (KeyValueClearedEvent) EventType() string { return "KeyValueCleared" }
+
+// EventType implements EventKind.
+func (KeyValuesClearedEvent) EventType() string { return "KeyValuesCleared" }
 
 // IsTerminal reports whether the event ends an execution (Completed, Failed, ContinuedAsNew).
 func (e Event) IsTerminal() bool {

@@ -142,29 +142,71 @@ func (c *CarriedEvent) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// Variant implements WorkItemKind.
 func (StartOrchestration) Variant() string { return "StartOrchestration" }
-func (ActivityExecute) Variant() string    { return "ActivityExecute" }
-func (ActivityCompleted) Variant() string  { return "ActivityCompleted" }
-func (ActivityFailed) Variant() string     { return "ActivityFailed" }
-func (TimerFired) Variant() string         { return "TimerFired" }
-func (ExternalRaised) Variant() string     { return "ExternalRaised" }
-func (SubOrchCompleted) Variant() string   { return "SubOrchCompleted" }
-func (SubOrchFailed) Variant() string      { return "SubOrchFailed" }
-func (CancelInstance) Variant() string     { return "CancelInstance" }
-func (ContinueAsNew) Variant() string      { return "ContinueAsNew" }
-func (QueueMessage) Variant() string       { return "QueueMessage" }
 
+// Variant implements WorkItemKind.
+func (ActivityExecute) Variant() string { return "ActivityExecute" }
+
+// Variant implements WorkItemKind.
+func (ActivityCompleted) Variant() string { return "ActivityCompleted" }
+
+// Variant implements WorkItemKind.
+func (ActivityFailed) Variant() string { return "ActivityFailed" }
+
+// Variant implements WorkItemKind.
+func (TimerFired) Variant() string { return "TimerFired" }
+
+// Variant implements WorkItemKind.
+func (ExternalRaised) Variant() string { return "ExternalRaised" }
+
+// Variant implements WorkItemKind.
+func (SubOrchCompleted) Variant() string { return "SubOrchCompleted" }
+
+// Variant implements WorkItemKind.
+func (SubOrchFailed) Variant() string { return "SubOrchFailed" }
+
+// Variant implements WorkItemKind.
+func (CancelInstance) Variant() string { return "CancelInstance" }
+
+// Variant implements WorkItemKind.
+func (ContinueAsNew) Variant() string { return "ContinueAsNew" }
+
+// Variant implements WorkItemKind.
+func (QueueMessage) Variant() string { return "QueueMessage" }
+
+// TargetInstance implements WorkItemKind.
 func (w StartOrchestration) TargetInstance() string { return w.Instance }
-func (w ActivityExecute) TargetInstance() string    { return w.Instance }
-func (w ActivityCompleted) TargetInstance() string  { return w.Instance }
-func (w ActivityFailed) TargetInstance() string     { return w.Instance }
-func (w TimerFired) TargetInstance() string         { return w.Instance }
-func (w ExternalRaised) TargetInstance() string     { return w.Instance }
-func (w SubOrchCompleted) TargetInstance() string   { return w.ParentInstance }
-func (w SubOrchFailed) TargetInstance() string      { return w.ParentInstance }
-func (w CancelInstance) TargetInstance() string     { return w.Instance }
-func (w ContinueAsNew) TargetInstance() string      { return w.Instance }
-func (w QueueMessage) TargetInstance() string       { return w.Instance }
+
+// TargetInstance implements WorkItemKind.
+func (w ActivityExecute) TargetInstance() string { return w.Instance }
+
+// TargetInstance implements WorkItemKind.
+func (w ActivityCompleted) TargetInstance() string { return w.Instance }
+
+// TargetInstance implements WorkItemKind.
+func (w ActivityFailed) TargetInstance() string { return w.Instance }
+
+// TargetInstance implements WorkItemKind.
+func (w TimerFired) TargetInstance() string { return w.Instance }
+
+// TargetInstance implements WorkItemKind.
+func (w ExternalRaised) TargetInstance() string { return w.Instance }
+
+// TargetInstance implements WorkItemKind.
+func (w SubOrchCompleted) TargetInstance() string { return w.ParentInstance }
+
+// TargetInstance implements WorkItemKind.
+func (w SubOrchFailed) TargetInstance() string { return w.ParentInstance }
+
+// TargetInstance implements WorkItemKind.
+func (w CancelInstance) TargetInstance() string { return w.Instance }
+
+// TargetInstance implements WorkItemKind.
+func (w ContinueAsNew) TargetInstance() string { return w.Instance }
+
+// TargetInstance implements WorkItemKind.
+func (w QueueMessage) TargetInstance() string { return w.Instance }
 
 // Variant returns the variant tag, or "" when Kind is nil.
 func (w WorkItem) Variant() string {
