@@ -160,6 +160,9 @@ func (p *Provider) Client() redis.UniversalClient { return p.rdb }
 // FCALL reloads the library when the function is missing; go-redis's Script.Run falls back to
 // EVAL on NOSCRIPT.
 func (p *Provider) run(ctx context.Context, op, script string, partition int, args ...any) (any, error) {
+	if p.isClosed() { // also when the client is the caller's and stays open
+		return nil, provider.NewPermanentError(op, "provider closed").WithCause(redis.ErrClosed)
+	}
 	argv := make([]any, 0, len(args)+1)
 	argv = append(argv, p.keys.Prefix(partition))
 	argv = append(argv, args...)
