@@ -227,3 +227,48 @@ func TestIdleFetcherCostsOneCommandPerPoll(t *testing.T) {
 		t.Fatalf("worker item enqueued between polls: %+v %v", w, err)
 	}
 }
+
+// TestStatusIndexFollowsInstances: ListInstancesByStatus sees an instance under exactly its
+// current status, from its first ack on.
+func TestStatusIndexFollowsInstances(t *testing.T) {
+	p := newTestProvider(t)
+	ctx := context.Background()
+	byStatus := func(status string) []string {
+		ids, err := p.ListInstancesByStatus(ctx, status)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	turn := func(status string) {
+		it, err := p.FetchOrchestrationItem(ctx, time.Second, 0, nil)
+		if err != nil || it == nil {
+			t.Fatalf("fetch: %v %v", it, err)
+		}
+		n := uint64(len(it.Item.History) + 1)
+		err = p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: []provider.Event{{EventID: n, InstanceID: "s", ExecutionID: 1, DuroxideVersion: "0.1.30",
+				Kind: provider.ExternalEventEvent{Name: "e", Data: "{}"}}},
+			Metadata: provider.ExecutionMetadata{Status: status, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.StartOrchestration{Instance: "s", Orchestration: "O", Input: "{}", ExecutionID: 1}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	turn("")
+	if got := byStatus(provider.StatusRunning); len(got) != 1 || got[0] != "s" {
+		t.Fatalf("after the first turn, Running lists %v", got)
+	}
+	if err := p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.ExternalRaised{Instance: "s", Name: "e", Data: "{}"}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	turn(provider.StatusCompleted)
+	if got := byStatus(provider.StatusRunning); len(got) != 0 {
+		t.Fatalf("after completion, Running still lists %v", got)
+	}
+	if got := byStatus(provider.StatusCompleted); len(got) != 1 {
+		t.Fatalf("after completion, Completed lists %v", got)
+	}
+}

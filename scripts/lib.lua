@@ -128,10 +128,18 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
   return false
 end
 
--- Delete one orchestrator message.
-local function oq_delete(id, s)
-  redis.call('HDEL', k_msgs(id), 'm' .. s, 'a' .. s, 't' .. s)
-  redis.call('ZREM', k_vis(id), s)
+-- Delete orchestrator messages seqs of an instance, two commands per 300 messages.
+local function oq_delete_many(id, seqs)
+  for i = 1, #seqs, 300 do
+    local fields, members = {}, {}
+    for j = i, math.min(i + 299, #seqs) do
+      local s = seqs[j]
+      fields[#fields + 1], fields[#fields + 2], fields[#fields + 3] = 'm' .. s, 'a' .. s, 't' .. s
+      members[#members + 1] = s
+    end
+    redis.call('HDEL', k_msgs(id), unpack(fields))
+    redis.call('ZREM', k_vis(id), unpack(members))
+  end
 end
 
 -- Release an instance lock (token and lock record) and reindex the instance.
@@ -146,11 +154,15 @@ end
 -- rewritten). hist holds {event_id, json} pairs already checked by history_check. Cost: O(events).
 local function history_append(id, exec, hist)
   if #hist == 0 then return end
-  local lines = {}
+  local lines, ids = {}, {}
   for i, h in ipairs(hist) do
-    lines[i] = h[2]
-    redis.call('SADD', k_hids(id, exec), h[1])
+    lines[i], ids[#ids + 1] = h[2], h[1]
+    if #ids == 500 then -- chunked: Lua's unpack has a small stack
+      redis.call('SADD', k_hids(id, exec), unpack(ids))
+      ids = {}
+    end
   end
+  if #ids > 0 then redis.call('SADD', k_hids(id, exec), unpack(ids)) end
   local key, add = k_hist(id, exec), table.concat(lines, '\n') .. '\n'
   -- APPEND leaves up to 100% slack behind (Redis grows strings greedily), so small histories
   -- are rewritten exactly instead: a raw byte copy of at most 4 KiB, bounded whatever the

@@ -47,7 +47,7 @@ local dup = history_check(id, exec, hist)
 if dup then return dup end
 
 -- 1. The messages this token locked are consumed.
-for _, s in ipairs(words(lk[3])) do oq_delete(id, s) end
+oq_delete_many(id, words(lk[3]))
 
 -- 2. Instance and execution records.
 local ikey = k_inst(id)
@@ -61,23 +61,24 @@ if not has_inst and name ~= '' and ver ~= '' then
     if retention > 0 and redis.call('PTTL', k_inst(parent)) >= 0 then unretain_tree(parent) end -- a finished parent waits for its new child
   end
   redis.call('ZADD', K_IDX_INSTANCES, now, id)
+  redis.call('ZADD', k_idx_status('Running'), now, id)
   has_inst = true
 elseif has_inst and name ~= '' and ver ~= '' then
   redis.call('HSET', ikey, 'name', name, 'ver', ver)
 end
 local xkey = k_exec(id, exec)
-redis.call('ZADD', k_execs(id), exec, exec)
-redis.call('HSETNX', xkey, 'started', now)
-redis.call('HSETNX', xkey, 'status', 'Running')
-local cur = current_exec(id)
-local is_current = tonumber(exec) == cur
+if redis.call('ZADD', k_execs(id), exec, exec) == 1 then -- a new execution record
+  redis.call('HSET', xkey, 'started', now, 'status', 'Running')
+end
+local new_exec = prev == nil or tonumber(exec) > prev
+local is_current = new_exec or tonumber(exec) == prev
 
 -- 3. Pinned version: stored when given; a new execution starts unpinned unless given.
 if pin ~= '' then redis.call('HSET', xkey, 'pin', pin, 'pink', pink) end
 if has_inst and is_current then
   if pin ~= '' then
     redis.call('HSET', ikey, 'pin', pin, 'pink', pink)
-  elseif prev == nil or tonumber(exec) > prev then
+  elseif new_exec then
     local xp = redis.call('HMGET', xkey, 'pin', 'pink')
     if xp[1] then redis.call('HSET', ikey, 'pin', xp[1], 'pink', xp[2]) else redis.call('HDEL', ikey, 'pin', 'pink') end
   end
@@ -94,13 +95,19 @@ if status ~= '' then
   if terminal then redis.call('HSET', xkey, 'completed', now) end
 end
 if has_inst and is_current then
-  local old = redis.call('HGET', ikey, 'status')
-  -- The output stays in the execution hash only: a copy here would push the instance hash out
-  -- of Redis's compact listpack encoding (values over 64 bytes) and store it twice.
-  local x = redis.call('HMGET', xkey, 'status')
-  redis.call('HSET', ikey, 'exec', exec, 'status', x[1], 'updated', now)
-  if old and old ~= x[1] then redis.call('ZREM', k_idx_status(old), id) end
-  redis.call('ZADD', k_idx_status(x[1]), 'NX', now, id) -- score: when it entered the status
+  if status == '' and not new_exec then
+    redis.call('HSET', ikey, 'updated', now) -- same execution, same status
+  else
+    local old = redis.call('HGET', ikey, 'status')
+    -- The output stays in the execution hash only: a copy here would push the instance hash out
+    -- of Redis's compact listpack encoding (values over 64 bytes) and store it twice.
+    local st = redis.call('HGET', xkey, 'status')
+    redis.call('HSET', ikey, 'exec', exec, 'status', st, 'updated', now)
+    if old ~= st then
+      if old then redis.call('ZREM', k_idx_status(old), id) end
+      redis.call('ZADD', k_idx_status(st), now, id) -- score: when it entered the status
+    end
+  end
 end
 
 -- 6. Custom status: the last CustomStatusUpdated of the delta.

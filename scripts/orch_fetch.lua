@@ -83,7 +83,7 @@ while true do
     if not has_start then
       ok = false
       if only_queue then
-        for _, s in ipairs(seqs) do oq_delete(id, s) end
+        oq_delete_many(id, seqs)
         oq_reindex(id, now)
       end
     end
