@@ -1,6 +1,7 @@
 package redisprovider
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -46,8 +47,18 @@ type Options struct {
 	// MaxPayloadBytes rejects any single event, work item or KV value larger than this with a
 	// permanent error before anything is written. Default 16 MiB; Redis itself caps strings at 512 MiB.
 	MaxPayloadBytes int
+	// Observer, when set, is told about every script call (for metrics and traces); see Observer.
+	Observer Observer
 	// Logger receives warnings (dropped orphan messages, recovered scripts). Default slog.Default().
 	Logger *slog.Logger
+}
+
+// Observer receives one call per Redis script run by the provider: the provider operation (e.g.
+// "ack_orchestration_item"), how long the round trip took and its error (nil on success). Long-poll
+// waits are not script calls and are not reported. Implementations must be fast and safe for
+// concurrent use; adapters to OpenTelemetry or Prometheus fit in a few lines.
+type Observer interface {
+	ObserveCall(ctx context.Context, op string, elapsed time.Duration, err error)
 }
 
 const (

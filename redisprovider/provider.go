@@ -169,6 +169,10 @@ func (p *Provider) run(ctx context.Context, op, script string, partition int, ar
 	keys := []string{p.keys.Seq(partition)}
 	var res any
 	var err error
+	if obs := p.opts.Observer; obs != nil {
+		start := time.Now()
+		defer func() { obs.ObserveCall(ctx, op, time.Since(start), err) }()
+	}
 	if p.fcall {
 		res, err = p.rdb.FCall(ctx, dxredis.FunctionName(script), keys, argv...).Result()
 		if err != nil && strings.Contains(err.Error(), "Function not found") {
@@ -179,8 +183,12 @@ func (p *Provider) run(ctx context.Context, op, script string, partition int, ar
 	} else {
 		res, err = dxredis.Script(script).Run(ctx, p.rdb, keys, argv...).Result()
 	}
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, p.mapErr(op, err)
+	if errors.Is(err, redis.Nil) {
+		err = nil
+	}
+	if err != nil {
+		err = p.mapErr(op, err)
+		return nil, err
 	}
 	return res, nil
 }

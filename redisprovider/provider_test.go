@@ -3,6 +3,7 @@ package redisprovider_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -270,5 +271,45 @@ func TestStatusIndexFollowsInstances(t *testing.T) {
 	}
 	if got := byStatus(provider.StatusCompleted); len(got) != 1 {
 		t.Fatalf("after completion, Completed lists %v", got)
+	}
+}
+
+type countingObserver struct {
+	mu    sync.Mutex
+	calls map[string]int
+	errs  int
+}
+
+func (o *countingObserver) ObserveCall(_ context.Context, op string, _ time.Duration, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls[op]++
+	if err != nil {
+		o.errs++
+	}
+}
+
+// TestObserverSeesEveryScriptCall: Options.Observer is told about each call, with its error.
+func TestObserverSeesEveryScriptCall(t *testing.T) {
+	ctx := context.Background()
+	obs := &countingObserver{calls: map[string]int{}}
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: miniredis.RunT(t).Addr(), Logger: quietLogger, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	start := provider.WorkItem{Kind: provider.StartOrchestration{Instance: "o", Orchestration: "O", Input: "{}", ExecutionID: 1}}
+	if err := p.EnqueueForOrchestrator(ctx, start, 0); err != nil {
+		t.Fatal(err)
+	}
+	if it, err := p.FetchOrchestrationItem(ctx, time.Second, 0, nil); err != nil || it == nil {
+		t.Fatalf("fetch: %v %v", it, err)
+	}
+	_ = p.AckOrchestrationItem(ctx, "bogus", provider.OrchestrationAck{ExecutionID: 1})
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.calls["enqueue_for_orchestrator"] != 1 || obs.calls["fetch_orchestration_item"] != 1 ||
+		obs.calls["ack_orchestration_item"] != 1 || obs.errs != 1 {
+		t.Fatalf("observed %v with %d errors", obs.calls, obs.errs)
 	}
 }
