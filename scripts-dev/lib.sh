@@ -103,3 +103,19 @@ redis-server and redis-cli are needed to start a throw-away Redis, and were not 
 MSG
 	return 1
 }
+
+# run_started VAR FILE CMD...: calls the sourcing script's start (which prints its temp dir),
+# exports VAR from that dir's FILE, runs CMD and exits with its status; the script's stop runs on
+# every exit (also on failure and signals).
+run_started() {
+	local var=$1 file=$2 dir status=0
+	shift 2
+	dir=$(start)
+	# shellcheck disable=SC2064 # expand dir now
+	trap "stop '$dir'" EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	export "$var=$(<"$dir/$file")"
+	"$@" || status=$?
+	exit "$status"
+}

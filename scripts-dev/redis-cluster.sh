@@ -90,16 +90,7 @@ run() {
 		"$@"
 		return
 	fi
-	local dir status=0
-	dir=$(start)
-	# shellcheck disable=SC2064 # expand dir now
-	trap "stop '$dir'" EXIT
-	trap 'exit 130' INT
-	trap 'exit 143' TERM
-	DXREDIS_TEST_CLUSTER=$(<"$dir/addrs")
-	export DXREDIS_TEST_CLUSTER
-	"$@" || status=$?
-	exit "$status"
+	run_started DXREDIS_TEST_CLUSTER addrs "$@"
 }
 
 case ${1:-} in

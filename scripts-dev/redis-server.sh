@@ -49,16 +49,7 @@ run() {
 		"$@"
 		return
 	fi
-	local dir status=0
-	dir=$(start)
-	# shellcheck disable=SC2064 # expand dir now
-	trap "stop '$dir'" EXIT
-	trap 'exit 130' INT
-	trap 'exit 143' TERM
-	DXREDIS_TEST_ADDR=$(<"$dir/addr")
-	export DXREDIS_TEST_ADDR
-	"$@" || status=$?
-	exit "$status"
+	run_started DXREDIS_TEST_ADDR addr "$@"
 }
 
 case ${1:-} in
