@@ -30,7 +30,7 @@ import (
 //	P idx:status:<status>   ZSET    instance id by current status, score = ms it entered that status
 //	P i:<id>                HASH    instance: name ver exec status created updated parent pin pink
 //	P xs:<id>               ZSET    execution ids of the instance (score = id)
-//	P x:<e>:<id>            HASH    execution: status output started completed pin bytes
+//	P x:<e>:<id>            HASH    execution: status output started completed pin pink
 //	P h:<e>:<id>            STRING  history: event JSON lines ("<json>\n"), appended, never rewritten
 //	P he:<e>:<id>           SET     event ids of the history (duplicate check, count)
 //	P q:<id>                HASH    orchestrator messages: m<s> JSON, a<s> attempts, t<s> type code

@@ -176,14 +176,13 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, a
 		args = append(args, "", "")
 	}
 
-	hist, kvOps, bytes := make([]any, 0, 2*len(ack.HistoryDelta)), []any{}, 0
+	hist, kvOps := make([]any, 0, 2*len(ack.HistoryDelta)), []any{}
 	csOp, csVal := "", ""
 	for _, e := range ack.HistoryDelta {
 		js, err := p.encodeEvent(op, e)
 		if err != nil {
 			return err
 		}
-		bytes += len(js)
 		hist = append(hist, strconv.FormatUint(e.EventID, 10), js)
 		switch k := e.Kind.(type) {
 		case provider.CustomStatusUpdatedEvent:
@@ -204,7 +203,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, a
 	if provider.IsTerminalStatus(md.Status) {
 		terminal = "1"
 	}
-	args = append(args, csOp, csVal, terminal, strconv.Itoa(bytes), ms(p.opts.Retention))
+	args = append(args, csOp, csVal, terminal, ms(p.opts.Retention))
 	args = append(args, strconv.Itoa(len(hist)/2))
 	args = append(args, hist...)
 	args = append(args, strconv.Itoa(len(kvOps)/3))
@@ -322,20 +321,17 @@ func (p *Provider) AppendWithExecution(ctx context.Context, instance string, exe
 	if instance == "" || executionID == 0 {
 		return invalid(op, "instance id must be non-empty and execution_id at least 1")
 	}
-	args := []any{instance, strconv.FormatUint(executionID, 10), ""}
-	bytes := 0
+	args := []any{instance, strconv.FormatUint(executionID, 10)}
 	for _, e := range events {
 		js, err := p.encodeEvent(op, e)
 		if err != nil {
 			return err
 		}
-		bytes += len(js)
 		args = append(args, strconv.FormatUint(e.EventID, 10), js)
 	}
 	if len(events) == 0 {
 		return nil
 	}
-	args[2] = strconv.Itoa(bytes)
 	_, err := p.run(ctx, op, "orch_append", p.keys.PartitionOf(instance), args...)
 	return err
 }
@@ -438,12 +434,14 @@ func (p *Provider) GetInstanceStats(ctx context.Context, instance string) (*prov
 		return nil, err
 	}
 	r := list(res)
-	if len(r) < 6 || num(r[0]) != 1 {
+	if len(r) < 5 || num(r[0]) != 1 {
 		return nil, nil
 	}
-	st := &provider.SystemStats{HistoryEventCount: uint64(num(r[1])), HistorySizeBytes: uint64(num(r[2]))}
+	// The stored history holds each event's JSON plus a newline.
+	count, history := num(r[1]), str(r[2])
+	st := &provider.SystemStats{HistoryEventCount: uint64(count), HistorySizeBytes: uint64(max(int64(len(history))-count, 0))}
 	// queue_pending_count: carry_forward_events of the current execution's event 1.
-	for rest := str(r[3]); rest != ""; {
+	for rest := history; rest != ""; {
 		var line string
 		line, rest, _ = strings.Cut(rest, "\n")
 		if e, err := provider.DecodeEvent([]byte(line)); err == nil && e.EventID == 1 {
@@ -453,7 +451,7 @@ func (p *Provider) GetInstanceStats(ctx context.Context, instance string) (*prov
 			break
 		}
 	}
-	for _, v := range mergedKV(list(r[4]), list(r[5])) {
+	for _, v := range mergedKV(list(r[3]), list(r[4])) {
 		st.KVUserKeyCount++
 		st.KVTotalValueBytes += uint64(len(v))
 	}

@@ -3,7 +3,7 @@
 -- KEYS[1] seq key (routing only)
 -- ARGV[1] prefix, [2] instance, [3] what: 'cs' | 'kv' (then [4] key, or '' for all) | 'stats'.
 -- Reply: cs: {version, value, cleared}; kv: {store pairs, delta pairs} (one key: {store value,
---   delta value}); stats: {exists, event count, bytes, history, store pairs, delta pairs}.
+--   delta value}); stats: {exists, event count, history, store pairs, delta pairs}.
 -- Errors: none. Cost: O(KV keys) for kv, O(KV keys + history bytes) for stats, O(1) otherwise.
 local id, what = ARGV[2], ARGV[3]
 if what == 'cs' then
@@ -15,10 +15,9 @@ elseif what == 'kv' then
 end
 local exec = current_exec(id)
 if exec == nil and redis.call('EXISTS', k_inst(id)) == 0 then return { 0 } end
-local count, bytes, first = 0, 0, false
+local count, hist = 0, ''
 if exec then
   count = redis.call('SCARD', k_hids(id, exec))
-  bytes = tonumber(redis.call('HGET', k_exec(id, exec), 'bytes') or '0')
-  first = redis.call('GET', k_hist(id, exec))
+  hist = redis.call('GET', k_hist(id, exec)) or ''
 end
-return { 1, count, bytes, first, redis.call('HGETALL', k_kv(id)), redis.call('HGETALL', k_kd(id)) }
+return { 1, count, hist, redis.call('HGETALL', k_kv(id)), redis.call('HGETALL', k_kd(id)) }

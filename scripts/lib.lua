@@ -142,6 +142,18 @@ local function oq_delete_many(id, seqs)
   end
 end
 
+-- The instance an orchestration lock token holds and its lock {tok, until, seqs}, or nil and an
+-- error reply. With unexpired, a lock past its time is refused too (abandon accepts one that a
+-- fetch has not reclaimed yet).
+local function oq_held(token, now, unexpired)
+  local id = redis.call('HGET', K_TOKENS, token)
+  if not id then return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown or already released') end
+  local lk = redis.call('HMGET', k_lock(id), 'tok', 'until', 'seqs')
+  if lk[1] ~= token then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock no longer held') end
+  if unexpired and tonumber(lk[2]) <= now then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock expired') end
+  return id, lk
+end
+
 -- Release an instance lock (token and lock record) and reindex the instance.
 local function oq_unlock(id, tok, now)
   redis.call('DEL', k_lock(id))
@@ -150,8 +162,9 @@ local function oq_unlock(id, tok, now)
   return oq_reindex(id, now)
 end
 
--- Append events to an execution's history (append-only: existing bytes are never read or
--- rewritten). hist holds {event_id, json} pairs already checked by history_check. Cost: O(events).
+-- Append events to an execution's history: stored bytes are never decoded, reordered or changed.
+-- hist holds {event_id, json} pairs already checked by history_check. Cost: O(events), plus a raw
+-- copy of at most 4 KiB (below).
 local function history_append(id, exec, hist)
   if #hist == 0 then return end
   local lines, ids = {}, {}

@@ -208,8 +208,8 @@ function WQ.unlock(s, tok)
 end
 
 -- Look up a held lock: returns s and the item fields {k, u, s, t, n}, or nil and an error reply.
--- An expired lock is still "held" until a fetch reclaims it; callers that need it unexpired check u.
-function WQ.held(token)
+-- An expired lock is still "held" until a fetch reclaims it; given now, an expired one is refused.
+function WQ.held(token, now)
   local s = redis.call('HGET', WQ.K_TOKENS, token)
   if not s then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown worker lock_token (acked, abandoned, '
@@ -218,6 +218,9 @@ function WQ.held(token)
   local it = redis.call('HMGET', WQ.k_item(s), 'k', 'u', 's', 't', 'n')
   if it[1] ~= token then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: the worker item no longer holds this lock_token')
+  end
+  if now and tonumber(it[2]) <= now then
+    return nil, fail('INVALID_TOKEN', 'Invalid lock token: the worker item lock expired')
   end
   return s, it
 end

@@ -7,11 +7,9 @@
 -- Cost: O(locked messages).
 local token, delay, ignore = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
 local now = now_ms()
-local id = redis.call('HGET', K_TOKENS, token)
-if not id then return fail('INVALID_TOKEN', 'Invalid lock token: unknown or already released') end
-local lk = redis.call('HMGET', k_lock(id), 'tok', 'seqs')
-if lk[1] ~= token then return fail('INVALID_TOKEN', 'Invalid lock token: lock no longer held') end
-for _, s in ipairs(words(lk[2])) do
+local id, lk = oq_held(token, now, false)
+if not id then return lk end
+for _, s in ipairs(words(lk[3])) do
   if redis.call('HEXISTS', k_msgs(id), 'm' .. s) == 1 then
     if ignore and tonumber(redis.call('HGET', k_msgs(id), 'a' .. s) or '0') > 0 then
       redis.call('HINCRBY', k_msgs(id), 'a' .. s, -1)

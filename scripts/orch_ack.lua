@@ -4,7 +4,7 @@
 --   [5] '1' when output is given, [6] output, [7] orchestration name, [8] version, [9] parent id,
 --   [10] pinned version ('' = none), [11] its sortable pin key, [12] custom status op
 --   ('' none, 's' set, 'c' clear), [13] custom status value, [14] '1' when status is terminal,
---   [15] byte size of the history delta, [16] retention ms (0 = keep forever), then sections, each a count followed by its entries:
+--   [15] retention ms (0 = keep forever), then sections, each a count followed by its entries:
 --   history (event_id, json), kv ops (op 's'|'c'|'C', key, "<ms>|<value>"),
 --   worker items (json, instance, execution, activity id, session, tag),
 --   cancelled activities (instance, execution, activity id),
@@ -16,18 +16,14 @@
 local token, exec = ARGV[2], ARGV[3]
 local status, has_output, output = ARGV[4], ARGV[5] == '1', ARGV[6]
 local name, ver, parent, pin, pink = ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
-local cs_op, cs_val, terminal, delta_bytes = ARGV[12], ARGV[13], ARGV[14] == '1', tonumber(ARGV[15])
-local retention = tonumber(ARGV[16])
+local cs_op, cs_val, terminal, retention = ARGV[12], ARGV[13], ARGV[14] == '1', tonumber(ARGV[15])
 local now = now_ms()
 
-local id = redis.call('HGET', K_TOKENS, token)
-if not id then return fail('INVALID_TOKEN', 'Invalid lock token: unknown or already released') end
-local lk = redis.call('HMGET', k_lock(id), 'tok', 'until', 'seqs')
-if lk[1] ~= token then return fail('INVALID_TOKEN', 'Invalid lock token: lock no longer held') end
-if tonumber(lk[2]) <= now then return fail('INVALID_TOKEN', 'Invalid lock token: lock expired') end
+local id, lk = oq_held(token, now, true)
+if not id then return lk end
 
 -- Parse sections.
-local pos = 17
+local pos = 16
 local function section(width)
   local n = tonumber(ARGV[pos]); pos = pos + 1
   local out = {}
@@ -86,7 +82,6 @@ end
 
 -- 4. History (append only).
 history_append(id, exec, hist)
-if delta_bytes > 0 then redis.call('HINCRBY', xkey, 'bytes', delta_bytes) end
 
 -- 5. Status and output.
 if status ~= '' then

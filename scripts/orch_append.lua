@@ -1,14 +1,13 @@
 -- orch_append: append events to an execution's history outside a turn (tests and tools).
 -- KEYS[1] seq key (routing only)
--- ARGV[1] prefix, [2] instance, [3] execution, [4] byte size, then pairs (event_id, json).
+-- ARGV[1] prefix, [2] instance, [3] execution, then pairs (event_id, json).
 -- Reply: 1. Errors (nothing written): DX_DUPLICATE event id exists or repeats.
 -- Cost: O(events appended).
-local id, exec, bytes = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local id, exec = ARGV[2], ARGV[3]
 local hist = {}
-for i = 5, #ARGV, 2 do hist[#hist + 1] = { ARGV[i], ARGV[i + 1] } end
+for i = 4, #ARGV, 2 do hist[#hist + 1] = { ARGV[i], ARGV[i + 1] } end
 local dup = history_check(id, exec, hist)
 if dup then return dup end
 history_append(id, exec, hist)
 redis.call('ZADD', k_execs(id), exec, exec)
-redis.call('HINCRBY', k_exec(id, exec), 'bytes', bytes)
 return 1

@@ -5,11 +5,8 @@
 -- Cost: O(log N).
 local token, extend = ARGV[2], tonumber(ARGV[3])
 local now = now_ms()
-local id = redis.call('HGET', K_TOKENS, token)
-if not id then return fail('INVALID_TOKEN', 'Invalid lock token: unknown or already released') end
-local lk = redis.call('HMGET', k_lock(id), 'tok', 'until')
-if lk[1] ~= token then return fail('INVALID_TOKEN', 'Invalid lock token: lock no longer held') end
-if tonumber(lk[2]) <= now then return fail('INVALID_TOKEN', 'Invalid lock token: lock expired') end
+local id, err = oq_held(token, now, true)
+if not id then return err end
 redis.call('HSET', k_lock(id), 'until', now + extend)
 redis.call('ZADD', K_LOCKED, now + extend, id)
 return 1

@@ -11,11 +11,8 @@
 -- Cost: O(log N) + O(items of the same activity) for the instance index.
 local token = ARGV[2]
 local now = now_ms()
-local s, it = WQ.held(token)
+local s, it = WQ.held(token, now)
 if not s then return it end
-if tonumber(it[2]) <= now then
-  return fail('INVALID_TOKEN', 'Invalid lock token: the worker item lock expired')
-end
 -- Checks done; writes follow.
 if ARGV[3] == '1' then
   if oq_enqueue(ARGV[4], ARGV[5], 'O', now, now) then wake(K_WAKE_ORCH, 1) end

@@ -8,11 +8,8 @@
 -- Cost: O(log N).
 local token, ext = ARGV[2], tonumber(ARGV[3])
 local now = now_ms()
-local s, it = WQ.held(token)
+local s, it = WQ.held(token, now)
 if not s then return it end
-if tonumber(it[2]) <= now then
-  return fail('INVALID_TOKEN', 'Invalid lock token: the worker item lock expired')
-end
 local until_ms = now + ext
 redis.call('HSET', WQ.k_item(s), 'u', until_ms)
 redis.call('ZADD', WQ.K_LOCKED, until_ms, s)
