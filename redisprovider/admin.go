@@ -39,13 +39,6 @@ func notFound(op, instance string) error {
 	return provider.NewPermanentError(op, "instance "+strconv.Quote(instance)+" not found").WithKind(provider.ErrNotFound)
 }
 
-func checkID(op, instance string) error {
-	if instance == "" {
-		return invalid(op, "empty instance id")
-	}
-	return nil
-}
-
 func (p *Provider) inspect(ctx context.Context, op, what, instance string, extra ...any) (any, error) {
 	if err := checkID(op, instance); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/duroxide-go/dxredis/provider"
@@ -15,6 +16,29 @@ import (
 
 func invalid(op, format string, args ...any) error {
 	return provider.NewPermanentError(op, fmt.Sprintf(format, args...)).WithKind(provider.ErrInvalidInput)
+}
+
+func checkID(op, instance string) error {
+	if instance == "" {
+		return invalid(op, "empty instance id")
+	}
+	return nil
+}
+
+// checkToken refuses an empty lock token without a script call.
+func checkToken(op, token string) error {
+	if token == "" {
+		return provider.NewPermanentError(op, "Invalid lock token: empty").WithKind(provider.ErrInvalidLockToken)
+	}
+	return nil
+}
+
+// checkDuration refuses a negative duration argument (0 means none).
+func checkDuration(op, name string, d time.Duration) error {
+	if d < 0 {
+		return invalid(op, "%s must not be negative, got %v", name, d)
+	}
+	return nil
 }
 
 // encodeItem validates and encodes a work item for the orchestrator queue (toWorker false) or
@@ -67,12 +91,9 @@ func pinKey(v *semver.Version) string {
 	return k + "-" + v.Prerelease()
 }
 
-func ms(d interface{ Milliseconds() int64 }) string {
-	n := d.Milliseconds()
-	if n < 0 {
-		n = 0
-	}
-	return strconv.FormatInt(n, 10)
+// ms renders a duration as whole milliseconds for the scripts (negative as 0).
+func ms(d time.Duration) string {
+	return strconv.FormatInt(max(d.Milliseconds(), 0), 10)
 }
 
 // decodeHistory turns a stored history (event JSON lines in append order) into events ordered

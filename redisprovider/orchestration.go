@@ -15,6 +15,9 @@ import (
 // queue (the parent for SubOrch* items), visible after delay; the instance is not created.
 func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item provider.WorkItem, delay time.Duration) error {
 	const op = "enqueue_for_orchestrator"
+	if err := checkDuration(op, "delay", delay); err != nil {
+		return err
+	}
 	js, err := p.encodeItem(op, item, false)
 	if err != nil {
 		return err
@@ -31,6 +34,9 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, poll
 	const op = "fetch_orchestration_item"
 	if lockTimeout <= 0 {
 		return nil, invalid(op, "lock timeout must be positive, got %v", lockTimeout)
+	}
+	if err := checkDuration(op, "poll timeout", pollTimeout); err != nil {
+		return nil, err
 	}
 	filterArgs := []any{"0", "0"}
 	if filter != nil {
@@ -52,7 +58,7 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, poll
 			return false, 0, 0, err
 		}
 		r := list(res)
-		if len(r) >= 9 && str(r[0]) != "" {
+		if len(r) >= 8 && str(r[0]) != "" {
 			item = p.orchItem(r)
 			return true, 0, 0, nil
 		}
@@ -69,7 +75,7 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, poll
 func (p *Provider) orchItem(r []any) *provider.LockedOrchestrationItem {
 	it := provider.OrchestrationItem{Instance: str(r[1]), KVSnapshot: map[string]provider.KVEntry{}}
 	var problems []string
-	for _, m := range list(r[6]) {
+	for _, m := range list(r[5]) {
 		var wi provider.WorkItem
 		if err := json.Unmarshal([]byte(str(m)), &wi); err != nil {
 			problems = append(problems, "queued message: "+err.Error())
@@ -81,7 +87,7 @@ func (p *Provider) orchItem(r []any) *provider.LockedOrchestrationItem {
 	if e := str(r[3]); e != "" {
 		exec, _ = strconv.ParseUint(e, 10, 64)
 	}
-	history, err := p.history.decode(it.Instance, exec, str(r[7]))
+	history, err := p.history.decode(it.Instance, exec, str(r[6]))
 	if err != nil {
 		problems = append(problems, "history: "+err.Error())
 		history = nil
@@ -94,11 +100,8 @@ func (p *Provider) orchItem(r []any) *provider.LockedOrchestrationItem {
 		it.History = []provider.Event{}
 	}
 	it.ExecutionID = exec
-	if num(r[4]) == 1 {
-		inst := list(r[5])
-		if len(inst) == 2 {
-			it.OrchestrationName, it.Version = str(inst[0]), str(inst[1])
-		}
+	if inst := list(r[4]); len(inst) == 2 { // the instance record's name and version
+		it.OrchestrationName, it.Version = str(inst[0]), str(inst[1])
 	}
 	// Not created yet (or created without metadata): name and version from the history's
 	// OrchestrationStarted, else from the batch's start item.
@@ -131,7 +134,7 @@ func (p *Provider) orchItem(r []any) *provider.LockedOrchestrationItem {
 	if it.Version == "" {
 		it.Version = "unknown"
 	}
-	kv := list(r[8])
+	kv := list(r[7])
 	for i := 0; i+1 < len(kv); i += 2 {
 		it.KVSnapshot[str(kv[i])] = kvEntry(str(kv[i+1]))
 	}
@@ -156,8 +159,8 @@ func kvEntry(stored string) provider.KVEntry {
 // expiry, duplicate event ids, argument shape) happens before the first write.
 func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, ack provider.OrchestrationAck) error {
 	const op = "ack_orchestration_item"
-	if lockToken == "" {
-		return provider.NewPermanentError(op, "Invalid lock token: empty").WithKind(provider.ErrInvalidLockToken)
+	if err := checkToken(op, lockToken); err != nil {
+		return err
 	}
 	if ack.ExecutionID == 0 {
 		return invalid(op, "execution_id must be at least 1")
@@ -261,8 +264,11 @@ func (p *Provider) encodeEvent(op string, e provider.Event) (string, error) {
 // AbandonOrchestrationItem implements provider.Provider.
 func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
 	const op = "abandon_orchestration_item"
-	if lockToken == "" {
-		return provider.NewPermanentError(op, "Invalid lock token: empty").WithKind(provider.ErrInvalidLockToken)
+	if err := checkToken(op, lockToken); err != nil {
+		return err
+	}
+	if err := checkDuration(op, "delay", delay); err != nil {
+		return err
 	}
 	_, err := p.run(ctx, op, "orch_abandon", 0, lockToken, ms(delay), boolArg(ignoreAttempt))
 	return err
@@ -271,8 +277,11 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 // RenewOrchestrationItemLock implements provider.Provider.
 func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "renew_orchestration_item_lock"
-	if lockToken == "" {
-		return provider.NewPermanentError(op, "Invalid lock token: empty").WithKind(provider.ErrInvalidLockToken)
+	if err := checkToken(op, lockToken); err != nil {
+		return err
+	}
+	if err := checkDuration(op, "extend_for", extendFor); err != nil {
+		return err
 	}
 	_, err := p.run(ctx, op, "orch_renew", 0, lockToken, ms(extendFor))
 	return err
@@ -283,6 +292,15 @@ func boolArg(b bool) string {
 		return "1"
 	}
 	return "0"
+}
+
+// onInstance runs a per-instance script (ARGV after the prefix: instance, then args) on the
+// instance's partition, after checking the id.
+func (p *Provider) onInstance(ctx context.Context, op, script, instance string, args ...any) (any, error) {
+	if err := checkID(op, instance); err != nil {
+		return nil, err
+	}
+	return p.run(ctx, op, script, p.keys.PartitionOf(instance), append([]any{instance}, args...)...)
 }
 
 // Read implements provider.Provider: the latest execution's history, empty for unknown instances.
@@ -296,10 +314,7 @@ func (p *Provider) ReadWithExecution(ctx context.Context, instance string, execu
 }
 
 func (p *Provider) readHistory(ctx context.Context, op, instance, exec string) ([]provider.Event, error) {
-	if instance == "" {
-		return nil, invalid(op, "empty instance id")
-	}
-	res, err := p.run(ctx, op, "inst_read", p.keys.PartitionOf(instance), instance, exec)
+	res, err := p.onInstance(ctx, op, "inst_read", instance, exec)
 	if err != nil {
 		return nil, err
 	}
@@ -339,10 +354,7 @@ func (p *Provider) AppendWithExecution(ctx context.Context, instance string, exe
 // GetCustomStatus implements provider.Provider.
 func (p *Provider) GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*provider.CustomStatus, error) {
 	const op = "get_custom_status"
-	if instance == "" {
-		return nil, invalid(op, "empty instance id")
-	}
-	res, err := p.run(ctx, op, "inst_state", p.keys.PartitionOf(instance), instance, "cs")
+	res, err := p.onInstance(ctx, op, "inst_state", instance, "cs")
 	if err != nil {
 		return nil, err
 	}
@@ -366,10 +378,7 @@ func (p *Provider) GetCustomStatus(ctx context.Context, instance string, lastSee
 // a cleared key is absent.
 func (p *Provider) GetKVValue(ctx context.Context, instance, key string) (string, bool, error) {
 	const op = "get_kv_value"
-	if instance == "" {
-		return "", false, invalid(op, "empty instance id")
-	}
-	res, err := p.run(ctx, op, "inst_state", p.keys.PartitionOf(instance), instance, "kv", key)
+	res, err := p.onInstance(ctx, op, "inst_state", instance, "kv", key)
 	if err != nil {
 		return "", false, err
 	}
@@ -409,10 +418,7 @@ func mergedKV(store, delta []any) map[string]string {
 // GetKVAllValues implements provider.Provider.
 func (p *Provider) GetKVAllValues(ctx context.Context, instance string) (map[string]string, error) {
 	const op = "get_kv_all_values"
-	if instance == "" {
-		return nil, invalid(op, "empty instance id")
-	}
-	res, err := p.run(ctx, op, "inst_state", p.keys.PartitionOf(instance), instance, "kv", "")
+	res, err := p.onInstance(ctx, op, "inst_state", instance, "kv", "")
 	if err != nil {
 		return nil, err
 	}
@@ -426,10 +432,7 @@ func (p *Provider) GetKVAllValues(ctx context.Context, instance string) (map[str
 // GetInstanceStats implements provider.Provider.
 func (p *Provider) GetInstanceStats(ctx context.Context, instance string) (*provider.SystemStats, error) {
 	const op = "get_instance_stats"
-	if instance == "" {
-		return nil, invalid(op, "empty instance id")
-	}
-	res, err := p.run(ctx, op, "inst_state", p.keys.PartitionOf(instance), instance, "stats")
+	res, err := p.onInstance(ctx, op, "inst_state", instance, "stats")
 	if err != nil {
 		return nil, err
 	}

@@ -43,22 +43,19 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		return nil, provider.NewPermanentError("new", err.Error()).WithKind(provider.ErrInvalidInput)
 	}
 	p := &Provider{keys: keys, opts: opts, closed: make(chan struct{}), history: newHistoryCache(opts.HistoryCacheBytes)}
-	if opts.Client != nil {
-		p.rdb = opts.Client
-		p.block, p.slice = opts.Client, opts.BlockingSlice
-	} else {
+	p.rdb, p.ownRDB = opts.Client, opts.Client == nil
+	if p.ownRDB {
 		p.rdb = redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB})
-		p.ownRDB = true
-		// No read deadline on the blocking pool: each wait carries its own context deadline.
-		p.block = redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB,
-			ReadTimeout: -1, ContextTimeoutEnabled: true, PoolSize: 64})
-		p.ownBlock = true
 	}
-	if opts.BlockingClient != nil {
-		if p.ownBlock {
-			_ = p.block.Close()
-		}
-		p.block, p.ownBlock, p.slice = opts.BlockingClient, false, 0
+	switch {
+	case opts.BlockingClient != nil:
+		p.block = opts.BlockingClient
+	case opts.Client != nil:
+		p.block, p.slice = opts.Client, opts.BlockingSlice
+	default:
+		// No read deadline on the blocking pool: each wait carries its own context deadline.
+		p.block, p.ownBlock = redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB,
+			ReadTimeout: -1, ContextTimeoutEnabled: true, PoolSize: 64}), true
 	}
 	if err := p.start(ctx); err != nil {
 		_ = p.Close()

@@ -313,3 +313,26 @@ func TestObserverSeesEveryScriptCall(t *testing.T) {
 		t.Fatalf("observed %v with %d errors", obs.calls, obs.errs)
 	}
 }
+
+// TestNegativeDurationsRejected: a negative delay, extension or poll timeout is bad input, with
+// nothing written, on the orchestration side as on the worker side.
+func TestNegativeDurationsRejected(t *testing.T) {
+	p := newTestProvider(t)
+	ctx := context.Background()
+	start := provider.WorkItem{Kind: provider.StartOrchestration{Instance: "n", Orchestration: "O", Input: "{}", ExecutionID: 1}}
+	_, fetchErr := p.FetchOrchestrationItem(ctx, time.Second, -time.Second, nil)
+	for name, err := range map[string]error{
+		"enqueue delay": p.EnqueueForOrchestrator(ctx, start, -time.Second),
+		"fetch poll":    fetchErr,
+		"abandon delay": p.AbandonOrchestrationItem(ctx, "t", -time.Second, false),
+		"renew extend":  p.RenewOrchestrationItemLock(ctx, "t", -time.Second),
+		"worker renew":  p.RenewWorkItemLock(ctx, "t", -time.Second),
+	} {
+		if !errors.Is(err, provider.ErrInvalidInput) || provider.IsRetryable(err) {
+			t.Errorf("%s: got %v, want a permanent invalid-input error", name, err)
+		}
+	}
+	if it, err := p.FetchOrchestrationItem(ctx, time.Second, 0, nil); it != nil || err != nil {
+		t.Fatalf("a rejected enqueue wrote something: %+v %v", it, err)
+	}
+}

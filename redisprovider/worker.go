@@ -78,8 +78,8 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 	if lockTimeout <= 0 {
 		return nil, invalid(op, "lock timeout must be positive, got %v", lockTimeout)
 	}
-	if pollTimeout < 0 {
-		return nil, invalid(op, "poll timeout must not be negative, got %v", pollTimeout)
+	if err := checkDuration(op, "poll timeout", pollTimeout); err != nil {
+		return nil, err
 	}
 	owner, sessionLock := "", time.Duration(0)
 	if session != nil {
@@ -171,11 +171,6 @@ func (p *Provider) sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// emptyToken is the error for an empty lock token (no script call).
-func emptyToken(op string) error {
-	return provider.NewPermanentError(op, "Invalid lock token: empty").WithKind(provider.ErrInvalidLockToken)
-}
-
 // AckWorkItem implements provider.Provider. The token must be held and unexpired; otherwise
 // (unknown, expired, acked, abandoned, reclaimed, or its activity cancelled) the error is permanent
 // with Kind ErrInvalidLockToken and nothing changes: the item stays queued. completion, when
@@ -184,8 +179,8 @@ func emptyToken(op string) error {
 // valid, has its last activity refreshed; session ownership does not gate the ack.
 func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion *provider.WorkItem) error {
 	const op = "ack_work_item"
-	if lockToken == "" {
-		return emptyToken(op)
+	if err := checkToken(op, lockToken); err != nil {
+		return err
 	}
 	args := []any{lockToken, "0", "", ""}
 	if completion != nil {
@@ -209,11 +204,11 @@ func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion
 // cancelled). It also refreshes the item's session last activity while the session lock is valid.
 func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "renew_work_item_lock"
-	if lockToken == "" {
-		return emptyToken(op)
+	if err := checkToken(op, lockToken); err != nil {
+		return err
 	}
-	if extendFor < 0 {
-		return invalid(op, "extend_for must not be negative, got %v", extendFor)
+	if err := checkDuration(op, "extend_for", extendFor); err != nil {
+		return err
 	}
 	_, err := p.run(ctx, op, "work_renew", workerPartition, lockToken, ms(extendFor))
 	return err
@@ -225,11 +220,11 @@ func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, exte
 // still be abandoned.
 func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
 	const op = "abandon_work_item"
-	if lockToken == "" {
-		return emptyToken(op)
+	if err := checkToken(op, lockToken); err != nil {
+		return err
 	}
-	if delay < 0 {
-		return invalid(op, "delay must not be negative, got %v", delay)
+	if err := checkDuration(op, "delay", delay); err != nil {
+		return err
 	}
 	_, err := p.run(ctx, op, "work_abandon", workerPartition, lockToken, ms(delay), boolArg(ignoreAttempt))
 	return err

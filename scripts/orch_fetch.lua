@@ -4,8 +4,8 @@
 --      ARGV[4] filter: '0' none, '1' ranges follow; ARGV[5] range count n, then n pairs lo, hi
 --      (sortable pin keys, inclusive).
 -- Reply: when nothing is eligible {'', next_ms, now_ms}: next_ms is when delayed work or a held lock
---   next comes due (-1 when never); otherwise {token, instance, attempt, exec or '', has_instance
---   (0/1), instance fields {name, ver}, messages {json...}, history (event JSON lines),
+--   next comes due (-1 when never); otherwise {token, instance, attempt, exec or '', instance
+--   fields {name, ver} (empty when not created), messages {json...}, history (event JSON lines),
 --   kv {key, "<ms>|<value>", ...}}.
 -- Errors: none.
 -- Cost: O(expired locks + expired retained instances + due instances + distinct pins + orphan instances skipped + messages
@@ -110,7 +110,7 @@ while true do
     local inst, hist = {}, ''
     if has_inst then inst = redis.call('HMGET', k_inst(id), 'name', 'ver') end
     if exec then hist = redis.call('GET', k_hist(id, exec)) or '' end
-    return { token, id, attempt, exec and tostring(exec) or '', has_inst and 1 or 0, inst, msgs, hist,
+    return { token, id, attempt, exec and tostring(exec) or '', inst, msgs, hist,
       redis.call('HGETALL', k_kv(id)) }
   end
 end
