@@ -36,7 +36,7 @@ func newHistoryCache(maxBytes int) *historyCache {
 // decode returns the events of stored, the history of (instance, exec), reusing the cached
 // prefix when it matches. The returned slice belongs to the caller.
 func (c *historyCache) decode(instance string, exec uint64, stored string) ([]provider.Event, error) {
-	if c == nil || c.maxBytes <= 0 {
+	if c.maxBytes <= 0 {
 		return decodeHistory(stored)
 	}
 	c.mu.Lock()
@@ -68,13 +68,14 @@ func (c *historyCache) decode(instance string, exec uint64, stored string) ([]pr
 	return append([]provider.Event(nil), events...), nil
 }
 
-// put records the history of instance (its own copy of events).
+// put records the history of instance; events becomes the cache's (decode built it, and hands
+// callers copies).
 func (c *historyCache) put(instance string, exec uint64, raw string, events []provider.Event) {
 	if len(raw) > c.maxBytes/4 { // one huge history must not flush everything else
 		c.forget(instance)
 		return
 	}
-	entry := &cachedHistory{instance: instance, exec: exec, raw: raw, events: append([]provider.Event(nil), events...)}
+	entry := &cachedHistory{instance: instance, exec: exec, raw: raw, events: events}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.byID[instance]; ok {

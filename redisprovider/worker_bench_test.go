@@ -7,7 +7,6 @@ package redisprovider_test
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,19 +23,19 @@ var wBenchBackgrounds = []struct {
 }{
 	{"empty", func(*testing.B, *redisprovider.Provider) {}},
 	{"10k-other-tag", func(b *testing.B, p *redisprovider.Provider) {
-		wBenchParallel(b, wBenchExcluded, func(i int) error {
+		obParallel(b, wBenchExcluded, func(i int) error {
 			return p.EnqueueForWorker(b.Context(), wAct("bg", uint64(i), "other", ""))
 		})
 	}},
 	{"10k-other-owner-sessions", func(b *testing.B, p *redisprovider.Provider) {
 		// 10,000 ready items, each in its own session held by another owner: enqueue, let the other
 		// owner claim every session (fetch), then put the items back (abandon).
-		wBenchParallel(b, wBenchExcluded, func(i int) error {
+		obParallel(b, wBenchExcluded, func(i int) error {
 			return p.EnqueueForWorker(b.Context(), wAct("bg", uint64(i), "", fmt.Sprint("bg-session-", i)))
 		})
 		tokens := make([]string, wBenchExcluded)
 		other := wSess("other-owner", time.Hour)
-		wBenchParallel(b, wBenchExcluded, func(i int) error {
+		obParallel(b, wBenchExcluded, func(i int) error {
 			it, err := p.FetchWorkItem(b.Context(), time.Hour, 0, other, provider.TagFilterDefaultOnly())
 			if err == nil && it == nil {
 				err = fmt.Errorf("claim %d: nothing fetched", i)
@@ -46,7 +45,7 @@ var wBenchBackgrounds = []struct {
 			}
 			return err
 		})
-		wBenchParallel(b, wBenchExcluded, func(i int) error {
+		obParallel(b, wBenchExcluded, func(i int) error {
 			return p.AbandonWorkItem(b.Context(), tokens[i], 0, false)
 		})
 	}},
@@ -61,38 +60,6 @@ func wBenchSetup(b *testing.B, p *redisprovider.Provider, name string, setup fun
 		b.Skip("needs a real Redis (DXREDIS_TEST_ADDR)")
 	}
 	setup(b, p)
-}
-
-// wBenchParallel runs f(0..n-1) on 16 goroutines.
-func wBenchParallel(b *testing.B, n int, f func(i int) error) {
-	b.Helper()
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		next = make(chan int)
-	)
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := f(i); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if len(errs) > 0 {
-		b.Fatalf("setup: %d errors, first: %v", len(errs), errs[0])
-	}
 }
 
 // BenchmarkWorkerFetchAck measures one activity's trip through the queue: enqueue, fetch (session
