@@ -40,13 +40,13 @@ func meTurn(t *testing.T, p provider.Provider, item provider.WorkItem, execution
 	return it
 }
 
-// meReadExec reads one execution's history; like duroxide (unwrap_or_default) an error reads as empty.
+// meReadExec reads one execution's history. duroxide reads an error as empty (unwrap_or_default)
+// and then fails on the count; failing on the error itself says why.
 func meReadExec(t *testing.T, p provider.Provider, instance string, executionID uint64) []provider.Event {
 	t.Helper()
 	h, err := p.ReadWithExecution(ctx(t), instance, executionID)
 	if err != nil {
-		t.Logf("read_with_execution(%q, %d): %v", instance, executionID, err)
-		return nil
+		t.Fatalf("read_with_execution(%q, %d): %v", instance, executionID, err)
 	}
 	return h
 }
