@@ -19,13 +19,10 @@ func init() {
 	)
 }
 
-// customStatusTurn pokes instance with an ExternalRaised "poke", fetches it and acks delta on
-// execution 1 with empty metadata.
+// customStatusTurn acks delta on execution 1 in a poked turn.
 func customStatusTurn(t *testing.T, p provider.Provider, instance string, delta ...provider.Event) {
 	t.Helper()
-	mustEnqueueOrch(t, p, externalRaised(instance, "poke", "{}"))
-	it := mustFetchOrch(t, p, longLock)
-	mustAck(t, p, it.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta})
+	pokeTurn(t, p, instance, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta})
 }
 
 // customStatusEvent is a CustomStatusUpdated event (status nil: cleared).

@@ -143,6 +143,15 @@ func createInstance(t *testing.T, p provider.Provider, instance string) {
 	})
 }
 
+// pokeTurn is duroxide's ack_with_delta: enqueue an ExternalRaised "poke" so that the instance has
+// something to fetch, fetch it and ack with ack.
+func pokeTurn(t *testing.T, p provider.Provider, instance string, ack provider.OrchestrationAck) {
+	t.Helper()
+	mustEnqueueOrch(t, p, externalRaised(instance, "poke", "{}"))
+	it := mustFetchOrch(t, p, longLock)
+	mustAck(t, p, it.LockToken, ack)
+}
+
 // mustRead reads the latest execution's history.
 func mustRead(t *testing.T, p provider.Provider, instance string) []provider.Event {
 	t.Helper()

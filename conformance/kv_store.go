@@ -77,8 +77,7 @@ func kvPokeFetch(t *testing.T, p provider.Provider, instance string) *provider.L
 // kvAckWithDelta is duroxide's ack_with_delta: poke, fetch, ack the delta with default metadata.
 func kvAckWithDelta(t *testing.T, p provider.Provider, instance string, exec uint64, delta ...provider.Event) {
 	t.Helper()
-	it := kvPokeFetch(t, p, instance)
-	mustAck(t, p, it.LockToken, provider.OrchestrationAck{ExecutionID: exec, HistoryDelta: delta})
+	pokeTurn(t, p, instance, provider.OrchestrationAck{ExecutionID: exec, HistoryDelta: delta})
 }
 
 // kvAckEmpty acks a turn without changes (the tests' clean-up after a snapshot fetch).

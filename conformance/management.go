@@ -34,15 +34,6 @@ func mgmtStartTurn(t *testing.T, p provider.Provider, instance string, delta []p
 	mustAck(t, p, it.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta, Metadata: meta})
 }
 
-// mgmtPokeTurn enqueues an ExternalRaised named name for instance, fetches the turn and acks it
-// for execution 1 with delta and meta.
-func mgmtPokeTurn(t *testing.T, p provider.Provider, instance, name string, delta []provider.Event, meta provider.ExecutionMetadata) {
-	t.Helper()
-	mustEnqueueOrch(t, p, externalRaised(instance, name, "{}"))
-	it := mustFetchOrch(t, p, longLock)
-	mustAck(t, p, it.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta, Metadata: meta})
-}
-
 // mgmtStats returns get_instance_stats for an instance that must exist.
 func mgmtStats(t *testing.T, p provider.Provider, instance string) provider.SystemStats {
 	t.Helper()
@@ -191,11 +182,11 @@ func GetInstanceStatsKV(t *testing.T, f Factory) {
 	p := f.CreateProvider(t)
 	const id = "stats-kv"
 	createInstance(t, p, id)
-	mgmtPokeTurn(t, p, id, "poke", []provider.Event{
+	pokeTurn(t, p, id, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: []provider.Event{
 		mgmtKVSet(id, 100, "k1", "aaa", 0),
 		mgmtKVSet(id, 101, "k2", "bbbbb", 0),
 		ev(id, 102, provider.OrchestrationCompletedEvent{Output: "done"}),
-	}, provider.ExecutionMetadata{Status: provider.StatusCompleted, Output: ptr("done")})
+	}, Metadata: provider.ExecutionMetadata{Status: provider.StatusCompleted, Output: ptr("done")}})
 	s := mgmtStats(t, p, id)
 	if s.KVUserKeyCount != 2 || s.KVTotalValueBytes != 8 {
 		t.Fatalf("get_instance_stats: got %d keys / %d bytes, want 2 / 8", s.KVUserKeyCount, s.KVTotalValueBytes)
@@ -225,11 +216,11 @@ func GetInstanceStatsKVDeltaOnly(t *testing.T, f Factory) {
 	p := f.CreateProvider(t)
 	const id = "kv-delta-stats"
 	createInstance(t, p, id)
-	mgmtPokeTurn(t, p, id, "poke", []provider.Event{
+	pokeTurn(t, p, id, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: []provider.Event{
 		mgmtKVSet(id, 100, "dk1", "xxx", 0),
 		mgmtKVSet(id, 101, "dk2", "yyyyyy", 0),
 		ev(id, 102, provider.ActivityScheduledEvent{Name: "Noop", Input: "{}"}),
-	}, provider.ExecutionMetadata{})
+	}})
 	s := mgmtStats(t, p, id)
 	if s.KVUserKeyCount != 2 || s.KVTotalValueBytes != 9 || s.QueuePendingCount != 0 {
 		t.Fatalf("get_instance_stats: got %+v, want 2 keys, 9 bytes, 0 pending", s)
@@ -241,19 +232,19 @@ func GetInstanceStatsKVMerged(t *testing.T, f Factory) {
 	p := f.CreateProvider(t)
 	const id = "kv-merged-stats"
 	createInstance(t, p, id)
-	mgmtPokeTurn(t, p, id, "poke1", []provider.Event{
+	pokeTurn(t, p, id, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: []provider.Event{
 		mgmtKVSet(id, 100, "mk1", "aaa", 0),
 		mgmtKVSet(id, 101, "mk2", "bb", 0),
 		ev(id, 102, provider.ActivityScheduledEvent{Name: "Noop", Input: "{}"}),
-	}, provider.ExecutionMetadata{})
+	}})
 	s := mgmtStats(t, p, id)
 	if s.KVUserKeyCount != 2 || s.KVTotalValueBytes != 5 {
 		t.Fatalf("get_instance_stats after turn 1: got %d keys / %d bytes, want 2 / 5", s.KVUserKeyCount, s.KVTotalValueBytes)
 	}
-	mgmtPokeTurn(t, p, id, "poke2", []provider.Event{
+	pokeTurn(t, p, id, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: []provider.Event{
 		mgmtKVSet(id, 200, "mk1", "zzzzz", 1),
 		ev(id, 201, provider.OrchestrationCompletedEvent{Output: "done"}),
-	}, provider.ExecutionMetadata{Status: provider.StatusCompleted, Output: ptr("done")})
+	}, Metadata: provider.ExecutionMetadata{Status: provider.StatusCompleted, Output: ptr("done")}})
 	s = mgmtStats(t, p, id)
 	if s.KVUserKeyCount != 2 || s.KVTotalValueBytes != 7 || s.QueuePendingCount != 0 {
 		t.Fatalf("get_instance_stats after completion: got %+v, want 2 keys, 7 bytes, 0 pending", s)
