@@ -29,7 +29,8 @@ func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item provider.Wor
 
 // FetchOrchestrationItem implements provider.Provider. It long-polls: with nothing eligible it
 // waits for a wake-up, for delayed work or an expiring lock to come due, or for pollTimeout.
-// An empty SupportedDuroxideVersions list matches nothing and returns at once.
+// An empty SupportedDuroxideVersions list matches nothing: it returns nil after pollTimeout
+// without touching Redis.
 func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter) (*provider.LockedOrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
 	if lockTimeout <= 0 {
@@ -41,6 +42,7 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, poll
 	filterArgs := []any{"0", "0"}
 	if filter != nil {
 		if len(filter.SupportedDuroxideVersions) == 0 {
+			p.sleep(ctx, pollTimeout) // matches nothing; like TagFilterNone, do not make callers spin
 			return nil, nil
 		}
 		filterArgs = []any{"1", strconv.Itoa(len(filter.SupportedDuroxideVersions))}

@@ -184,6 +184,20 @@ func (p *Provider) waitForWork(ctx context.Context, wakeKeys []string, deadline 
 	}
 }
 
+// sleep waits d, or until ctx ends or the provider closes.
+func (p *Provider) sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-p.closed:
+	}
+}
+
 func (p *Provider) isClosed() bool {
 	select {
 	case <-p.closed:

@@ -157,20 +157,6 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 	return locked, err
 }
 
-// sleep waits d, or until ctx ends or the provider closes.
-func (p *Provider) sleep(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	case <-p.closed:
-	}
-}
-
 // AckWorkItem implements provider.Provider. The token must be held and unexpired; otherwise
 // (unknown, expired, acked, abandoned, reclaimed, or its activity cancelled) the error is permanent
 // with Kind ErrInvalidLockToken and nothing changes: the item stays queued. completion, when
