@@ -11,9 +11,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/duroxide-go/dxredis/provider"
+	"github.com/redis/go-redis/v9"
 )
 
 var _ provider.Admin = (*Provider)(nil)
@@ -636,4 +638,45 @@ func (p *Provider) pruneCall(ctx context.Context, op, mode string, o provider.Pr
 		ExecutionsDeleted:  uint64(num(r[1])),
 		EventsDeleted:      uint64(num(r[2])),
 	}, nil
+}
+
+// DropNamespace deletes every key of the provider's namespace (SCAN on its prefix, on every
+// primary of a cluster, DEL in batches of 500) and returns how many it deleted. It is for tests,
+// benchmarks and decommissioning: unlike the Admin methods it walks the keyspace, and it does not
+// care what runs: in-flight turns simply fail.
+func (p *Provider) DropNamespace(ctx context.Context) (int, error) {
+	prefix := p.keys.Prefix(0)
+	match := strings.NewReplacer(`\`, `\\`, "{", `\{`, "}", `\}`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(prefix) + "*"
+	var deleted atomic.Int64
+	drop := func(ctx context.Context, c redis.Cmdable) error {
+		var batch []string
+		flush := func() error {
+			if len(batch) == 0 {
+				return nil
+			}
+			n, err := c.Del(ctx, batch...).Result()
+			deleted.Add(n)
+			batch = batch[:0]
+			return err
+		}
+		iter := c.Scan(ctx, 0, match, 1000).Iterator()
+		for iter.Next(ctx) {
+			if batch = append(batch, iter.Val()); len(batch) == 500 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		return flush()
+	}
+	var err error
+	if cc, ok := p.rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return drop(ctx, c) })
+	} else {
+		err = drop(ctx, p.rdb)
+	}
+	return int(deleted.Load()), p.mapErr("drop_namespace", err)
 }

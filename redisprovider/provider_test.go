@@ -3,6 +3,8 @@ package redisprovider_test
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -335,4 +337,38 @@ func TestNegativeDurationsRejected(t *testing.T) {
 	if it, err := p.FetchOrchestrationItem(ctx, time.Second, 0, nil); it != nil || err != nil {
 		t.Fatalf("a rejected enqueue wrote something: %+v %v", it, err)
 	}
+}
+
+// TestDropNamespaceDeletesOnlyItsKeys: DropNamespace removes every key of its namespace and none
+// of another's on the same server.
+func TestDropNamespaceDeletesOnlyItsKeys(t *testing.T) {
+	ctx := context.Background()
+	addr := miniredis.RunT(t).Addr()
+	if backend() == "redis" {
+		addr = os.Getenv("DXREDIS_TEST_ADDR")
+	}
+	var ps []*redisprovider.Provider
+	for _, ns := range []string{"drop-a" + strconv.FormatInt(time.Now().UnixNano(), 36), "drop-b" + strconv.FormatInt(time.Now().UnixNano(), 36)} {
+		p, err := redisprovider.New(ctx, redisprovider.Options{Addr: addr, Namespace: ns, Logger: quietLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		start := provider.WorkItem{Kind: provider.StartOrchestration{Instance: "i", Orchestration: "O", Input: "{}", ExecutionID: 1}}
+		if err := p.EnqueueForOrchestrator(ctx, start, 0); err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	n, err := ps[0].DropNamespace(ctx)
+	if err != nil || n == 0 {
+		t.Fatalf("DropNamespace: %d keys, %v", n, err)
+	}
+	if it, err := ps[0].FetchOrchestrationItem(ctx, time.Second, 0, nil); it != nil || err != nil {
+		t.Fatalf("dropped namespace still has work: %+v %v", it, err)
+	}
+	if it, err := ps[1].FetchOrchestrationItem(ctx, time.Second, 0, nil); it == nil || err != nil {
+		t.Fatalf("the other namespace lost its work: %+v %v", it, err)
+	}
+	_, _ = ps[1].DropNamespace(ctx)
 }

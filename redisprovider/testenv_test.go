@@ -74,19 +74,7 @@ func newTestProvider(t testing.TB) *redisprovider.Provider {
 func dropNamespace(t testing.TB, p *redisprovider.Provider) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	prefix := p.Keyspace().Prefix(0)
-	match := strings.NewReplacer("{", `\{`, "}", `\}`, "*", `\*`, "?", `\?`, "[", `\[`).Replace(prefix) + "*"
-	del := func(c redis.UniversalClient) {
-		iter := c.Scan(ctx, 0, match, 1000).Iterator()
-		for iter.Next(ctx) {
-			c.Del(ctx, iter.Val())
-		}
-	}
-	if cc, ok := p.Client().(*redis.ClusterClient); ok {
-		_ = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { del(c); return nil })
-		return
-	}
-	del(p.Client())
+	_, _ = p.DropNamespace(ctx)
 }
 
 // redisFactory runs the conformance suite on the test backend.

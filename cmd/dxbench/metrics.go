@@ -291,40 +291,6 @@ func baseline(ctx context.Context, c *redis.Client, concurrency int, d time.Dura
 	return float64(calls.Load()) / time.Since(start).Seconds(), nil
 }
 
-// cleanupNamespace deletes every key under prefix (SCAN + UNLINK, batches of 500).
-func cleanupNamespace(ctx context.Context, c *redis.Client, prefix string) (int, error) {
-	match := strings.NewReplacer(`\`, `\\`, "{", `\{`, "}", `\}`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(prefix) + "*"
-	deleted := 0
-	var batch []string
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := c.Del(ctx, batch...).Err(); err != nil {
-			return err
-		}
-		deleted += len(batch)
-		batch = batch[:0]
-		return nil
-	}
-	iter := c.Scan(ctx, 0, match, 1000).Iterator()
-	for iter.Next(ctx) {
-		if !strings.HasPrefix(iter.Val(), prefix) {
-			continue
-		}
-		batch = append(batch, iter.Val())
-		if len(batch) == 500 {
-			if err := flush(); err != nil {
-				return deleted, err
-			}
-		}
-	}
-	if err := iter.Err(); err != nil {
-		return deleted, err
-	}
-	return deleted, flush()
-}
-
 // redisVersion reads redis_version from INFO server ("" when the server does not say).
 func redisVersion(ctx context.Context, c *redis.Client) string {
 	txt, err := c.Info(ctx, "server").Result()
