@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/redis/go-redis/v9"
 )
@@ -640,12 +641,17 @@ func (p *Provider) pruneCall(ctx context.Context, op, mode string, o provider.Pr
 	}, nil
 }
 
-// DropNamespace deletes every key of the provider's namespace (SCAN on its prefix, on every
+// DropNamespace deletes every key of namespace through client (SCAN on its prefix, on every
 // primary of a cluster, DEL in batches of 500) and returns how many it deleted. It is for tests,
 // benchmarks and decommissioning: unlike the Admin methods it walks the keyspace, and it does not
-// care what runs: in-flight turns simply fail.
-func (p *Provider) DropNamespace(ctx context.Context) (int, error) {
-	prefix := p.keys.Prefix(0)
+// care what runs: in-flight turns simply fail. It takes a client, not a Provider, so that it can
+// run after the namespace's providers are closed.
+func DropNamespace(ctx context.Context, client redis.UniversalClient, namespace string) (int, error) {
+	keys, err := dxredis.NewKeyspace(namespace)
+	if err != nil {
+		return 0, provider.NewPermanentError("drop_namespace", err.Error()).WithKind(provider.ErrInvalidInput)
+	}
+	prefix := keys.Prefix(0)
 	match := strings.NewReplacer(`\`, `\\`, "{", `\{`, "}", `\}`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(prefix) + "*"
 	var deleted atomic.Int64
 	drop := func(ctx context.Context, c redis.Cmdable) error {
@@ -672,11 +678,13 @@ func (p *Provider) DropNamespace(ctx context.Context) (int, error) {
 		}
 		return flush()
 	}
-	var err error
-	if cc, ok := p.rdb.(*redis.ClusterClient); ok {
+	if cc, ok := client.(*redis.ClusterClient); ok {
 		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return drop(ctx, c) })
 	} else {
-		err = drop(ctx, p.rdb)
+		err = drop(ctx, client)
 	}
-	return int(deleted.Load()), p.mapErr("drop_namespace", err)
+	if err != nil {
+		return int(deleted.Load()), provider.NewRetryableError("drop_namespace", err.Error()).WithCause(err)
+	}
+	return int(deleted.Load()), nil
 }

@@ -360,7 +360,7 @@ func TestDropNamespaceDeletesOnlyItsKeys(t *testing.T) {
 		}
 		ps = append(ps, p)
 	}
-	n, err := ps[0].DropNamespace(ctx)
+	n, err := redisprovider.DropNamespace(ctx, ps[0].Client(), ps[0].Keyspace().Namespace())
 	if err != nil || n == 0 {
 		t.Fatalf("DropNamespace: %d keys, %v", n, err)
 	}
@@ -370,5 +370,5 @@ func TestDropNamespaceDeletesOnlyItsKeys(t *testing.T) {
 	if it, err := ps[1].FetchOrchestrationItem(ctx, time.Second, 0, nil); it == nil || err != nil {
 		t.Fatalf("the other namespace lost its work: %+v %v", it, err)
 	}
-	_, _ = ps[1].DropNamespace(ctx)
+	_, _ = redisprovider.DropNamespace(ctx, ps[1].Client(), ps[1].Keyspace().Namespace())
 }

@@ -74,7 +74,7 @@ func newTestProvider(t testing.TB) *redisprovider.Provider {
 func dropNamespace(t testing.TB, p *redisprovider.Provider) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, _ = p.DropNamespace(ctx)
+	_, _ = redisprovider.DropNamespace(ctx, p.Client(), p.Keyspace().Namespace())
 }
 
 // redisFactory runs the conformance suite on the test backend.

@@ -323,7 +323,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		// Close first: a fetcher's last wait may otherwise hand its wake token back after the SCAN.
 		_ = b.p.Close()
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		n, cerr := b.p.DropNamespace(cctx)
+		n, cerr := redisprovider.DropNamespace(cctx, b.admin, cfg.ns)
 		cancel()
 		if cerr != nil {
 			fmt.Fprintf(stdout, "\ncleanup: deleted %d keys, then: %v\n", n, cerr)
