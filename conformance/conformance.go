@@ -62,15 +62,6 @@ func RunCategory(t *testing.T, f Factory, name string) {
 	t.Fatalf("unknown conformance category %q", name)
 }
 
-// Categories returns the category names with their test counts.
-func Categories() map[string]int {
-	out := map[string]int{}
-	for _, c := range categories {
-		out[c.name] = len(c.tests)
-	}
-	return out
-}
-
 func runCategory(t *testing.T, f Factory, c category) {
 	for _, tc := range c.tests {
 		t.Run(tc.name, func(t *testing.T) {
