@@ -1,0 +1,277 @@
+package dx
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Call schedules the activity registered as name with input (encoded as JSON) and returns a future
+// of its result, decoded into Out. Options: OnSession, WithTag, WithRetry.
+//
+//	total, err := dx.Call[int](ctx, "Add", Pair{A: 1, B: 2}).Await(ctx)
+func Call[Out any](ctx Context, name string, input any, opts ...Option) Future[Out] {
+	e, err := engineFor(ctx)
+	if err != nil {
+		return failed[Out](e, err)
+	}
+	o, err := collect(opts, "Call", optSession|optTag|optRetry)
+	if err != nil {
+		return failed[Out](e, err)
+	}
+	if name == "" {
+		return failed[Out](e, errors.New("dx: Call needs an activity name"))
+	}
+	in, err := encode(input)
+	if err != nil {
+		return failed[Out](e, err)
+	}
+	if o.retry != nil {
+		return retry[Out](ctx, name, in, o)
+	}
+	return Future[Out]{e.schedule(&action{kind: actActivity, name: name, input: in, sessionID: o.session, tag: o.tag})}
+}
+
+// CallSub starts the orchestration registered as name as a sub-orchestration and returns a future of
+// its output, decoded into Out. Its instance id is "<this instance>::sub::<event id>" unless
+// WithInstanceID gives one; WithVersion picks a version (default: the latest registered).
+func CallSub[Out any](ctx Context, name string, input any, opts ...Option) Future[Out] {
+	e, err := engineFor(ctx)
+	if err != nil {
+		return failed[Out](e, err)
+	}
+	o, err := collect(opts, "CallSub", optInstance|optVersion)
+	if err != nil {
+		return failed[Out](e, err)
+	}
+	if name == "" {
+		return failed[Out](e, errors.New("dx: CallSub needs an orchestration name"))
+	}
+	in, err := encode(input)
+	if err != nil {
+		return failed[Out](e, err)
+	}
+	return Future[Out]{e.schedule(&action{kind: actSubOrch, name: name, input: in, instance: o.instance, version: o.version})}
+}
+
+// WaitEvent waits for the next external event called name raised on this instance (Client.RaiseEvent)
+// and decodes its data into T. The Nth wait for a name receives the Nth event of that name that
+// arrives while a wait is pending; an event raised before the orchestration waits for it is recorded
+// but never delivered (use Dequeue for messages that may arrive early).
+func WaitEvent[T any](ctx Context, name string) Future[T] {
+	e, err := engineFor(ctx)
+	if err != nil {
+		return failed[T](e, err)
+	}
+	return Future[T]{e.schedule(&action{kind: actWait, name: name})}
+}
+
+// Dequeue takes the next message of the instance's persistent FIFO queue called name
+// (Client.EnqueueEvent) and decodes it into T. Messages that arrive before anyone dequeues are kept,
+// in order, and carried across continue-as-new.
+func Dequeue[T any](ctx Context, name string) Future[T] {
+	e, err := engineFor(ctx)
+	if err != nil {
+		return failed[T](e, err)
+	}
+	return Future[T]{e.schedule(&action{kind: actDequeue, name: name})}
+}
+
+// ContinueAsNew ends this execution and starts a new one of the same instance with input; the
+// orchestration must return the error it gives back:
+//
+//	return Out{}, dx.ContinueAsNew(ctx, next)
+//
+// The new execution runs WithVersion's version, else the latest registered version. Queue messages
+// not yet dequeued and the custom status are carried over; so is the KV store.
+func ContinueAsNew(ctx Context, input any, opts ...Option) error {
+	e, err := engineFor(ctx)
+	if err != nil {
+		return err
+	}
+	o, err := collect(opts, "ContinueAsNew", optVersion)
+	if err != nil {
+		return err
+	}
+	in, err := encode(input)
+	if err != nil {
+		return err
+	}
+	e.emit(&action{kind: actContinueAsNew, input: in, version: o.version})
+	return &continueAsNewError{}
+}
+
+// continueAsNewError is what ContinueAsNew returns for the orchestration to return.
+type continueAsNewError struct{}
+
+func (*continueAsNewError) Error() string { return "dx: continue as new" }
+
+func engineFor(ctx Context) (*engine, error) {
+	oc, ok := ctx.(*octx)
+	if !ok || oc == nil || oc.eng == nil {
+		return nil, errNotInOrchestration
+	}
+	return oc.eng, nil
+}
+
+func failed[T any](e *engine, err error) Future[T] {
+	return Future[T]{&future{eng: e, preErr: err}}
+}
+
+// RetryPolicy retries a failed activity, as duroxide's RetryPolicy does: attempts 1..MaxAttempts, a
+// durable timer of Backoff(n) after failed attempt n, and, with Timeout, each attempt raced against a
+// timer (a timed-out attempt is cancelled and fails the call at once, without further attempts).
+// Retries are ordinary activities and timers in the history.
+type RetryPolicy struct {
+	// MaxAttempts is the number of attempts, at least 1 (0 means the default, 3).
+	MaxAttempts int
+	// Backoff is the wait after each failed attempt; nil means exponential: 100 ms doubling, at
+	// most 30 s.
+	Backoff Backoff
+	// Timeout, when positive, limits each attempt.
+	Timeout time.Duration
+}
+
+// Backoff returns the wait after failed attempt n (1-based).
+type Backoff func(attempt int) time.Duration
+
+// ExponentialBackoff waits base × multiplier^(n−1), at most max.
+func ExponentialBackoff(base time.Duration, multiplier float64, max time.Duration) Backoff {
+	return func(n int) time.Duration {
+		d := float64(base) * math.Pow(multiplier, float64(n-1))
+		if d >= float64(max) || math.IsInf(d, 0) || math.IsNaN(d) {
+			return max
+		}
+		return time.Duration(d)
+	}
+}
+
+// LinearBackoff waits base × n, at most max.
+func LinearBackoff(base, max time.Duration) Backoff {
+	return func(n int) time.Duration { return min(base*time.Duration(n), max) }
+}
+
+// FixedBackoff always waits d.
+func FixedBackoff(d time.Duration) Backoff { return func(int) time.Duration { return d } }
+
+// ErrActivityTimeout is the error of a retried activity whose attempt exceeded RetryPolicy.Timeout.
+var ErrActivityTimeout = errors.New("timeout: activity timed out")
+
+func retry[Out any](ctx Context, name, input string, o options) Future[Out] {
+	p := *o.retry
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = 3
+	}
+	if p.Backoff == nil {
+		p.Backoff = ExponentialBackoff(100*time.Millisecond, 2, 30*time.Second)
+	}
+	return Go(ctx, func(ctx Context) (Out, error) {
+		var zero Out
+		e := ctx.(*octx).eng
+		var last error
+		for attempt := 1; attempt <= p.MaxAttempts; attempt++ {
+			act := Future[Out]{e.schedule(&action{kind: actActivity, name: name, input: input, sessionID: o.session, tag: o.tag})}
+			var v Out
+			var err error
+			if p.Timeout > 0 {
+				deadline := ctx.Timer(p.Timeout)
+				if Select(ctx, act, deadline) == deadline {
+					return zero, ErrActivityTimeout
+				}
+			}
+			v, err = act.Await(ctx)
+			if err == nil {
+				return v, nil
+			}
+			last = err
+			if attempt < p.MaxAttempts {
+				ctx.Logger().Warn("activity attempt failed, retrying", "activity", name,
+					"attempt", attempt, "max_attempts", p.MaxAttempts, "error", err)
+				if d := p.Backoff(attempt); d > 0 {
+					if err := ctx.Sleep(d); err != nil {
+						return zero, err
+					}
+				}
+			}
+		}
+		return zero, last
+	})
+}
+
+// Option configures Call, CallSub, ContinueAsNew, StartOrchestration and the client's Start.
+// Each function accepts only the options that apply to it and fails with a clear error otherwise.
+type Option func(*options)
+
+type options struct {
+	set      optSet
+	session  *string
+	tag      *string
+	retry    *RetryPolicy
+	instance string
+	version  *string
+}
+
+type optSet int
+
+const (
+	optSession optSet = 1 << iota
+	optTag
+	optRetry
+	optInstance
+	optVersion
+)
+
+var optNames = map[optSet]string{optSession: "OnSession", optTag: "WithTag", optRetry: "WithRetry",
+	optInstance: "WithInstanceID", optVersion: "WithVersion"}
+
+// OnSession routes the activity to the worker that owns session id (any worker claims an unowned
+// session), so activities of one session run on one process in order of scheduling.
+func OnSession(id string) Option {
+	return func(o *options) { o.set |= optSession; o.session = &id }
+}
+
+// WithTag routes the activity to workers whose tag filter accepts tag.
+func WithTag(tag string) Option { return func(o *options) { o.set |= optTag; o.tag = &tag } }
+
+// WithRetry retries the activity under policy.
+func WithRetry(policy RetryPolicy) Option {
+	return func(o *options) { o.set |= optRetry; o.retry = &policy }
+}
+
+// WithInstanceID names the instance a sub-orchestration or client start creates.
+func WithInstanceID(id string) Option {
+	return func(o *options) { o.set |= optInstance; o.instance = id }
+}
+
+// WithVersion picks the orchestration version (a semantic version such as "2.0.0").
+func WithVersion(v string) Option { return func(o *options) { o.set |= optVersion; o.version = &v } }
+
+func collect(opts []Option, fn string, allowed optSet) (options, error) {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	for bit, name := range optNames {
+		if o.set&bit != 0 && allowed&bit == 0 {
+			return o, fmt.Errorf("dx: option %s does not apply to %s", name, fn)
+		}
+	}
+	if o.retry != nil && o.retry.MaxAttempts < 0 {
+		return o, fmt.Errorf("dx: RetryPolicy.MaxAttempts must be at least 1, got %d", o.retry.MaxAttempts)
+	}
+	if o.session != nil && *o.session == "" {
+		return o, errors.New("dx: OnSession needs a non-empty session id")
+	}
+	if o.set&optInstance != 0 && o.instance == "" {
+		return o, errors.New("dx: WithInstanceID needs a non-empty id")
+	}
+	if o.version != nil {
+		if _, err := parseVersion(*o.version); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}

@@ -1,0 +1,233 @@
+package dx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// Client starts orchestrations, talks to running ones and reads their state. It needs no Runtime:
+// any process with the provider can use one.
+type Client struct {
+	p provider.Provider
+}
+
+// NewClient returns a client over p.
+func NewClient(p provider.Provider) *Client { return &Client{p: p} }
+
+// ErrInstanceExists is returned by Start when an instance with the requested id already exists.
+var ErrInstanceExists = errors.New("dx: instance already exists")
+
+// ErrNotFound is returned for an instance that does not exist.
+var ErrNotFound = errors.New("dx: instance not found")
+
+// Start starts an instance of the orchestration name with input (encoded as JSON) and returns its
+// id: WithInstanceID's, else a new UUID. WithVersion runs that version, else the latest registered.
+func (c *Client) Start(ctx context.Context, name string, input any, opts ...Option) (string, error) {
+	o, err := collect(opts, "Start", optInstance|optVersion)
+	if err != nil {
+		return "", err
+	}
+	if name == "" {
+		return "", errors.New("dx: Start needs an orchestration name")
+	}
+	in, err := encode(input)
+	if err != nil {
+		return "", err
+	}
+	id := o.instance
+	if id == "" {
+		id = uuid.NewString()
+	} else if admin, ok := c.p.Admin(); ok {
+		if _, err := admin.GetInstanceInfo(ctx, id); err == nil {
+			return "", fmt.Errorf("%w: %q", ErrInstanceExists, id)
+		} else if !errors.Is(err, provider.ErrNotFound) {
+			return "", err
+		}
+	}
+	item := provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: name, Input: in,
+		Version: o.version, ExecutionID: 1}}
+	if err := c.p.EnqueueForOrchestrator(ctx, item, 0); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// RaiseEvent raises the external event name with data (encoded as JSON) on an instance. Only a wait
+// already pending (WaitEvent) receives it; an event raised earlier is recorded but not delivered.
+func (c *Client) RaiseEvent(ctx context.Context, instance, name string, data any) error {
+	d, err := encode(data)
+	if err != nil {
+		return err
+	}
+	return c.p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.ExternalRaised{Instance: instance, Name: name, Data: d}}, 0)
+}
+
+// EnqueueEvent appends data (encoded as JSON) to the instance's persistent queue name, read in order
+// by Dequeue. Messages wait in the queue until the orchestration dequeues them.
+func (c *Client) EnqueueEvent(ctx context.Context, instance, queue string, data any) error {
+	d, err := encode(data)
+	if err != nil {
+		return err
+	}
+	return c.p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.QueueMessage{Instance: instance, Name: queue, Data: d}}, 0)
+}
+
+// Cancel cancels an instance: it fails with a Cancelled error, its running activities are cancelled
+// and its sub-orchestrations are cancelled too.
+func (c *Client) Cancel(ctx context.Context, instance, reason string) error {
+	return c.p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.CancelInstance{Instance: instance, Reason: reason}}, 0)
+}
+
+// State is an instance's lifecycle state as the client sees it.
+type State string
+
+// The states of an instance. A cancelled instance is Failed (with a Cancelled error).
+const (
+	StateNotFound  State = "NotFound"
+	StateRunning   State = "Running"
+	StateCompleted State = "Completed"
+	StateFailed    State = "Failed"
+)
+
+// Status is an instance's state.
+type Status struct {
+	InstanceID  string
+	State       State
+	Name        string
+	Version     string
+	ExecutionID uint64
+	// Output is the JSON output of a Completed instance.
+	Output string
+	// Err is the failure of a Failed instance.
+	Err *Error
+	// CustomStatus is the custom status, nil when unset; CustomStatusVersion counts the turns
+	// that changed it.
+	CustomStatus        *string
+	CustomStatusVersion uint64
+}
+
+// Terminal reports whether the instance has finished (Completed or Failed).
+func (s Status) Terminal() bool { return s.State == StateCompleted || s.State == StateFailed }
+
+// Status reads an instance's state. A missing instance has State NotFound and no error.
+func (c *Client) Status(ctx context.Context, instance string) (Status, error) {
+	st := Status{InstanceID: instance, State: StateNotFound}
+	admin, ok := c.p.Admin()
+	if !ok {
+		return st, errors.New("dx: Status needs a provider with management support (Provider.Admin)")
+	}
+	info, err := admin.GetInstanceInfo(ctx, instance)
+	if errors.Is(err, provider.ErrNotFound) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	st.Name, st.Version, st.ExecutionID = info.OrchestrationName, info.OrchestrationVersion, info.CurrentExecutionID
+	cs, err := c.p.GetCustomStatus(ctx, instance, 0)
+	if err != nil && !errors.Is(err, provider.ErrNotFound) {
+		return st, err
+	}
+	if cs != nil {
+		st.CustomStatus, st.CustomStatusVersion = cs.Status, cs.Version
+	}
+	switch info.Status {
+	case provider.StatusCompleted:
+		st.State = StateCompleted
+		if info.Output != nil {
+			st.Output = *info.Output
+		}
+	case provider.StatusFailed:
+		st.State = StateFailed
+		st.Err, err = c.failure(ctx, instance, info)
+		if err != nil {
+			return st, err
+		}
+	default:
+		st.State = StateRunning
+	}
+	return st, nil
+}
+
+// failure reads the details of a failed instance from its last event.
+func (c *Client) failure(ctx context.Context, instance string, info provider.InstanceInfo) (*Error, error) {
+	hist, err := c.p.Read(ctx, instance)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		if f, ok := hist[i].Kind.(provider.OrchestrationFailedEvent); ok {
+			return &Error{Details: f.Details}, nil
+		}
+	}
+	msg := ""
+	if info.Output != nil {
+		msg = *info.Output
+	}
+	return &Error{Details: appError(provider.AppOrchestrationFailed, msg)}, nil
+}
+
+// Wait waits until the instance has finished (following it across continue-as-new) or ctx ends,
+// and returns its final status. A failed instance is not an error of Wait: look at Status.Err.
+func (c *Client) Wait(ctx context.Context, instance string) (Status, error) {
+	return c.poll(ctx, instance, func(s Status) bool { return s.Terminal() })
+}
+
+// WaitForStatusChange waits until the instance's custom status version is greater than
+// lastSeenVersion, or the instance finishes, or ctx ends.
+func (c *Client) WaitForStatusChange(ctx context.Context, instance string, lastSeenVersion uint64) (Status, error) {
+	return c.poll(ctx, instance, func(s Status) bool {
+		return s.Terminal() || s.CustomStatusVersion > lastSeenVersion
+	})
+}
+
+func (c *Client) poll(ctx context.Context, instance string, done func(Status) bool) (Status, error) {
+	delay := 5 * time.Millisecond
+	for {
+		st, err := c.Status(ctx, instance)
+		if err != nil {
+			return st, err
+		}
+		if done(st) {
+			return st, nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return st, ctx.Err()
+		case <-t.C:
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+// Result waits for the instance to finish and decodes its output into T. A failed instance returns
+// its *Error (errors.Is(err, ErrCanceled) for a cancelled one).
+func Result[T any](ctx context.Context, c *Client, instance string) (T, error) {
+	var zero T
+	st, err := c.Wait(ctx, instance)
+	if err != nil {
+		return zero, err
+	}
+	if st.State == StateFailed {
+		return zero, st.Err
+	}
+	return decode[T](st.Output)
+}
+
+// KV reads a key of an instance's key-value store.
+func (c *Client) KV(ctx context.Context, instance, key string) (string, bool, error) {
+	return c.p.GetKVValue(ctx, instance, key)
+}
+
+// KVAll reads an instance's whole key-value store.
+func (c *Client) KVAll(ctx context.Context, instance string) (map[string]string, error) {
+	return c.p.GetKVAllValues(ctx, instance)
+}

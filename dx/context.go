@@ -1,0 +1,248 @@
+package dx
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Context is what orchestration code receives: the durable operations it may use and facts about the
+// running instance. Orchestration code must be deterministic: given the same history it must make
+// the same calls in the same order. So it must not read the clock (use UtcNow or a Timer), start
+// goroutines (use Go), use channels, select, mutexes or time.Sleep (use Select, Join and Timer),
+// iterate over maps to decide what to schedule, or do I/O (put it in an activity).
+//
+// A Context is only valid on the goroutine dx runs the orchestration (or the branch) on, and only
+// during its turn.
+type Context interface {
+	// InstanceID is the orchestration instance's id.
+	InstanceID() string
+	// ExecutionID is the execution number: 1, then +1 for each continue-as-new.
+	ExecutionID() uint64
+	// Name is the orchestration's registered name.
+	Name() string
+	// Version is the orchestration version this execution runs.
+	Version() string
+	// IsReplaying is true while the code re-runs steps already recorded in the history.
+	IsReplaying() bool
+	// Logger is a slog.Logger that drops records while the code is replaying, so each message is
+	// logged once per execution, with the instance's id, execution, name and version attached.
+	Logger() *slog.Logger
+
+	// Timer returns a future that completes after d (a durable timer: it survives restarts).
+	Timer(d time.Duration) Future[struct{}]
+	// Sleep waits for a durable timer of d. It returns an error only when the wait is cancelled.
+	Sleep(d time.Duration) error
+	// NewGUID returns a fresh random UUID, recorded in the history (a worker round trip).
+	NewGUID() Future[string]
+	// UtcNow returns the current time, recorded in the history (a worker round trip), with
+	// millisecond precision.
+	UtcNow() Future[time.Time]
+	// StartOrchestration starts another, independent orchestration instance (fire and forget: no
+	// parent link, its result is not reported back). Options: WithVersion.
+	StartOrchestration(name, instance string, input any, opts ...Option) error
+
+	// SetCustomStatus sets the instance's custom status, which clients can read and wait on.
+	SetCustomStatus(status string)
+	// ResetCustomStatus clears the custom status.
+	ResetCustomStatus()
+	// CustomStatus returns the custom status as this code last set it (ok false when unset).
+	CustomStatus() (status string, ok bool)
+
+	// SetKV stores a value in the instance's key-value store, readable by clients and other
+	// orchestrations, and kept across continue-as-new.
+	SetKV(key, value string)
+	// KV reads a value of the instance's key-value store.
+	KV(key string) (value string, ok bool)
+	// ClearKV removes a key.
+	ClearKV(key string)
+	// ClearAllKV removes every key.
+	ClearAllKV()
+	// KVAll returns a copy of the whole store.
+	KVAll() map[string]string
+	// KVKeys returns the keys, sorted.
+	KVKeys() []string
+	// KVLen returns the number of keys.
+	KVLen() int
+	// PruneKV removes the keys last written before cutoff by earlier executions and returns how many
+	// it removed. Keys written by this execution are never pruned.
+	PruneKV(cutoff time.Time) int
+	// KVFromInstance reads a key of another instance's store (a worker round trip); the result is
+	// nil when the instance or the key does not exist.
+	KVFromInstance(instance, key string) Future[*string]
+}
+
+// octx is the Context of one coroutine.
+type octx struct {
+	eng *engine
+	co  *coroutine
+}
+
+func (c *octx) InstanceID() string   { return c.eng.instance }
+func (c *octx) ExecutionID() uint64  { return c.eng.executionID }
+func (c *octx) Name() string         { return c.eng.name }
+func (c *octx) Version() string      { return c.eng.version }
+func (c *octx) IsReplaying() bool    { return c.eng.replaying }
+func (c *octx) Logger() *slog.Logger { return c.eng.userLogger() }
+
+func (c *octx) Timer(d time.Duration) Future[struct{}] {
+	e := c.eng
+	if d < 0 {
+		d = 0
+	}
+	a := &action{kind: actTimer, fireAtMs: uint64(e.clock().Add(d).UnixMilli())}
+	return Future[struct{}]{e.schedule(a)}
+}
+
+func (c *octx) Sleep(d time.Duration) error {
+	_, err := c.Timer(d).Await(c)
+	return err
+}
+
+// The builtins duroxide's runtime registers as activities; their input is the empty text.
+const (
+	syscallNewGUID    = "__duroxide_syscall:new_guid"
+	syscallUtcNowMs   = "__duroxide_syscall:utc_now_ms"
+	syscallGetKVValue = "__duroxide_syscall:get_kv_value"
+)
+
+func (c *octx) NewGUID() Future[string] {
+	f := c.eng.schedule(&action{kind: actActivity, name: syscallNewGUID})
+	f.decode = func(s string) (any, error) { return s, nil } // bare text, not JSON
+	return Future[string]{f}
+}
+
+func (c *octx) UtcNow() Future[time.Time] {
+	f := c.eng.schedule(&action{kind: actActivity, name: syscallUtcNowMs})
+	f.decode = func(s string) (any, error) {
+		ms, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("dx: utc_now result %q is not milliseconds: %w", s, err)
+		}
+		return time.UnixMilli(ms).UTC(), nil
+	}
+	return Future[time.Time]{f}
+}
+
+func (c *octx) KVFromInstance(instance, key string) Future[*string] {
+	in, err := encode(struct {
+		InstanceID string `json:"instance_id"`
+		Key        string `json:"key"`
+	}{instance, key})
+	if err != nil {
+		return Future[*string]{&future{eng: c.eng, preErr: err}}
+	}
+	return Future[*string]{c.eng.schedule(&action{kind: actActivity, name: syscallGetKVValue, input: in})}
+}
+
+func (c *octx) StartOrchestration(name, instance string, input any, opts ...Option) error {
+	o, err := collect(opts, "StartOrchestration", optVersion)
+	if err != nil {
+		return err
+	}
+	if name == "" || instance == "" {
+		return fmt.Errorf("dx: StartOrchestration needs a name and an instance id (got %q, %q)", name, instance)
+	}
+	in, err := encode(input)
+	if err != nil {
+		return err
+	}
+	c.eng.emit(&action{kind: actDetached, name: name, instance: instance, input: in, version: o.version})
+	return nil
+}
+
+func (c *octx) SetCustomStatus(status string) {
+	e := c.eng
+	if e.teardown {
+		return
+	}
+	s := status
+	e.customStatus = &s
+	e.emit(&action{kind: actCustomStatus, status: &s})
+}
+
+func (c *octx) ResetCustomStatus() {
+	e := c.eng
+	if e.teardown {
+		return
+	}
+	e.customStatus = nil
+	e.emit(&action{kind: actCustomStatus})
+}
+
+func (c *octx) CustomStatus() (string, bool) {
+	if s := c.eng.customStatus; s != nil {
+		return *s, true
+	}
+	return "", false
+}
+
+func (c *octx) SetKV(key, value string) {
+	e := c.eng
+	if e.teardown {
+		return
+	}
+	now := uint64(e.clock().UnixMilli())
+	e.kv[key] = value
+	e.kvUpdated[key] = kvWrittenNow
+	e.emit(&action{kind: actKVSet, key: key, value: value, updatedMs: now})
+}
+
+// kvWrittenNow marks keys written by this execution: never pruned by PruneKV.
+const kvWrittenNow = ^uint64(0)
+
+func (c *octx) KV(key string) (string, bool) {
+	v, ok := c.eng.kv[key]
+	return v, ok
+}
+
+func (c *octx) ClearKV(key string) {
+	e := c.eng
+	if e.teardown {
+		return
+	}
+	delete(e.kv, key)
+	delete(e.kvUpdated, key)
+	e.emit(&action{kind: actKVClear, key: key})
+}
+
+func (c *octx) ClearAllKV() {
+	e := c.eng
+	if e.teardown {
+		return
+	}
+	clear(e.kv)
+	clear(e.kvUpdated)
+	e.emit(&action{kind: actKVClearAll})
+}
+
+func (c *octx) KVAll() map[string]string { return maps.Clone(c.eng.kv) }
+func (c *octx) KVKeys() []string         { return slices.Sorted(maps.Keys(c.eng.kv)) }
+func (c *octx) KVLen() int               { return len(c.eng.kv) }
+
+func (c *octx) PruneKV(cutoff time.Time) int {
+	before := uint64(cutoff.UnixMilli())
+	n := 0
+	for _, k := range c.KVKeys() { // sorted: the clears are recorded in a fixed order
+		if ts, ok := c.eng.kvUpdated[k]; ok && ts < before {
+			c.ClearKV(k)
+			n++
+		}
+	}
+	return n
+}
+
+// schedule emits an action that completes a future and returns the future.
+func (e *engine) schedule(a *action) *future {
+	f := &future{eng: e, act: a, owner: e.running}
+	if e.teardown {
+		f.cancelled = true
+		return f
+	}
+	a.fut = f
+	e.emit(a)
+	return f
+}

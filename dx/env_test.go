@@ -1,0 +1,82 @@
+package dx_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/google/uuid"
+
+	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/redisprovider"
+)
+
+// Tests run on DXREDIS_TEST_ADDR when set, else on a fresh embedded miniredis per provider.
+
+var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func testLogger() *slog.Logger {
+	if os.Getenv("DX_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return quietLogger
+}
+
+// newProvider returns a provider on a fresh namespace; its keys are removed when the test ends.
+func newProvider(t testing.TB) *redisprovider.Provider {
+	t.Helper()
+	ctx := context.Background()
+	ns := "dx-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+	opts := redisprovider.Options{Namespace: ns, Logger: quietLogger}
+	real := os.Getenv("DXREDIS_TEST_ADDR")
+	if real != "" {
+		opts.Addr = real
+	} else {
+		opts.Addr = miniredis.RunT(t).Addr()
+	}
+	p, err := redisprovider.New(ctx, opts)
+	if err != nil {
+		t.Fatalf("new provider: %v", err)
+	}
+	t.Cleanup(func() {
+		if real != "" {
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, _ = redisprovider.DropNamespace(cctx, p.Client(), ns)
+		}
+		_ = p.Close()
+	})
+	return p
+}
+
+// testOptions are fast-polling runtime options for tests.
+func testOptions() dx.Options {
+	return dx.Options{PollTimeout: 200 * time.Millisecond, MinPollInterval: 5 * time.Millisecond,
+		Logger: testLogger(), UnregisteredBackoff: 50 * time.Millisecond}
+}
+
+// startRuntime starts rt and shuts it down when the test ends.
+func startRuntime(t testing.TB, rt *dx.Runtime) {
+	t.Helper()
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rt.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+}
+
+func waitCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

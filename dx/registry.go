@@ -1,0 +1,160 @@
+package dx
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+
+	"github.com/Masterminds/semver/v3"
+)
+
+// orchestrationFunc is an orchestration after its input and output were bound to JSON.
+type orchestrationFunc func(ctx Context, input string) (string, error)
+
+// activityFunc is an activity after its input and output were bound to JSON.
+type activityFunc func(ctx context.Context, input string) (string, error)
+
+type orchVersion struct {
+	version *semver.Version
+	fn      orchestrationFunc
+}
+
+// registry holds orchestrations by name and version, and activities by name.
+type registry struct {
+	mu            sync.RWMutex
+	orchestration map[string][]orchVersion // sorted by version, ascending
+	activities    map[string]activityFunc
+}
+
+func newRegistry() *registry {
+	return &registry{orchestration: map[string][]orchVersion{}, activities: map[string]activityFunc{}}
+}
+
+// DefaultVersion is the version of an orchestration registered without one.
+const DefaultVersion = "1.0.0"
+
+// Register registers fn as the orchestration name, version 1.0.0. fn receives the orchestration's
+// input decoded from JSON into In (use Raw for the text as it is) and its output is stored as JSON.
+// It panics if name is empty or already registered at that version: registration is start-up code.
+//
+//	dx.Register(rt, "Hello", func(ctx dx.Context, name string) (string, error) {
+//		return dx.Call[string](ctx, "Greet", name).Await(ctx)
+//	})
+func Register[In, Out any](rt *Runtime, name string, fn func(ctx Context, input In) (Out, error)) {
+	RegisterVersion(rt, name, DefaultVersion, fn)
+}
+
+// RegisterVersion registers fn as version (a semantic version such as "2.0.0") of the orchestration
+// name. Starting an instance without a version runs the latest registered version; an execution
+// keeps the version it started with until it continues as new.
+func RegisterVersion[In, Out any](rt *Runtime, name, version string, fn func(ctx Context, input In) (Out, error)) {
+	if name == "" || fn == nil {
+		panic("dx: Register needs a name and a function")
+	}
+	v, err := parseVersion(version)
+	if err != nil {
+		panic(err)
+	}
+	r := rt.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ov := range r.orchestration[name] {
+		if ov.version.Equal(v) {
+			panic(fmt.Sprintf("dx: orchestration %q version %s is already registered", name, v))
+		}
+	}
+	vs := append(r.orchestration[name], orchVersion{v, bindOrchestration(name, fn)})
+	slices.SortFunc(vs, func(a, b orchVersion) int { return a.version.Compare(b.version) })
+	r.orchestration[name] = vs
+}
+
+// RegisterActivity registers fn as the activity name. fn receives the activity's input decoded from
+// JSON into In and its result is stored as JSON; an error it returns fails the activity (the
+// orchestration's Await returns it as an *Error). It panics if name is empty or already registered.
+//
+//	dx.RegisterActivity(rt, "Greet", func(ctx context.Context, name string) (string, error) {
+//		return "Hello, " + name + "!", nil
+//	})
+func RegisterActivity[In, Out any](rt *Runtime, name string, fn func(ctx context.Context, input In) (Out, error)) {
+	if name == "" || fn == nil {
+		panic("dx: RegisterActivity needs a name and a function")
+	}
+	r := rt.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.activities[name]; ok {
+		panic(fmt.Sprintf("dx: activity %q is already registered", name))
+	}
+	r.activities[name] = bindActivity(name, fn)
+}
+
+// resolve finds the orchestration handler: the exact version when one is given, else the latest.
+func (r *registry) resolve(name string, version *string) (orchVersion, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	vs := r.orchestration[name]
+	if len(vs) == 0 {
+		return orchVersion{}, false
+	}
+	if version == nil {
+		return vs[len(vs)-1], true
+	}
+	want, err := semver.NewVersion(*version)
+	if err != nil {
+		return orchVersion{}, false
+	}
+	for _, ov := range vs {
+		if ov.version.Equal(want) {
+			return ov, true
+		}
+	}
+	return orchVersion{}, false
+}
+
+func (r *registry) activity(name string) (activityFunc, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	fn, ok := r.activities[name]
+	return fn, ok
+}
+
+// inputError is an input that does not decode into the function's input type.
+type inputError struct {
+	what, name string
+	typ        reflect.Type
+	err        error
+}
+
+func (e *inputError) Error() string {
+	return fmt.Sprintf("%s %s: input does not decode into %v: %v", e.what, e.name, e.typ, e.err)
+}
+
+func bindOrchestration[In, Out any](name string, fn func(Context, In) (Out, error)) orchestrationFunc {
+	return func(ctx Context, input string) (string, error) {
+		in, err := decode[In](input)
+		if err != nil {
+			return "", &inputError{"orchestration", name, reflect.TypeFor[In](), err}
+		}
+		out, err := fn(ctx, in)
+		if err != nil {
+			return "", err
+		}
+		return encode(out)
+	}
+}
+
+func bindActivity[In, Out any](name string, fn func(context.Context, In) (Out, error)) activityFunc {
+	return func(ctx context.Context, input string) (string, error) {
+		in, err := decode[In](input)
+		if err != nil {
+			return "", &inputError{"activity", name, reflect.TypeFor[In](), err}
+		}
+		out, err := fn(ctx, in)
+		if err != nil {
+			return "", err
+		}
+		return encode(out)
+	}
+}

@@ -1,0 +1,590 @@
+package dx
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// What surrounds the replay engine in one orchestration turn, as duroxide's orchestration dispatcher
+// does it: pick the handler and the execution, record the start event, turn the fetched messages into
+// history events, run the engine, then add the terminal bookkeeping, compute the work items and the
+// execution metadata that the ack commits atomically.
+
+// turnPlan is what a fetched item asks of the dispatcher.
+type turnPlan int
+
+const (
+	planAck     turnPlan = iota // ack the computed changes
+	planAbandon                 // no handler for this orchestration or version: abandon with backoff
+)
+
+type turnOutput struct {
+	plan     turnPlan
+	ack      provider.OrchestrationAck
+	outcome  outcome
+	name     string
+	version  string
+	exec     uint64
+	terminal bool
+}
+
+// turnEnv is what a turn needs from the runtime.
+type turnEnv struct {
+	reg    *registry
+	clock  func() time.Time
+	guard  time.Duration
+	logger *slog.Logger
+}
+
+// runTurn computes the ack for a fetched orchestration item.
+func runTurn(env turnEnv, item *provider.OrchestrationItem) turnOutput {
+	instance := item.Instance
+	// Split the batch: at most one start (StartOrchestration or ContinueAsNew), the rest completions.
+	var start provider.WorkItemKind
+	var completions []provider.WorkItem
+	for _, m := range item.Messages {
+		switch k := m.Kind.(type) {
+		case provider.StartOrchestration, provider.ContinueAsNew:
+			if start == nil {
+				start = k
+			}
+		case provider.ActivityExecute:
+		default:
+			completions = append(completions, m)
+		}
+	}
+	history := item.History
+	var terminal, continued bool
+	for _, ev := range history {
+		switch ev.Kind.(type) {
+		case provider.OrchestrationCompletedEvent, provider.OrchestrationFailedEvent:
+			terminal = true
+		case provider.OrchestrationContinuedAsNewEvent:
+			continued = true
+		}
+	}
+	_, isCAN := start.(provider.ContinueAsNew)
+	if terminal || continued && !isCAN {
+		// A finished execution: drop the messages, change nothing.
+		return turnOutput{plan: planAck, ack: provider.OrchestrationAck{ExecutionID: item.ExecutionID}, terminal: true}
+	}
+
+	var name, input string
+	var version *string
+	var parentInstance *string
+	var parentID, parentExec *uint64
+	var carry []provider.CarriedEvent
+	var initialStatus *string
+	execID := item.ExecutionID
+	if _, ok := start.(provider.StartOrchestration); ok && len(history) > 0 {
+		start = nil // a second start of a running instance: the running execution goes on
+	}
+	switch s := start.(type) {
+	case provider.StartOrchestration:
+		name, input, version = s.Orchestration, s.Input, s.Version
+		parentInstance, parentID, parentExec = s.ParentInstance, s.ParentID, s.ParentExecutionID
+	case provider.ContinueAsNew:
+		name, input, version = s.Orchestration, s.Input, s.Version
+		parentInstance, parentID, parentExec = s.ParentInstance, s.ParentID, s.ParentExecutionID
+		carry, initialStatus = s.CarryForwardEvents, s.InitialCustomStatus
+		execID = item.ExecutionID + 1
+		history = nil
+		// Carried queue messages are delivered first, before this batch's messages.
+		carried := make([]provider.WorkItem, 0, len(carry)+len(completions))
+		for _, c := range carry {
+			carried = append(carried, provider.WorkItem{Kind: provider.QueueMessage{Instance: instance, Name: c.Name, Data: c.Data}})
+		}
+		completions = append(carried, completions...)
+	default:
+		if len(history) == 0 {
+			// Messages for an instance that never started: nothing to run them against.
+			return turnOutput{plan: planAck, ack: provider.OrchestrationAck{ExecutionID: item.ExecutionID}, terminal: true}
+		}
+		st, ok := history[0].Kind.(provider.OrchestrationStartedEvent)
+		if !ok {
+			return turnOutput{plan: planAck, ack: failAck(env, instance, item.ExecutionID, history,
+				*nondeterminism("corrupted history: the first event is %s, not OrchestrationStarted", history[0].EventType())), terminal: true}
+		}
+		name, input, version = st.Name, st.Input, &st.Version
+		parentInstance, parentID, parentExec = st.ParentInstance, st.ParentID, st.ParentExecutionID
+	}
+
+	handler, ok := env.reg.resolve(name, version)
+	if !ok {
+		return turnOutput{plan: planAbandon, name: name, version: deref(version)}
+	}
+	resolved := handler.version.String()
+	e := &engine{
+		instance: instance, executionID: execID, name: name, version: resolved, input: input,
+		clock: env.clock, guard: env.guard, persisted: len(history),
+		bySchedule: map[uint64]*future{}, extSubs: map[string][]*action{}, extArrivals: map[string][]string{},
+		extCancelled: map[uint64]bool{}, queueArrivals: map[string][]string{}, queueCancelled: map[uint64]bool{},
+		queueResolved: map[uint64]bool{}, kv: map[string]string{}, kvUpdated: map[string]uint64{},
+	}
+	e.logger = env.logger.With("instance", instance, "execution", execID, "orchestration", name, "version", resolved)
+	for k, v := range item.KVSnapshot {
+		e.kv[k] = v.Value
+		e.kvUpdated[k] = v.LastUpdatedAtMs
+	}
+	e.nextID = uint64(len(history)) + 1
+	if len(history) > 0 {
+		e.nextID = history[len(history)-1].EventID + 1
+	}
+	e.history = history
+	if len(history) == 0 {
+		e.history = []provider.Event{e.newEvent(nil, provider.OrchestrationStartedEvent{
+			Name: name, Version: resolved, Input: input, ParentInstance: parentInstance, ParentID: parentID,
+			ParentExecutionID: parentExec, CarryForwardEvents: carry, InitialCustomStatus: initialStatus,
+		})}
+		e.delta = append(e.delta, e.history[0])
+	}
+	e.prepCompletions(completions)
+	e.history = append(e.history[:len(e.history):len(e.history)], e.delta[len(e.history)-e.persisted:]...)
+
+	o := e.run(handler.fn)
+	out := turnOutput{plan: planAck, outcome: o, name: name, version: resolved, exec: execID}
+	out.ack = e.ackFor(o, name, resolved, parentInstance, parentID)
+	out.terminal = o.result != turnContinue
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// prepCompletions turns the batch's messages into history events, in message order, as duroxide's
+// prep_completions does: drops messages for another execution and duplicates, checks that each
+// completion answers a schedule of its kind, records system failures of activities and children
+// and lets them abort the turn.
+func (e *engine) prepCompletions(msgs []provider.WorkItem) {
+	seen := func(source uint64, kinds ...string) bool {
+		for _, ev := range e.allEvents() {
+			if ev.SourceEventID != nil && *ev.SourceEventID == source {
+				for _, k := range kinds {
+					if ev.EventType() == k {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	scheduleKind := func(id uint64) string {
+		for _, ev := range e.allEvents() {
+			if ev.EventID != id {
+				continue
+			}
+			switch ev.Kind.(type) {
+			case provider.ActivityScheduledEvent:
+				return "activity"
+			case provider.TimerCreatedEvent:
+				return "timer"
+			case provider.SubOrchestrationScheduledEvent:
+				return "sub-orchestration"
+			}
+		}
+		return ""
+	}
+	check := func(id uint64, want string) bool {
+		got := scheduleKind(id)
+		if got == want {
+			return true
+		}
+		if got == "" {
+			e.abort(nondeterminism("a %s completion arrived for event %d, which is not a schedule in this execution", want, id))
+		} else {
+			e.abort(nondeterminism("a %s completion arrived for event %d, which schedules a %s", want, id, got))
+		}
+		return false
+	}
+	systemFailure := func(d provider.ErrorDetails) {
+		if _, app := d.Kind.(provider.ApplicationError); !app {
+			e.abort(&d)
+		}
+	}
+	for _, m := range msgs {
+		var ev provider.EventKind
+		var src *uint64
+		switch k := m.Kind.(type) {
+		case provider.ActivityCompleted:
+			if k.ExecutionID != e.executionID || seen(k.ID, "ActivityCompleted", "ActivityFailed") || !check(k.ID, "activity") {
+				continue
+			}
+			ev, src = provider.ActivityCompletedEvent{Result: k.Result}, &k.ID
+		case provider.ActivityFailed:
+			if k.ExecutionID != e.executionID || seen(k.ID, "ActivityCompleted", "ActivityFailed") || !check(k.ID, "activity") {
+				continue
+			}
+			ev, src = provider.ActivityFailedEvent{Details: k.Details}, &k.ID
+			systemFailure(k.Details)
+		case provider.TimerFired:
+			if k.ExecutionID != e.executionID || seen(k.ID, "TimerFired") || !check(k.ID, "timer") {
+				continue
+			}
+			ev, src = provider.TimerFiredEvent{FireAtMs: k.FireAtMs}, &k.ID
+		case provider.SubOrchCompleted:
+			if k.ParentExecutionID != e.executionID || seen(k.ParentID, "SubOrchestrationCompleted", "SubOrchestrationFailed") || !check(k.ParentID, "sub-orchestration") {
+				continue
+			}
+			ev, src = provider.SubOrchestrationCompletedEvent{Result: k.Result}, &k.ParentID
+		case provider.SubOrchFailed:
+			if k.ParentExecutionID != e.executionID || seen(k.ParentID, "SubOrchestrationCompleted", "SubOrchestrationFailed") || !check(k.ParentID, "sub-orchestration") {
+				continue
+			}
+			ev, src = provider.SubOrchestrationFailedEvent{Details: k.Details}, &k.ParentID
+			systemFailure(k.Details)
+		case provider.ExternalRaised:
+			ev = provider.ExternalEventEvent{Name: k.Name, Data: k.Data}
+		case provider.QueueMessage:
+			ev = provider.QueueEventDeliveredEvent{Name: k.Name, Data: k.Data}
+		case provider.CancelInstance:
+			cancelled := false
+			for _, x := range e.allEvents() {
+				if _, ok := x.Kind.(provider.OrchestrationCancelRequestedEvent); ok {
+					cancelled = true
+				}
+			}
+			if cancelled {
+				continue
+			}
+			ev = provider.OrchestrationCancelRequestedEvent{Reason: k.Reason}
+		default:
+			continue
+		}
+		if src != nil {
+			id := *src
+			src = &id
+		}
+		e.delta = append(e.delta, e.newEvent(src, ev))
+	}
+}
+
+func (e *engine) abort(d *provider.ErrorDetails) {
+	if e.abortErr == nil {
+		e.abortErr = d
+	}
+}
+
+// ackFor adds the terminal bookkeeping to the turn's delta and builds the ack: work items, cancelled
+// activities and the execution metadata.
+func (e *engine) ackFor(o outcome, name, version string, parentInstance *string, parentID *uint64) provider.OrchestrationAck {
+	ack := provider.OrchestrationAck{ExecutionID: e.executionID}
+	var work, orch []provider.WorkItem
+	var cancelled []provider.ScheduledActivityIdentifier
+
+	// Side effects of futures the code cancelled: steal the activities' locks, cancel the children.
+	for _, a := range e.dropped {
+		if a.kind == actActivity {
+			cancelled = append(cancelled, provider.ScheduledActivityIdentifier{Instance: e.instance, ExecutionID: e.executionID, ActivityID: a.scheduleID})
+		}
+	}
+	var dropCancels []provider.WorkItem
+	for _, a := range e.dropped {
+		if a.kind == actSubOrch {
+			dropCancels = append(dropCancels, provider.WorkItem{Kind: provider.CancelInstance{
+				Instance: childInstanceID(e.instance, a.instance), Reason: "parent dropped sub-orchestration future"}})
+		}
+	}
+	detached := func() {
+		for _, a := range e.pending {
+			if a.kind == actDetached {
+				orch = append(orch, provider.WorkItem{Kind: provider.StartOrchestration{Instance: a.instance,
+					Orchestration: a.name, Input: a.input, Version: a.version, ExecutionID: 1}})
+			}
+		}
+	}
+	toParent := func(ok bool, output string, d provider.ErrorDetails) {
+		if parentInstance == nil || parentID == nil {
+			return
+		}
+		// The parent's current execution: a parent only waits on children of its running execution.
+		pexec := e.parentExecution()
+		if ok {
+			orch = append(orch, provider.WorkItem{Kind: provider.SubOrchCompleted{ParentInstance: *parentInstance,
+				ParentExecutionID: pexec, ParentID: *parentID, Result: output}})
+		} else {
+			orch = append(orch, provider.WorkItem{Kind: provider.SubOrchFailed{ParentInstance: *parentInstance,
+				ParentExecutionID: pexec, ParentID: *parentID, Details: d}})
+		}
+	}
+
+	var status, output string
+	switch o.result {
+	case turnContinue:
+		for _, a := range e.pending {
+			switch a.kind {
+			case actActivity:
+				work = append(work, provider.WorkItem{Kind: provider.ActivityExecute{Instance: e.instance, ExecutionID: e.executionID,
+					ID: a.scheduleID, Name: a.name, Input: a.input, SessionID: a.sessionID, Tag: a.tag}})
+			case actTimer:
+				orch = append(orch, provider.WorkItem{Kind: provider.TimerFired{Instance: e.instance, ExecutionID: e.executionID,
+					ID: a.scheduleID, FireAtMs: a.fireAtMs}})
+			case actSubOrch:
+				pi, pid, pex := e.instance, a.scheduleID, e.executionID
+				orch = append(orch, provider.WorkItem{Kind: provider.StartOrchestration{Instance: childInstanceID(e.instance, a.instance),
+					Orchestration: a.name, Input: a.input, Version: a.version, ParentInstance: &pi, ParentID: &pid,
+					ParentExecutionID: &pex, ExecutionID: 1}})
+			case actDetached:
+				orch = append(orch, provider.WorkItem{Kind: provider.StartOrchestration{Instance: a.instance,
+					Orchestration: a.name, Input: a.input, Version: a.version, ExecutionID: 1}})
+			}
+		}
+	case turnCompleted:
+		detached()
+		e.terminalBreadcrumbs()
+		e.delta = append(e.delta, e.newEvent(nil, provider.OrchestrationCompletedEvent{Output: o.output}))
+		toParent(true, o.output, provider.ErrorDetails{})
+		status, output = provider.StatusCompleted, o.output
+	case turnFailed:
+		detached()
+		e.terminalBreadcrumbs()
+		e.delta = append(e.delta, e.newEvent(nil, provider.OrchestrationFailedEvent{Details: o.details}))
+		toParent(false, "", o.details)
+		status, output = provider.StatusFailed, displayMessage(o.details)
+	case turnContinuedAsNew:
+		carry := e.unmatchedQueueMessages()
+		e.terminalBreadcrumbs()
+		e.delta = append(e.delta, e.newEvent(nil, provider.OrchestrationContinuedAsNewEvent{Input: o.can.input}))
+		if len(carry) > maxCarryForward {
+			e.logger.Warn("dropping queue messages beyond the carry-forward limit", "dropped", len(carry)-maxCarryForward, "limit", maxCarryForward)
+			carry = carry[:maxCarryForward]
+		}
+		orch = append(orch, provider.WorkItem{Kind: provider.ContinueAsNew{Instance: e.instance, Orchestration: name,
+			Input: o.can.input, Version: o.can.version, ParentInstance: parentInstance, ParentID: parentID,
+			ParentExecutionID: e.startedParentExecution(), CarryForwardEvents: carry, InitialCustomStatus: e.lastCustomStatus()}})
+		status, output = provider.StatusContinuedAsNew, "continued as new"
+	case turnCancelled:
+		d := provider.ErrorDetails{Kind: provider.ApplicationError{Kind: provider.AppErrorKind{Name: provider.AppCancelled, Reason: o.reason}}}
+		out := e.outstanding()
+		e.terminalBreadcrumbs()
+		e.delta = append(e.delta, e.newEvent(nil, provider.OrchestrationFailedEvent{Details: d}))
+		for _, child := range out.subOrchs {
+			orch = append(orch, provider.WorkItem{Kind: provider.CancelInstance{Instance: childInstanceID(e.instance, child), Reason: "parent canceled"}})
+		}
+		toParent(false, "", d)
+		status, output = provider.StatusFailed, displayMessage(d)
+	}
+	orch = append(orch, dropCancels...)
+
+	// In-flight activities of a finished execution are cancelled, recorded after the terminal event.
+	if status != "" {
+		reason := map[string]string{provider.StatusCompleted: "orchestration_terminal_completed",
+			provider.StatusFailed: "orchestration_terminal_failed", provider.StatusContinuedAsNew: "orchestration_terminal_continued_as_new"}[status]
+		for _, id := range e.outstanding().activities {
+			src := id
+			e.delta = append(e.delta, e.newEvent(&src, provider.ActivityCancelRequestedEvent{Reason: reason}))
+			cancelled = append(cancelled, provider.ScheduledActivityIdentifier{Instance: e.instance, ExecutionID: e.executionID, ActivityID: id})
+		}
+	}
+
+	ack.HistoryDelta = e.delta
+	ack.WorkerItems = work
+	ack.OrchestratorItems = orch
+	ack.CancelledActivities = dedupeCancelled(cancelled)
+	ack.Metadata = e.metadata(name, version, status, output, parentInstance)
+	return ack
+}
+
+const maxCarryForward = 100
+
+func dedupeCancelled(in []provider.ScheduledActivityIdentifier) []provider.ScheduledActivityIdentifier {
+	seen := map[uint64]bool{}
+	out := in[:0]
+	for _, c := range in {
+		if !seen[c.ActivityID] {
+			seen[c.ActivityID] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (e *engine) metadata(name, version, status, output string, parentInstance *string) provider.ExecutionMetadata {
+	md := provider.ExecutionMetadata{Status: status}
+	if status != "" {
+		o := output
+		md.Output = &o
+	}
+	for _, ev := range e.delta {
+		if st, ok := ev.Kind.(provider.OrchestrationStartedEvent); ok {
+			md.OrchestrationName, md.OrchestrationVersion = name, version
+			if st.ParentInstance != nil {
+				md.ParentInstanceID = *st.ParentInstance
+			}
+			md.PinnedDuroxideVersion = semver.MustParse(ev.DuroxideVersion)
+		}
+	}
+	_ = parentInstance
+	return md
+}
+
+// parentExecution is the execution of the parent that started this child.
+func (e *engine) parentExecution() uint64 {
+	if p := e.startedParentExecution(); p != nil {
+		return *p
+	}
+	return 1
+}
+
+func (e *engine) startedParentExecution() *uint64 {
+	if len(e.history) > 0 {
+		if st, ok := e.history[0].Kind.(provider.OrchestrationStartedEvent); ok {
+			return st.ParentExecutionID
+		}
+	}
+	return nil
+}
+
+// lastCustomStatus is the custom status at the end of the execution, carried to the next one.
+func (e *engine) lastCustomStatus() *string {
+	var s *string
+	for _, ev := range e.allEvents() {
+		switch k := ev.Kind.(type) {
+		case provider.OrchestrationStartedEvent:
+			if k.InitialCustomStatus != nil {
+				s = k.InitialCustomStatus
+			}
+		case provider.CustomStatusUpdatedEvent:
+			s = k.Status
+		}
+	}
+	return s
+}
+
+// outstandingSchedules are the schedules of the execution nothing answered or cancelled yet.
+type outstandingSchedules struct {
+	activities []uint64
+	subOrchs   []string // recorded child instance ids
+	waits      []uint64
+	queues     []uint64
+}
+
+func (e *engine) outstanding() outstandingSchedules {
+	var o outstandingSchedules
+	events := e.allEvents()
+	resolved := map[uint64]bool{}
+	cancelled := map[uint64]bool{}
+	pendingWaits := map[string][]uint64{}
+	arrivals := map[string]int{}
+	for _, ev := range events {
+		src := ev.SourceEventID
+		switch k := ev.Kind.(type) {
+		case provider.ActivityCompletedEvent, provider.ActivityFailedEvent, provider.SubOrchestrationCompletedEvent, provider.SubOrchestrationFailedEvent:
+			resolved[*src] = true
+		case provider.ActivityCancelRequestedEvent, provider.SubOrchestrationCancelRequestedEvent, provider.QueueSubscriptionCancelledEvent:
+			if src != nil {
+				cancelled[*src] = true
+			}
+		case provider.ExternalSubscribedEvent:
+			pendingWaits[k.Name] = append(pendingWaits[k.Name], ev.EventID)
+		case provider.ExternalEventEvent:
+			if q := pendingWaits[k.Name]; len(q) > 0 {
+				resolved[q[0]] = true
+				pendingWaits[k.Name] = q[1:]
+			}
+		case provider.ExternalSubscribedCancelledEvent:
+			if src != nil {
+				cancelled[*src] = true
+				for n, q := range pendingWaits {
+					for i, id := range q {
+						if id == *src {
+							pendingWaits[n] = append(q[:i:i], q[i+1:]...)
+							break
+						}
+					}
+				}
+			}
+		case provider.QueueEventDeliveredEvent:
+			arrivals[k.Name]++
+		}
+	}
+	consumed := map[string]int{}
+	for _, ev := range events {
+		if k, ok := ev.Kind.(provider.QueueSubscribedEvent); ok && !cancelled[ev.EventID] {
+			if consumed[k.Name] < arrivals[k.Name] {
+				consumed[k.Name]++
+				resolved[ev.EventID] = true
+			}
+		}
+	}
+	for _, ev := range events {
+		open := !resolved[ev.EventID] && !cancelled[ev.EventID]
+		if !open {
+			continue
+		}
+		switch k := ev.Kind.(type) {
+		case provider.ActivityScheduledEvent:
+			o.activities = append(o.activities, ev.EventID)
+		case provider.SubOrchestrationScheduledEvent:
+			o.subOrchs = append(o.subOrchs, k.Instance)
+		case provider.ExternalSubscribedEvent:
+			o.waits = append(o.waits, ev.EventID)
+		case provider.QueueSubscribedEvent:
+			o.queues = append(o.queues, ev.EventID)
+		}
+	}
+	return o
+}
+
+// terminalBreadcrumbs cancels the subscriptions still open when the execution ends.
+func (e *engine) terminalBreadcrumbs() {
+	o := e.outstanding()
+	for _, id := range o.waits {
+		src := id
+		e.delta = append(e.delta, e.newEvent(&src, provider.ExternalSubscribedCancelledEvent{Reason: "orchestration_terminal"}))
+	}
+	for _, id := range o.queues {
+		src := id
+		e.delta = append(e.delta, e.newEvent(&src, provider.QueueSubscriptionCancelledEvent{Reason: "orchestration_terminal"}))
+	}
+}
+
+// unmatchedQueueMessages are the queue messages no active subscription consumed, in arrival order:
+// continue-as-new carries them to the next execution.
+func (e *engine) unmatchedQueueMessages() []provider.CarriedEvent {
+	events := e.allEvents()
+	cancelled := map[uint64]bool{}
+	active := map[string]int{}
+	for _, ev := range events {
+		if _, ok := ev.Kind.(provider.QueueSubscriptionCancelledEvent); ok && ev.SourceEventID != nil {
+			cancelled[*ev.SourceEventID] = true
+		}
+	}
+	for _, ev := range events {
+		if k, ok := ev.Kind.(provider.QueueSubscribedEvent); ok && !cancelled[ev.EventID] {
+			active[k.Name]++
+		}
+	}
+	var out []provider.CarriedEvent
+	consumed := map[string]int{}
+	for _, ev := range events {
+		if k, ok := ev.Kind.(provider.QueueEventDeliveredEvent); ok {
+			if consumed[k.Name] < active[k.Name] {
+				consumed[k.Name]++
+			} else {
+				out = append(out, provider.CarriedEvent{Name: k.Name, Data: k.Data})
+			}
+		}
+	}
+	return out
+}
+
+// failAck is the ack that fails an execution with details, for histories the engine cannot run.
+func failAck(env turnEnv, instance string, exec uint64, history []provider.Event, d provider.ErrorDetails) provider.OrchestrationAck {
+	next := uint64(1)
+	if n := len(history); n > 0 {
+		next = history[n-1].EventID + 1
+	}
+	ev := provider.Event{EventID: next, InstanceID: instance, ExecutionID: exec, TimestampMs: uint64(env.clock().UnixMilli()),
+		DuroxideVersion: DuroxideVersion, Kind: provider.OrchestrationFailedEvent{Details: d}}
+	msg := displayMessage(d)
+	return provider.OrchestrationAck{ExecutionID: exec, HistoryDelta: []provider.Event{ev},
+		Metadata: provider.ExecutionMetadata{Status: provider.StatusFailed, Output: &msg}}
+}

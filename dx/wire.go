@@ -1,0 +1,188 @@
+package dx
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/Masterminds/semver/v3"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// DuroxideVersion is the version of duroxide's semantics this engine reproduces, stamped as
+// duroxide_version on every event it writes (so capability filters see which engine wrote an
+// execution). Releases of your own code are told apart by orchestration versions, not by this.
+const DuroxideVersion = "0.1.30"
+
+// Raw is a payload passed as it is: as an input it is sent without JSON encoding, as a result type it
+// receives the stored text without decoding. Use it for payloads that are not JSON or that you
+// decode yourself.
+type Raw string
+
+// encode encodes a payload as JSON text the way duroxide stores it (no HTML escaping).
+func encode(v any) (string, error) {
+	switch r := v.(type) {
+	case Raw:
+		return string(r), nil
+	case json.RawMessage:
+		return string(r), nil
+	}
+	b, err := provider.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("dx: input %T does not encode as JSON: %w", v, err)
+	}
+	return string(b), nil
+}
+
+// Error is a failure that crossed the wire: a failed activity or sub-orchestration as Await returns
+// it, or a failed orchestration as the client reports it. Details are duroxide's ErrorDetails.
+type Error struct {
+	Details provider.ErrorDetails
+}
+
+// Error renders the details as duroxide's display_message does.
+func (e *Error) Error() string { return displayMessage(e.Details) }
+
+// Is lets errors.Is match ErrCanceled for a cancelled orchestration or sub-orchestration.
+func (e *Error) Is(target error) bool {
+	if target == ErrCanceled {
+		a, ok := e.Details.Kind.(provider.ApplicationError)
+		return ok && a.Kind.Name == provider.AppCancelled
+	}
+	return false
+}
+
+// displayMessage is duroxide's ErrorDetails::display_message: the text clients and parents see.
+func displayMessage(d provider.ErrorDetails) string {
+	switch k := d.Kind.(type) {
+	case provider.InfrastructureError:
+		return fmt.Sprintf("infrastructure:%s: %s", k.Operation, k.Message)
+	case provider.ConfigurationError:
+		if k.Message != nil {
+			return "nondeterministic: " + *k.Message
+		}
+		return "nondeterministic in " + k.Resource
+	case provider.ApplicationError:
+		switch k.Kind.Name {
+		case provider.AppCancelled:
+			return "canceled: " + k.Kind.Reason
+		case provider.AppPanicked:
+			return "orchestration panicked: " + k.Message
+		}
+		return k.Message
+	case provider.PoisonError:
+		switch m := k.MessageType.Kind.(type) {
+		case provider.PoisonOrchestration:
+			return fmt.Sprintf("poison: orchestration %s exceeded %d attempts (max %d)", m.Instance, k.AttemptCount, k.MaxAttempts)
+		case provider.PoisonActivity:
+			return fmt.Sprintf("poison: activity %s#%d exceeded %d attempts (max %d)", m.ActivityName, m.ActivityID, k.AttemptCount, k.MaxAttempts)
+		case provider.PoisonFailedDeserialization:
+			return fmt.Sprintf("poison: orchestration %s history deserialization failed after %d attempts (max %d): %s",
+				m.Instance, k.AttemptCount, k.MaxAttempts, m.Error)
+		}
+		return k.Message
+	}
+	return "unknown error"
+}
+
+// appError builds Application error details.
+func appError(kind, msg string) provider.ErrorDetails {
+	return provider.ErrorDetails{Kind: provider.ApplicationError{Kind: provider.AppErrorKind{Name: kind}, Message: msg}}
+}
+
+func parseVersion(v string) (*semver.Version, error) {
+	sv, err := semver.StrictNewVersion(v)
+	if err != nil {
+		return nil, fmt.Errorf("dx: version %q is not a semantic version like 1.2.0: %w", v, err)
+	}
+	return sv, nil
+}
+
+// describeEvent renders a schedule event for nondeterminism messages.
+func describeEvent(ev *provider.Event) string {
+	switch k := ev.Kind.(type) {
+	case provider.ActivityScheduledEvent:
+		return "activity " + describeActivity(k.Name, k.Input, k.SessionID, k.Tag)
+	case provider.TimerCreatedEvent:
+		return "a timer"
+	case provider.ExternalSubscribedEvent:
+		return fmt.Sprintf("a wait for event %q", k.Name)
+	case provider.QueueSubscribedEvent:
+		return fmt.Sprintf("a dequeue from %q", k.Name)
+	case provider.SubOrchestrationScheduledEvent:
+		return fmt.Sprintf("sub-orchestration %s(%s)", k.Name, k.Input)
+	case provider.OrchestrationChainedEvent:
+		return fmt.Sprintf("a start of orchestration %s(%s) as %q", k.Name, k.Input, k.Instance)
+	case provider.CustomStatusUpdatedEvent:
+		return "a custom status update"
+	case provider.KeyValueSetEvent:
+		return fmt.Sprintf("KV set %q=%q", k.Key, k.Value)
+	case provider.KeyValueClearedEvent:
+		return fmt.Sprintf("KV clear %q", k.Key)
+	case provider.KeyValuesClearedEvent:
+		return "KV clear all"
+	}
+	return ev.EventType()
+}
+
+func describeActivity(name, input string, session, tag *string) string {
+	s := fmt.Sprintf("%s(%s)", name, input)
+	if session != nil {
+		s += fmt.Sprintf(" on session %q", *session)
+	}
+	if tag != nil {
+		s += fmt.Sprintf(" tagged %q", *tag)
+	}
+	return s
+}
+
+// describeAction renders what the code does now, for nondeterminism messages.
+func describeAction(a *action) string {
+	switch a.kind {
+	case actActivity:
+		return "calls activity " + describeActivity(a.name, a.input, a.sessionID, a.tag)
+	case actTimer:
+		return "creates a timer"
+	case actWait:
+		return fmt.Sprintf("waits for event %q", a.name)
+	case actDequeue:
+		return fmt.Sprintf("dequeues from %q", a.name)
+	case actSubOrch:
+		return fmt.Sprintf("calls sub-orchestration %s(%s)", a.name, a.input)
+	case actDetached:
+		return fmt.Sprintf("starts orchestration %s(%s) as %q", a.name, a.input, a.instance)
+	case actCustomStatus:
+		return "updates the custom status"
+	case actKVSet:
+		return fmt.Sprintf("sets KV %q=%q", a.key, a.value)
+	case actKVClear:
+		return fmt.Sprintf("clears KV %q", a.key)
+	case actKVClearAll:
+		return "clears all KV"
+	case actContinueAsNew:
+		return "continues as new"
+	}
+	return "does something else"
+}
+
+// userLogger is the orchestration's logger: silent while replaying.
+func (e *engine) userLogger() *slog.Logger {
+	if e.replaying || e.teardown {
+		return discardLogger
+	}
+	return e.logger
+}
+
+var discardLogger = slog.New(discardHandler{})
+
+type discardHandler struct{}
+
+func (discardHandler) Enabled(context.Context, slog.Level) bool  { return false }
+func (discardHandler) Handle(context.Context, slog.Record) error { return nil }
+func (d discardHandler) WithAttrs([]slog.Attr) slog.Handler      { return d }
+func (d discardHandler) WithGroup(string) slog.Handler           { return d }
+
+var errNoHandler = errors.New("no handler registered")
