@@ -24,7 +24,7 @@ BENCH_OUT   ?= bench/results-go.txt
 BENCH_FLAGS ?= -count=1
 export BENCH_FLAGS
 # Packages that talk to Redis; ./cmd/... only once cmd/ exists.
-REDIS_PKGS  := ./redisprovider/... $(if $(wildcard cmd/*),./cmd/...)
+REDIS_PKGS  := ./redisprovider/... ./dx/... $(if $(wildcard cmd/*),./cmd/...)
 
 .PHONY: all test test-redis test-cluster lint bench fuzz
 

@@ -67,6 +67,7 @@ type engine struct {
 	guard       time.Duration
 	guardTimer  *time.Timer
 	logger      *slog.Logger
+	userLog     *slog.Logger
 
 	history   []provider.Event // working history: persisted then this turn's completions
 	persisted int              // events of history that were stored before this turn

@@ -168,21 +168,29 @@ func describeAction(a *action) string {
 	return "does something else"
 }
 
-// userLogger is the orchestration's logger: silent while replaying.
+// userLogger is the orchestration's logger: it drops records while the code replays (checked when
+// a record is logged, so a logger kept in a variable behaves too).
 func (e *engine) userLogger() *slog.Logger {
-	if e.replaying || e.teardown {
-		return discardLogger
+	if e.userLog == nil {
+		e.userLog = slog.New(replayHandler{e, e.logger.Handler()})
 	}
-	return e.logger
+	return e.userLog
 }
 
-var discardLogger = slog.New(discardHandler{})
+type replayHandler struct {
+	e *engine
+	h slog.Handler
+}
 
-type discardHandler struct{}
-
-func (discardHandler) Enabled(context.Context, slog.Level) bool  { return false }
-func (discardHandler) Handle(context.Context, slog.Record) error { return nil }
-func (d discardHandler) WithAttrs([]slog.Attr) slog.Handler      { return d }
-func (d discardHandler) WithGroup(string) slog.Handler           { return d }
+func (r replayHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return !r.e.replaying && !r.e.teardown && r.h.Enabled(ctx, l)
+}
+func (r replayHandler) Handle(ctx context.Context, rec slog.Record) error {
+	return r.h.Handle(ctx, rec)
+}
+func (r replayHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return replayHandler{r.e, r.h.WithAttrs(as)}
+}
+func (r replayHandler) WithGroup(g string) slog.Handler { return replayHandler{r.e, r.h.WithGroup(g)} }
 
 var errNoHandler = errors.New("no handler registered")

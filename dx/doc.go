@@ -1,0 +1,61 @@
+// Package dx runs durable orchestrations written as plain Go functions, on any provider.Provider
+// (such as redisprovider's), replayed exactly as duroxide 0.1.30 replays them.
+//
+// An orchestration is a function of a Context and a typed input; an activity is a function of a
+// context.Context and a typed input. Inputs and results cross the wire as JSON.
+//
+//	func Greet(ctx context.Context, name string) (string, error) {
+//		return "Hello, " + name + "!", nil // activities do the real work: I/O, clocks, randomness
+//	}
+//
+//	func Hello(ctx dx.Context, name string) (string, error) {
+//		greeting, err := dx.Call[string](ctx, "Greet", name).Await(ctx)
+//		if err != nil {
+//			return "", err // a failed activity: *dx.Error
+//		}
+//		if err := ctx.Sleep(time.Hour); err != nil { // a durable timer
+//			return "", err
+//		}
+//		return greeting, nil
+//	}
+//
+//	rt := dx.NewRuntime(p, dx.Options{})
+//	dx.RegisterActivity(rt, "Greet", Greet)
+//	dx.Register(rt, "Hello", Hello)
+//	rt.Start(ctx)                 // dispatchers in the background; rt.Shutdown(ctx) drains
+//
+//	c := dx.NewClient(p)
+//	id, _ := c.Start(ctx, "Hello", "world", dx.WithInstanceID("hello-1"))
+//	out, err := dx.Result[string](ctx, c, id) // waits: "Hello, world!"
+//
+// # How it runs
+//
+// Every durable operation (Call, CallSub, Timer, WaitEvent, Dequeue, ...) is recorded in the
+// instance's history. Each time something happens (an activity finishes, a timer fires, an event
+// arrives) the runtime runs the function again from the start: operations already in the history
+// return their recorded results at once, and the function goes on until it waits for something
+// new. So orchestration code must be deterministic: with the same history it must make the same
+// calls in the same order. Do not read the clock (use Context.UtcNow, Timer), start goroutines (use
+// Go), use channels, select, mutexes or time.Sleep (use Select, Join, Sleep), range over maps to
+// decide what to schedule, or do I/O (put it in an activity). Code that changes what it schedules
+// fails the instance with a nondeterminism error naming the event and both sides; code that blocks
+// outside dx fails it after Options.BlockingGuard; a panic fails it with the panic value.
+//
+// # Futures
+//
+// Operations return a Future at once; the operation is scheduled when it is created. Await one,
+// Select the first of several (the others are cancelled), Join or All them, or run a multi-step
+// branch with Go and treat it like any future. Cancel a future explicitly with Cancel. When the
+// orchestration returns, futures it never consumed are cancelled, as duroxide drops them (see
+// Future). Only one piece of orchestration code runs at a time, in a fixed order, so branches need no
+// locks.
+//
+// # Versions
+//
+// Register an orchestration with RegisterVersion to run several versions side by side: new instances
+// start on the latest (or the one Client.Start names with WithVersion), running executions keep
+// theirs, and ContinueAsNew moves to the latest (or WithVersion's). Every event is stamped with
+// duroxide_version DuroxideVersion: the duroxide semantics this engine reproduces, not your code's
+// version. Serve one namespace with runtimes of one language: a Rust duroxide runtime cannot replay
+// Go code.
+package dx
