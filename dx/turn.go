@@ -359,7 +359,7 @@ func (e *engine) ackFor(o outcome, name, version string, parentInstance *string,
 		orch = append(orch, provider.WorkItem{Kind: provider.ContinueAsNew{Instance: e.instance, Orchestration: name,
 			Input: o.can.input, Version: o.can.version, ParentInstance: parentInstance, ParentID: parentID,
 			ParentExecutionID: e.startedParentExecution(), CarryForwardEvents: carry, InitialCustomStatus: e.lastCustomStatus()}})
-		status, output = provider.StatusContinuedAsNew, "continued as new"
+		status, output = provider.StatusContinuedAsNew, o.can.input
 	case turnCancelled:
 		d := provider.ErrorDetails{Kind: provider.ApplicationError{Kind: provider.AppErrorKind{Name: provider.AppCancelled, Reason: o.reason}}}
 		out := e.outstanding()
