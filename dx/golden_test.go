@@ -149,10 +149,9 @@ func runGolden(t *testing.T, dir string, prog goldenProgram) {
 	g := &goldenEnv{t: t, ctx: ctx, p: p, rt: dx.NewRuntime(p, opts), c: dx.NewClient(p)}
 	prog.register(g)
 	prog.drive(g)
-	if t.Failed() {
-		return
+	if !t.Failed() {
+		compareGolden(t, g, want)
 	}
-	compareGolden(t, g, want)
 }
 
 func (g *goldenEnv) startRuntime() { g.t.Helper(); startRuntime(g.t, g.rt) }
@@ -290,7 +289,6 @@ func decodeObject(b []byte) (jsonObject, error) {
 // ---- comparison ----
 
 func compareGolden(t *testing.T, g *goldenEnv, want goldenData) {
-	t.Helper()
 	admin, ok := g.p.Admin()
 	if !ok {
 		t.Fatal("provider has no Admin")
@@ -610,7 +608,6 @@ func objectDiff(where, path string, want, got jsonObject) []diff {
 
 // compareInstance compares an instance's final state with result.json.
 func compareInstance(t *testing.T, g *goldenEnv, admin provider.Admin, wi goldenInstance) {
-	t.Helper()
 	ctx, id := g.ctx, wi.InstanceID
 	where := id + " (result.json)"
 	check := func(field string, want, got any) {
@@ -708,3 +705,104 @@ func sorted(s []string) []string {
 	slices.Sort(c)
 	return c
 }
+
+// TestGoldenComparator checks the comparison itself: it ignores only what varies and reports every
+// other difference.
+func TestGoldenComparator(t *testing.T) {
+	hist := func(lines ...string) []jsonObject {
+		var out []jsonObject
+		for _, l := range lines {
+			m, err := decodeObject([]byte(l))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	const (
+		started   = `{"event_id":1,"source_event_id":null,"instance_id":"i","execution_id":1,"timestamp_ms":100,"duroxide_version":"0.1.30","type":"OrchestrationStarted","name":"O","version":"1.0.0","input":"null","parent_instance":null,"parent_id":null}`
+		timer     = `{"event_id":2,"source_event_id":null,"instance_id":"i","execution_id":1,"timestamp_ms":100,"duroxide_version":"0.1.30","type":"TimerCreated","fire_at_ms":350}`
+		fired     = `{"event_id":3,"source_event_id":2,"instance_id":"i","execution_id":1,"timestamp_ms":360,"duroxide_version":"0.1.30","type":"TimerFired","fire_at_ms":350}`
+		guid      = `{"event_id":4,"source_event_id":null,"instance_id":"i","execution_id":1,"timestamp_ms":360,"duroxide_version":"0.1.30","type":"ActivityScheduled","name":"__duroxide_syscall:new_guid","input":""}`
+		guidDone  = `{"event_id":5,"source_event_id":4,"instance_id":"i","execution_id":1,"timestamp_ms":370,"duroxide_version":"0.1.30","type":"ActivityCompleted","result":"ac7f54be-b88b-4f87-975f-ca3f36fe3219"}`
+		act       = `{"event_id":6,"source_event_id":null,"instance_id":"i","execution_id":1,"timestamp_ms":370,"duroxide_version":"0.1.30","type":"ActivityScheduled","name":"Fail","input":"\"m\""}`
+		actFailed = `{"event_id":7,"source_event_id":6,"instance_id":"i","execution_id":1,"timestamp_ms":380,"duroxide_version":"0.1.30","type":"ActivityFailed","details":{"Application":{"kind":"ActivityFailed","message":"Activity 'Fail' JS execution failed: GenericFailure, Error: m","retryable":false}}}`
+		failed    = `{"event_id":8,"source_event_id":null,"instance_id":"i","execution_id":1,"timestamp_ms":380,"duroxide_version":"0.1.30","type":"OrchestrationFailed","details":{"Application":{"kind":"OrchestrationFailed","message":"Error: Activity 'Fail' JS execution failed: GenericFailure, Error: m","retryable":false}}}`
+		cancelA   = `{"event_id":9,"source_event_id":6,"instance_id":"i","execution_id":1,"timestamp_ms":380,"duroxide_version":"0.1.30","type":"ActivityCancelRequested","reason":"orchestration_terminal_failed"}`
+		cancelB   = `{"event_id":10,"source_event_id":4,"instance_id":"i","execution_id":1,"timestamp_ms":380,"duroxide_version":"0.1.30","type":"ActivityCancelRequested","reason":"orchestration_terminal_failed"}`
+	)
+	want := hist(started, timer, fired, guid, guidDone, act, actFailed, failed, cancelA, cancelB)
+	goText := func(s string) string {
+		s = strings.ReplaceAll(s, "Activity 'Fail' JS execution failed: GenericFailure, Error: ", "")
+		return strings.ReplaceAll(s, `"message":"Error: m"`, `"message":"m"`)
+	}
+	// What a Go run legitimately produces: other times, another GUID, Go error texts, the trailing
+	// block in another order.
+	sameGo := func() []jsonObject {
+		return hist(
+			strings.ReplaceAll(started, `"timestamp_ms":100`, `"timestamp_ms":5000`),
+			`{"event_id":2,"source_event_id":null,"instance_id":"i","execution_id":1,"timestamp_ms":5000,"duroxide_version":"0.1.30","type":"TimerCreated","fire_at_ms":5250}`,
+			`{"event_id":3,"source_event_id":2,"instance_id":"i","execution_id":1,"timestamp_ms":5260,"duroxide_version":"0.1.30","type":"TimerFired","fire_at_ms":5250}`,
+			guid,
+			strings.ReplaceAll(guidDone, "ac7f54be-b88b-4f87-975f-ca3f36fe3219", "0b6e3c1e-9a0e-4d7f-8a51-2b9f0c7d1e42"),
+			act, goText(actFailed), goText(failed),
+			strings.ReplaceAll(cancelB, `"event_id":10`, `"event_id":9`),
+			strings.ReplaceAll(cancelA, `"event_id":9`, `"event_id":10`),
+		)
+	}
+	if d := compareHistory(want, sameGo()); len(d) != 0 {
+		t.Errorf("equivalent histories reported different: %v", d)
+	}
+	mutations := []struct {
+		name   string
+		mutate func(h []jsonObject) []jsonObject
+		want   string
+	}{
+		{"input", func(h []jsonObject) []jsonObject { h[5]["input"] = `"n"`; return h }, "event 6 (ActivityScheduled), field input"},
+		{"extra field", func(h []jsonObject) []jsonObject { h[5]["tag"] = "gpu"; return h }, `field tag: want (absent), got "gpu"`},
+		{"missing field", func(h []jsonObject) []jsonObject { delete(h[0], "parent_id"); return h }, "field parent_id: want null, got (absent)"},
+		{"error kind", func(h []jsonObject) []jsonObject {
+			h[6]["details"].(jsonObject)["Application"].(jsonObject)["retryable"] = true
+			return h
+		}, "field details.Application.retryable"},
+		{"error message", func(h []jsonObject) []jsonObject {
+			h[7]["details"].(jsonObject)["Application"].(jsonObject)["message"] = "other"
+			return h
+		}, "field details.Application.message"},
+		{"missing event", func(h []jsonObject) []jsonObject { return slices.Delete(h, 1, 3) }, "event_id"},
+		{"bad guid", func(h []jsonObject) []jsonObject { h[4]["result"] = `"0b6e3c1e-9a0e-4d7f-8a51-2b9f0c7d1e42"`; return h }, "a bare UUID v4 text"},
+		{"fired at another time", func(h []jsonObject) []jsonObject { h[2]["fire_at_ms"] = json.Number("5251"); return h }, "the fire_at_ms of its TimerCreated"},
+		{"other delay", func(h []jsonObject) []jsonObject { h[1]["fire_at_ms"] = json.Number("9000"); return h }, "fire_at_ms - timestamp_ms"},
+		{"trailing block", func(h []jsonObject) []jsonObject { h[9]["reason"] = "dropped_future"; return h }, "trailing cancellation block"},
+		{"source id", func(h []jsonObject) []jsonObject { h[6]["source_event_id"] = json.Number("4"); return h }, "field source_event_id"},
+		{"version stamp", func(h []jsonObject) []jsonObject { h[0]["duroxide_version"] = "0.1.31"; return h }, "field duroxide_version"},
+	}
+	for _, m := range mutations {
+		ds := compareHistory(want, m.mutate(sameGo()))
+		found := false
+		for _, d := range ds {
+			if strings.Contains(d.String(), m.want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: want a difference mentioning %q, got %v", m.name, m.want, ds)
+		}
+	}
+	// Error texts of result.json.
+	goErr := "m"
+	if got := normaliseErrorText(ptr("Error: Activity 'Fail' JS execution failed: GenericFailure, Error: m"), &goErr); *got != "m" {
+		t.Errorf("node prefixes not stripped: %q", *got)
+	}
+	nd := "nondeterministic: event 2: history has activity Echo(\"v1\") but the code now calls activity Echo(\"v2\")"
+	if got := normaliseErrorText(ptr("nondeterministic: schedule mismatch: ..."), &nd); *got != nd {
+		t.Errorf("nondeterminism text not accepted: %q", *got)
+	}
+	other := "boom"
+	if got := normaliseErrorText(ptr("nondeterministic: schedule mismatch: ..."), &other); *got == other {
+		t.Error("a non-nondeterminism error accepted for a nondeterminism one")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
