@@ -231,3 +231,123 @@ func (c *Client) KV(ctx context.Context, instance, key string) (string, bool, er
 func (c *Client) KVAll(ctx context.Context, instance string) (map[string]string, error) {
 	return c.p.GetKVAllValues(ctx, instance)
 }
+
+// WaitForKV waits until the instance's key-value store holds key and returns its value.
+func (c *Client) WaitForKV(ctx context.Context, instance, key string) (string, error) {
+	delay := 5 * time.Millisecond
+	for {
+		v, ok, err := c.p.GetKVValue(ctx, instance, key)
+		if err != nil && !errors.Is(err, provider.ErrNotFound) {
+			return "", err
+		}
+		if ok {
+			return v, nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", ctx.Err()
+		case <-t.C:
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+// The management calls below are thin wrappers over provider.Admin; they fail when the provider has
+// no management support.
+
+func (c *Client) admin() (provider.Admin, error) {
+	a, ok := c.p.Admin()
+	if !ok {
+		return nil, errors.New("dx: this provider has no management support (Provider.Admin)")
+	}
+	return a, nil
+}
+
+// ListInstances lists instance ids, all of them or those in state (Running, Completed, Failed).
+func (c *Client) ListInstances(ctx context.Context, state State) ([]string, error) {
+	a, err := c.admin()
+	if err != nil {
+		return nil, err
+	}
+	if state == "" {
+		return a.ListInstances(ctx)
+	}
+	return a.ListInstancesByStatus(ctx, string(state))
+}
+
+// Info reads an instance's metadata.
+func (c *Client) Info(ctx context.Context, instance string) (provider.InstanceInfo, error) {
+	a, err := c.admin()
+	if err != nil {
+		return provider.InstanceInfo{}, err
+	}
+	return a.GetInstanceInfo(ctx, instance)
+}
+
+// Executions reads the metadata of every execution of an instance, oldest first.
+func (c *Client) Executions(ctx context.Context, instance string) ([]provider.ExecutionInfo, error) {
+	a, err := c.admin()
+	if err != nil {
+		return nil, err
+	}
+	ids, err := a.ListExecutions(ctx, instance)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]provider.ExecutionInfo, 0, len(ids))
+	for _, id := range ids {
+		info, err := a.GetExecutionInfo(ctx, instance, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// History reads the events of one execution of an instance; execution 0 means the latest.
+func (c *Client) History(ctx context.Context, instance string, execution uint64) ([]provider.Event, error) {
+	if execution == 0 {
+		return c.p.Read(ctx, instance)
+	}
+	return c.p.ReadWithExecution(ctx, instance, execution)
+}
+
+// Tree returns an instance and all its sub-orchestrations.
+func (c *Client) Tree(ctx context.Context, instance string) (provider.InstanceTree, error) {
+	a, err := c.admin()
+	if err != nil {
+		return provider.InstanceTree{}, err
+	}
+	return a.GetInstanceTree(ctx, instance)
+}
+
+// Delete deletes a root instance with its sub-orchestrations; a running one only with force.
+func (c *Client) Delete(ctx context.Context, instance string, force bool) (provider.DeleteInstanceResult, error) {
+	a, err := c.admin()
+	if err != nil {
+		return provider.DeleteInstanceResult{}, err
+	}
+	return a.DeleteInstance(ctx, instance, force)
+}
+
+// Purge deletes the finished root instances the filter selects (ids, finished before a time, a limit).
+func (c *Client) Purge(ctx context.Context, filter provider.InstanceFilter) (provider.DeleteInstanceResult, error) {
+	a, err := c.admin()
+	if err != nil {
+		return provider.DeleteInstanceResult{}, err
+	}
+	return a.DeleteInstanceBulk(ctx, filter)
+}
+
+// Prune deletes old executions of an instance (continue-as-new leaves them behind), keeping the
+// current one and what opts keeps.
+func (c *Client) Prune(ctx context.Context, instance string, opts provider.PruneOptions) (provider.PruneResult, error) {
+	a, err := c.admin()
+	if err != nil {
+		return provider.PruneResult{}, err
+	}
+	return a.PruneExecutions(ctx, instance, opts)
+}

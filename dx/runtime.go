@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
-	"strconv"
 	"sync"
 	"time"
 
@@ -21,26 +19,40 @@ type Options struct {
 	OrchestrationConcurrency int
 	// WorkerConcurrency is the number of activities run at once (default 2).
 	WorkerConcurrency int
-	// OrchestrationLockTimeout is how long a fetched orchestration item stays locked (default 5 s).
+	// OrchestrationLockTimeout is how long a fetched orchestration item stays locked (default 5 s);
+	// a turn that runs longer renews its lock.
 	OrchestrationLockTimeout time.Duration
-	// WorkerLockTimeout is how long a fetched activity stays locked (default 30 s).
+	// OrchestrationLockRenewalBuffer: a lock of at least 15 s is renewed this long before it
+	// expires (default 2 s); shorter locks are renewed at half their timeout.
+	OrchestrationLockRenewalBuffer time.Duration
+	// WorkerLockTimeout is how long a fetched activity stays locked (default 30 s); a running
+	// activity renews its lock.
 	WorkerLockTimeout time.Duration
+	// WorkerLockRenewalBuffer is WorkerLockTimeout's renewal buffer (default 5 s).
+	WorkerLockRenewalBuffer time.Duration
 	// PollTimeout bounds each long-polling fetch (duroxide's dispatcher_long_poll_timeout,
-	// default 30 s); it is also how long Shutdown may wait for an idle fetch to return.
+	// default 30 s).
 	PollTimeout time.Duration
 	// MinPollInterval is the least time between two fetches that found nothing (default 100 ms);
 	// it matters for providers that do not long-poll.
 	MinPollInterval time.Duration
 	// MaxAttempts: an item fetched more often than this is poison and fails (default 10).
 	MaxAttempts uint32
-	// UnregisteredBackoff is the first delay before an item whose orchestration or activity is not
-	// registered here is retried (doubling, at most UnregisteredBackoffMax; defaults 1 s and 60 s),
-	// so that during a rolling deployment a node with the handler can take it.
+	// UnregisteredBackoff is the first delay before an item whose orchestration (or version) or
+	// activity is not registered here is retried, doubling up to UnregisteredBackoffMax (defaults
+	// 1 s and 60 s), so that during a rolling deployment a node with the handler takes it; after
+	// MaxAttempts the item is poison.
 	UnregisteredBackoff, UnregisteredBackoffMax time.Duration
+	// ActivityCancellationGracePeriod is how long a cancelled activity (its lock lost or stolen,
+	// or the runtime shutting down) may take to return once its context is cancelled (default 10 s).
+	ActivityCancellationGracePeriod time.Duration
 	// WorkerTagFilter selects the activities this runtime runs by tag (default: untagged only).
 	WorkerTagFilter provider.TagFilter
-	// SessionLockTimeout is how long a claimed activity session stays owned (default 30 s).
-	SessionLockTimeout time.Duration
+	// SessionLockTimeout is how long a claimed activity session stays owned without renewal
+	// (default 30 s); SessionLockRenewalBuffer is its renewal buffer (default 5 s).
+	SessionLockTimeout, SessionLockRenewalBuffer time.Duration
+	// SessionIdleTimeout releases a session nobody used for this long (default 5 min).
+	SessionIdleTimeout time.Duration
 	// NodeID identifies this process as a session owner (default: a random id).
 	NodeID string
 	// BlockingGuard fails an orchestration whose code does not hand control back to dx within it
@@ -49,7 +61,10 @@ type Options struct {
 	BlockingGuard time.Duration
 	// Logger receives the runtime's records (default slog.Default()).
 	Logger *slog.Logger
-	// Clock is the runtime's clock, used for timers and event timestamps (default time.Now).
+	// Metrics, when set, receives the runtime's measurements (see Metrics).
+	Metrics Metrics
+	// Clock is the runtime's clock, used for timers, event timestamps and UtcNow (default
+	// time.Now). A test clock must move together with the provider's server clock.
 	Clock func() time.Time
 }
 
@@ -66,12 +81,17 @@ func (o Options) withDefaults() Options {
 		o.WorkerConcurrency = 2
 	}
 	def(&o.OrchestrationLockTimeout, 5*time.Second)
+	def(&o.OrchestrationLockRenewalBuffer, 2*time.Second)
 	def(&o.WorkerLockTimeout, 30*time.Second)
+	def(&o.WorkerLockRenewalBuffer, 5*time.Second)
 	def(&o.PollTimeout, 30*time.Second)
 	def(&o.MinPollInterval, 100*time.Millisecond)
 	def(&o.UnregisteredBackoff, time.Second)
 	def(&o.UnregisteredBackoffMax, time.Minute)
+	def(&o.ActivityCancellationGracePeriod, 10*time.Second)
 	def(&o.SessionLockTimeout, 30*time.Second)
+	def(&o.SessionLockRenewalBuffer, 5*time.Second)
+	def(&o.SessionIdleTimeout, 5*time.Minute)
 	def(&o.BlockingGuard, 5*time.Second)
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = 10
@@ -82,10 +102,22 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Metrics == nil {
+		o.Metrics = noMetrics{}
+	}
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
 	return o
+}
+
+// renewEvery is duroxide's renewal interval: timeout − buffer for locks of 15 s or more, else half
+// the timeout.
+func renewEvery(timeout, buffer time.Duration) time.Duration {
+	if timeout >= 15*time.Second && buffer < timeout {
+		return timeout - buffer
+	}
+	return max(timeout/2, time.Millisecond)
 }
 
 // Runtime runs registered orchestrations and activities on a provider: it fetches orchestration
@@ -95,23 +127,34 @@ type Runtime struct {
 	opts Options
 	reg  *registry
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	running bool
+	mu       sync.Mutex
+	stop     context.CancelFunc // stops fetching
+	abort    context.CancelFunc // cancels running activities (Shutdown's deadline)
+	loops    sync.WaitGroup     // dispatcher loops
+	running  bool
+	inflight map[*flight]struct{}
+}
+
+// flight is an item being processed: Shutdown abandons it when its deadline passes.
+type flight struct {
+	abandon func(context.Context)
+	done    bool
 }
 
 // NewRuntime returns a runtime over p (any provider.Provider, such as redisprovider's).
 func NewRuntime(p provider.Provider, opts Options) *Runtime {
-	return &Runtime{p: p, opts: opts.withDefaults(), reg: newRegistry()}
+	return &Runtime{p: p, opts: opts.withDefaults(), reg: newRegistry(), inflight: map[*flight]struct{}{}}
 }
 
 // ErrRunning is returned by Start when the runtime is already running.
 var ErrRunning = errors.New("dx: runtime already started")
 
-// Start starts the dispatchers in the background and returns at once. They stop when ctx ends or
-// Shutdown is called.
+// Start starts the dispatchers in the background and returns at once. They run until Shutdown (or
+// until ctx ends, which stops them as abruptly as a deadline-expired Shutdown).
 func (rt *Runtime) Start(ctx context.Context) error {
+	if rt.p == nil {
+		return errors.New("dx: NewRuntime was given a nil provider")
+	}
 	if err := rt.opts.WorkerTagFilter.Validate(); err != nil {
 		return fmt.Errorf("dx: Options.WorkerTagFilter: %w", err)
 	}
@@ -121,22 +164,27 @@ func (rt *Runtime) Start(ctx context.Context) error {
 		return ErrRunning
 	}
 	rt.running = true
-	ctx, cancel := context.WithCancel(ctx)
-	rt.cancel = cancel
-	rt.wg.Add(rt.opts.OrchestrationConcurrency + rt.opts.WorkerConcurrency)
+	workCtx, abort := context.WithCancel(ctx)
+	fetchCtx, stop := context.WithCancel(workCtx)
+	rt.stop, rt.abort = stop, abort
+	n := rt.opts.OrchestrationConcurrency + rt.opts.WorkerConcurrency + 1
+	rt.loops.Add(n)
 	for range rt.opts.OrchestrationConcurrency {
-		go func() { defer rt.wg.Done(); rt.orchestrationLoop(ctx) }()
+		go func() { defer rt.loops.Done(); rt.orchestrationLoop(fetchCtx) }()
 	}
 	for range rt.opts.WorkerConcurrency {
-		go func() { defer rt.wg.Done(); rt.workerLoop(ctx) }()
+		go func() { defer rt.loops.Done(); rt.workerLoop(fetchCtx, workCtx) }()
 	}
+	go func() { defer rt.loops.Done(); rt.sessionLoop(fetchCtx) }()
+	rt.opts.Logger.Info("dx: runtime started", "node", rt.opts.NodeID,
+		"orchestration_concurrency", rt.opts.OrchestrationConcurrency, "worker_concurrency", rt.opts.WorkerConcurrency)
 	return nil
 }
 
-// Run starts the runtime and blocks until ctx ends, then shuts down, giving in-flight work up to
-// the orchestration lock timeout to finish.
+// Run starts the runtime and blocks until ctx ends, then shuts down gracefully, giving in-flight
+// work up to the orchestration lock timeout to finish.
 func (rt *Runtime) Run(ctx context.Context) error {
-	if err := rt.Start(ctx); err != nil {
+	if err := rt.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
 	<-ctx.Done()
@@ -145,49 +193,100 @@ func (rt *Runtime) Run(ctx context.Context) error {
 	return rt.Shutdown(sctx)
 }
 
-// Shutdown stops fetching and waits for the dispatchers to return, at most until ctx ends. A turn or
-// activity still running then is left to its lock: another process takes it after the lock expires.
+// Shutdown stops fetching and lets the turns and activities in progress finish until ctx ends. Then
+// it abandons what is left, so another process takes it at once instead of after its lock expires,
+// cancels the contexts of running activities, and waits up to ActivityCancellationGracePeriod for
+// them to return (their results are dropped: an abandoned activity may run again elsewhere, as
+// duroxide's activities are at-least-once). Nothing acknowledged is lost and nothing is recorded
+// twice. It returns ctx's error when it had to abandon work, or an error naming activities that
+// ignored their cancelled context (their goroutines are still running).
 func (rt *Runtime) Shutdown(ctx context.Context) error {
 	rt.mu.Lock()
-	cancel := rt.cancel
-	rt.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	done := make(chan struct{})
-	go func() { rt.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		rt.mu.Lock()
-		rt.running, rt.cancel = false, nil
+	if !rt.running {
 		rt.mu.Unlock()
 		return nil
+	}
+	stop, abort := rt.stop, rt.abort
+	rt.mu.Unlock()
+	stop()
+	done := make(chan struct{})
+	go func() { rt.loops.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
 	case <-ctx.Done():
-		return ctx.Err()
+		err = ctx.Err()
+		n := rt.abandonInflight()
+		rt.opts.Logger.Warn("dx: shutdown deadline reached; abandoned work in progress", "abandoned", n)
+		abort()
+		t := time.NewTimer(rt.opts.ActivityCancellationGracePeriod)
+		select {
+		case <-done:
+			t.Stop()
+		case <-t.C:
+			err = errors.New("dx: shutdown: activities did not return within the cancellation grace period after their context was cancelled; their goroutines are still running")
+		}
+	}
+	abort()
+	rt.mu.Lock()
+	rt.running = false
+	rt.mu.Unlock()
+	rt.opts.Logger.Info("dx: runtime stopped", "node", rt.opts.NodeID)
+	return err
+}
+
+// track registers an item in progress; the returned func marks it finished and reports whether
+// it was still ours (not abandoned by Shutdown).
+func (rt *Runtime) track(abandon func(context.Context)) (*flight, func() bool) {
+	f := &flight{abandon: abandon}
+	rt.mu.Lock()
+	rt.inflight[f] = struct{}{}
+	rt.mu.Unlock()
+	return f, func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		delete(rt.inflight, f)
+		ours := !f.done
+		f.done = true
+		return ours
 	}
 }
 
-// capabilityFilter is sent on every orchestration fetch: executions pinned to a duroxide version
-// this engine reproduces.
-var capabilityFilter = func() *provider.DispatcherCapabilityFilter {
-	r, err := provider.NewSemverRange("0.0.0", DuroxideVersion)
-	if err != nil {
-		panic(err)
+// owned reports whether an in-flight item was not abandoned yet; it stays owned after the call.
+func (rt *Runtime) owned(f *flight) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return !f.done
+}
+
+func (rt *Runtime) abandonInflight() int {
+	rt.mu.Lock()
+	var fs []*flight
+	for f := range rt.inflight {
+		if !f.done {
+			f.done = true
+			fs = append(fs, f)
+		}
 	}
-	return &provider.DispatcherCapabilityFilter{SupportedDuroxideVersions: []provider.SemverRange{r}}
-}()
+	rt.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, f := range fs {
+		f.abandon(ctx)
+	}
+	return len(fs)
+}
 
 // pollLoop runs fetch until ctx ends, keeping MinPollInterval between fetches that found nothing
 // and backing off after errors.
-func (rt *Runtime) pollLoop(ctx context.Context, what string, fetch func() (bool, error)) {
+func (rt *Runtime) pollLoop(ctx context.Context, queue string, fetch func() (bool, error)) {
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
 		began := time.Now()
 		found, err := fetch()
 		switch {
 		case err != nil && ctx.Err() == nil:
-			rt.opts.Logger.Warn("dx: fetch failed", "queue", what, "error", err, "retry_in", backoff)
+			rt.opts.Logger.Warn("dx: fetch failed", "queue", queue, "error", err, "retry_in", backoff)
 			sleep(ctx, backoff)
 			backoff = min(backoff*2, 5*time.Second)
 			continue
@@ -210,58 +309,33 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-func (rt *Runtime) orchestrationLoop(ctx context.Context) {
-	rt.pollLoop(ctx, "orchestrator", func() (bool, error) {
-		item, err := rt.p.FetchOrchestrationItem(ctx, rt.opts.OrchestrationLockTimeout, rt.opts.PollTimeout, capabilityFilter)
-		if err != nil || item == nil {
-			return false, err
+// renewing calls renew every interval until stop is called; renew's error ends the renewals and is
+// passed to lost (which may be nil).
+func renewing(interval time.Duration, renew func() error, lost func(error)) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := renew(); err != nil {
+					if lost != nil {
+						lost(err)
+					}
+					return
+				}
+			}
 		}
-		rt.processOrchestration(ctx, item)
-		return true, nil
-	})
+	}()
+	return func() { close(done); <-finished }
 }
 
-func (rt *Runtime) turnEnv() turnEnv {
-	return turnEnv{reg: rt.reg, clock: rt.opts.Clock, guard: rt.opts.BlockingGuard, logger: rt.opts.Logger}
-}
-
-// processOrchestration runs one fetched turn and acknowledges it.
-func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.LockedOrchestrationItem) {
-	item := &locked.Item
-	log := rt.opts.Logger.With("instance", item.Instance, "execution", item.ExecutionID,
-		"orchestration", item.OrchestrationName, "attempt", locked.AttemptCount)
-	// Work the runtime outlives: acks and abandons must not be cut short by a shutdown.
-	bg := context.WithoutCancel(ctx)
-	if locked.AttemptCount > rt.opts.MaxAttempts {
-		log.Error("dx: orchestration item exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
-		rt.ackWithRetry(bg, log, locked.LockToken, rt.poisonAck(item, locked.AttemptCount))
-		return
-	}
-	if item.HistoryError != "" {
-		log.Warn("dx: history does not decode; abandoning so a newer node may take it", "error", item.HistoryError)
-		rt.abandon(bg, log, locked.LockToken, time.Second)
-		return
-	}
-	out := runTurn(rt.turnEnv(), item)
-	if out.plan == planAbandon {
-		delay := rt.unregisteredDelay(locked.AttemptCount)
-		log.Warn("dx: orchestration not registered on this node; abandoning with backoff",
-			"version", out.version, "retry_in", delay, "attempts_left", int(rt.opts.MaxAttempts)-int(locked.AttemptCount))
-		rt.abandon(bg, log, locked.LockToken, delay)
-		return
-	}
-	if o := out.outcome; o.panic != nil {
-		log.Error("dx: orchestration panicked", "error", displayMessage(o.details), "stack", string(o.panic))
-	}
-	if !rt.ackWithRetry(bg, log, locked.LockToken, out.ack) {
-		rt.abandon(bg, log, locked.LockToken, 50*time.Millisecond)
-		return
-	}
-	if out.terminal && out.ack.Metadata.Status != "" {
-		log.Debug("dx: orchestration turn ended the execution", "status", out.ack.Metadata.Status)
-	}
-}
-
+// unregisteredDelay is the backoff before retrying an item without a handler here.
 func (rt *Runtime) unregisteredDelay(attempt uint32) time.Duration {
 	d := rt.opts.UnregisteredBackoff
 	for i := uint32(1); i < attempt && d < rt.opts.UnregisteredBackoffMax; i++ {
@@ -270,173 +344,19 @@ func (rt *Runtime) unregisteredDelay(attempt uint32) time.Duration {
 	return min(d, rt.opts.UnregisteredBackoffMax)
 }
 
-// ackWithRetry acknowledges a turn, retrying retryable failures with the same token.
-func (rt *Runtime) ackWithRetry(ctx context.Context, log *slog.Logger, token string, ack provider.OrchestrationAck) bool {
-	const attempts = 5
-	for i := 1; ; i++ {
-		err := rt.p.AckOrchestrationItem(ctx, token, ack)
-		if err == nil {
-			return true
-		}
-		if !provider.IsRetryable(err) || i == attempts {
-			log.Error("dx: orchestration ack failed", "error", err)
-			return false
-		}
-		log.Warn("dx: orchestration ack failed, retrying", "error", err, "try", i)
-		time.Sleep(time.Duration(i) * 20 * time.Millisecond)
-	}
-}
-
-func (rt *Runtime) abandon(ctx context.Context, log *slog.Logger, token string, delay time.Duration) {
-	if err := rt.p.AbandonOrchestrationItem(ctx, token, delay, false); err != nil {
-		log.Warn("dx: abandon failed; the lock expires instead", "error", err)
-	}
-}
-
-// poisonAck fails an execution whose item was fetched more than MaxAttempts times.
-func (rt *Runtime) poisonAck(item *provider.OrchestrationItem, attempts uint32) provider.OrchestrationAck {
-	d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: attempts, MaxAttempts: rt.opts.MaxAttempts,
-		MessageType: provider.PoisonMessageType{Kind: provider.PoisonOrchestration{Instance: item.Instance, ExecutionID: item.ExecutionID}},
-		Message:     fmt.Sprintf("orchestration %s was fetched %d times without completing a turn", item.Instance, attempts)}}
-	return failAck(rt.turnEnv(), item.Instance, item.ExecutionID, item.History, d)
-}
-
-func (rt *Runtime) workerLoop(ctx context.Context) {
-	session := &provider.SessionFetchConfig{OwnerID: rt.opts.NodeID, LockTimeout: rt.opts.SessionLockTimeout}
-	rt.pollLoop(ctx, "worker", func() (bool, error) {
-		item, err := rt.p.FetchWorkItem(ctx, rt.opts.WorkerLockTimeout, rt.opts.PollTimeout, session, rt.opts.WorkerTagFilter)
-		if err != nil || item == nil {
-			return false, err
-		}
-		rt.processActivity(ctx, item)
-		return true, nil
-	})
-}
-
-// processActivity runs one fetched activity and acknowledges its completion.
-func (rt *Runtime) processActivity(ctx context.Context, locked *provider.LockedWorkItem) {
-	bg := context.WithoutCancel(ctx)
-	act, ok := locked.Item.Kind.(provider.ActivityExecute)
-	if !ok {
-		rt.opts.Logger.Error("dx: worker queue holds a non-activity item; dropping it", "variant", locked.Item.Kind.Variant())
-		_ = rt.p.AckWorkItem(bg, locked.LockToken, nil)
-		return
-	}
-	log := rt.opts.Logger.With("instance", act.Instance, "execution", act.ExecutionID, "activity", act.Name,
-		"activity_id", act.ID, "attempt", locked.AttemptCount)
-	if locked.AttemptCount > rt.opts.MaxAttempts {
-		log.Error("dx: activity exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
-		d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: locked.AttemptCount, MaxAttempts: rt.opts.MaxAttempts,
-			MessageType: provider.PoisonMessageType{Kind: provider.PoisonActivity{Instance: act.Instance, ExecutionID: act.ExecutionID,
-				ActivityName: act.Name, ActivityID: act.ID}},
-			Message: fmt.Sprintf("activity %s#%d was fetched %d times without completing", act.Name, act.ID, locked.AttemptCount)}}
-		rt.ackActivity(bg, log, locked.LockToken, act, "", &d)
-		return
-	}
-	fn, ok := rt.activityFunc(act.Name)
-	if !ok {
-		delay := rt.unregisteredDelay(locked.AttemptCount)
-		log.Warn("dx: activity not registered on this node; abandoning with backoff", "retry_in", delay)
-		if err := rt.p.AbandonWorkItem(bg, locked.LockToken, delay, false); err != nil {
-			log.Warn("dx: abandon failed; the lock expires instead", "error", err)
-		}
-		return
-	}
-	result, err := runActivity(ctx, fn, act.Input)
-	if err != nil {
-		d := activityErrorDetails(err)
-		rt.ackActivity(bg, log, locked.LockToken, act, "", &d)
-		return
-	}
-	rt.ackActivity(bg, log, locked.LockToken, act, result, nil)
-}
-
-func (rt *Runtime) ackActivity(ctx context.Context, log *slog.Logger, token string, act provider.ActivityExecute, result string, d *provider.ErrorDetails) {
-	var c provider.WorkItem
-	if d != nil {
-		c = provider.WorkItem{Kind: provider.ActivityFailed{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Details: *d}}
-	} else {
-		c = provider.WorkItem{Kind: provider.ActivityCompleted{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Result: result}}
-	}
-	for i := 1; ; i++ {
-		err := rt.p.AckWorkItem(ctx, token, &c)
-		if err == nil {
+// sessionLoop keeps this node's activity sessions owned while in use and releases idle ones.
+func (rt *Runtime) sessionLoop(ctx context.Context) {
+	every := renewEvery(rt.opts.SessionLockTimeout, rt.opts.SessionLockRenewalBuffer)
+	for ctx.Err() == nil {
+		sleep(ctx, every)
+		if ctx.Err() != nil {
 			return
 		}
-		if !provider.IsRetryable(err) || i == 5 {
-			log.Warn("dx: activity ack failed; its result is dropped (the activity may run again)", "error", err)
-			return
+		if _, err := rt.p.RenewSessionLock(ctx, []string{rt.opts.NodeID}, rt.opts.SessionLockTimeout, rt.opts.SessionIdleTimeout); err != nil && ctx.Err() == nil {
+			rt.opts.Logger.Warn("dx: session renewal failed", "error", err)
 		}
-		time.Sleep(time.Duration(i) * 20 * time.Millisecond)
-	}
-}
-
-// panicError is an activity's panic.
-type panicError struct {
-	value any
-	stack []byte
-}
-
-func (p *panicError) Error() string { return fmt.Sprintf("activity panicked: %v", p.value) }
-
-// runActivity runs an activity, turning a panic into an error.
-func runActivity(ctx context.Context, fn activityFunc, input string) (out string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &panicError{value: r, stack: debug.Stack()}
+		if _, err := rt.p.CleanupOrphanedSessions(ctx, rt.opts.SessionIdleTimeout); err != nil && ctx.Err() == nil {
+			rt.opts.Logger.Warn("dx: session cleanup failed", "error", err)
 		}
-	}()
-	return fn(ctx, input)
-}
-
-// activityErrorDetails maps an activity's error to what its ActivityFailed records.
-func activityErrorDetails(err error) provider.ErrorDetails {
-	var p *panicError
-	if errors.As(err, &p) {
-		return appError(provider.AppPanicked, fmt.Sprint(p.value))
 	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Details
-	}
-	return appError(provider.AppActivityFailed, err.Error())
-}
-
-// activityFunc finds an activity, including the builtins duroxide's runtime provides.
-func (rt *Runtime) activityFunc(name string) (activityFunc, bool) {
-	if fn, ok := rt.reg.activity(name); ok {
-		return fn, true
-	}
-	switch name {
-	case syscallNewGUID:
-		return func(context.Context, string) (string, error) { return uuid.NewString(), nil }, true
-	case syscallUtcNowMs:
-		return func(context.Context, string) (string, error) {
-			return strconv.FormatInt(rt.opts.Clock().UnixMilli(), 10), nil
-		}, true
-	case syscallGetKVValue:
-		return rt.getKVValue, true
-	}
-	return nil, false
-}
-
-func (rt *Runtime) getKVValue(ctx context.Context, input string) (string, error) {
-	in, err := decode[struct {
-		InstanceID string `json:"instance_id"`
-		Key        string `json:"key"`
-	}](input)
-	if err != nil {
-		return "", err
-	}
-	v, ok, err := rt.p.GetKVValue(ctx, in.InstanceID, in.Key)
-	if err != nil {
-		if errors.Is(err, provider.ErrNotFound) {
-			return "null", nil
-		}
-		return "", err
-	}
-	if !ok {
-		return "null", nil
-	}
-	return encode(v)
 }

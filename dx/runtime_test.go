@@ -2,9 +2,15 @@ package dx_test
 
 import (
 	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/provider"
 )
 
 func TestHelloEndToEnd(t *testing.T) {
@@ -26,5 +32,315 @@ func TestHelloEndToEnd(t *testing.T) {
 	out, err := dx.Result[string](ctx, c, id)
 	if err != nil || out != "Hello, world!" {
 		t.Fatalf("got %q, %v", out, err)
+	}
+	if _, err := c.Start(ctx, "Hello", "again", dx.WithInstanceID("hello")); !errors.Is(err, dx.ErrInstanceExists) {
+		t.Fatalf("second start with the same id: %v", err)
+	}
+}
+
+// waitStatus waits for an instance to finish.
+func waitStatus(t *testing.T, c *dx.Client, id string) dx.Status {
+	t.Helper()
+	st, err := c.Wait(waitCtx(t), id)
+	if err != nil {
+		t.Fatalf("wait %s: %v (last state %s)", id, err, st.State)
+	}
+	return st
+}
+
+func TestShutdownDrainsInflightActivity(t *testing.T) {
+	p := newProvider(t)
+	rt := dx.NewRuntime(p, testOptions())
+	started := make(chan struct{})
+	var runs atomic.Int32
+	dx.RegisterActivity(rt, "Slow", func(ctx context.Context, _ dx.Raw) (string, error) {
+		runs.Add(1)
+		close(started)
+		time.Sleep(300 * time.Millisecond)
+		return "done", nil
+	})
+	dx.Register(rt, "O", func(ctx dx.Context, _ dx.Raw) (string, error) {
+		return dx.Call[string](ctx, "Slow", nil).Await(ctx)
+	})
+	c := dx.NewClient(p)
+	ctx := waitCtx(t)
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := c.Start(ctx, "O", nil)
+	<-started
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rt.Shutdown(sctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	// The activity finished and was acknowledged; a new runtime only has the final turn left.
+	rt2 := dx.NewRuntime(p, testOptions())
+	dx.Register(rt2, "O", func(ctx dx.Context, _ dx.Raw) (string, error) {
+		return dx.Call[string](ctx, "Slow", nil).Await(ctx)
+	})
+	startRuntime(t, rt2)
+	if st := waitStatus(t, c, id); st.State != dx.StateCompleted || st.Output != `"done"` || runs.Load() != 1 {
+		t.Fatalf("state %s output %s runs %d", st.State, st.Output, runs.Load())
+	}
+}
+
+func TestShutdownDeadlineAbandonsForAnotherNode(t *testing.T) {
+	p := newProvider(t)
+	opts := testOptions()
+	opts.WorkerLockTimeout = time.Minute // only an abandon can hand it over quickly
+	opts.ActivityCancellationGracePeriod = time.Second
+	var runs atomic.Int32
+	register := func(rt *dx.Runtime, block bool) {
+		dx.RegisterActivity(rt, "Stuck", func(ctx context.Context, _ dx.Raw) (string, error) {
+			runs.Add(1)
+			if block {
+				<-ctx.Done() // honours cancellation
+				return "", context.Cause(ctx)
+			}
+			return "second node", nil
+		})
+		dx.Register(rt, "O", func(ctx dx.Context, _ dx.Raw) (string, error) {
+			return dx.Call[string](ctx, "Stuck", nil).Await(ctx)
+		})
+	}
+	rt := dx.NewRuntime(p, opts)
+	register(rt, true)
+	ctx := waitCtx(t)
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := dx.NewClient(p)
+	id, _ := c.Start(ctx, "O", nil)
+	for runs.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := rt.Shutdown(sctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("shutdown: %v", err)
+	}
+	rt2 := dx.NewRuntime(p, opts)
+	register(rt2, false)
+	startRuntime(t, rt2)
+	began := time.Now()
+	st := waitStatus(t, c, id)
+	if st.State != dx.StateCompleted || st.Output != `"second node"` {
+		t.Fatalf("state %s output %s err %v", st.State, st.Output, st.Err)
+	}
+	if time.Since(began) > 10*time.Second {
+		t.Fatalf("took %s: the abandoned activity waited for its lock", time.Since(began))
+	}
+}
+
+func TestActivityLockRenewedWhileRunning(t *testing.T) {
+	p := newProvider(t)
+	opts := testOptions()
+	opts.WorkerLockTimeout = 200 * time.Millisecond
+	opts.WorkerConcurrency = 2
+	var runs atomic.Int32
+	rt := dx.NewRuntime(p, opts)
+	dx.RegisterActivity(rt, "Long", func(ctx context.Context, _ dx.Raw) (string, error) {
+		runs.Add(1)
+		select {
+		case <-time.After(time.Second): // five lock timeouts
+			return "ok", nil
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		}
+	})
+	dx.Register(rt, "O", func(ctx dx.Context, _ dx.Raw) (string, error) {
+		return dx.Call[string](ctx, "Long", nil).Await(ctx)
+	})
+	startRuntime(t, rt)
+	c := dx.NewClient(p)
+	id, _ := c.Start(waitCtx(t), "O", nil)
+	if st := waitStatus(t, c, id); st.State != dx.StateCompleted || runs.Load() != 1 {
+		t.Fatalf("state %s runs %d err %v", st.State, runs.Load(), st.Err)
+	}
+}
+
+func TestSelectLoserActivityIsCancelled(t *testing.T) {
+	p := newProvider(t)
+	opts := testOptions()
+	opts.WorkerLockTimeout = time.Second // a stolen lock is noticed at the next renewal
+	rt := dx.NewRuntime(p, opts)
+	cancelled := make(chan error, 1)
+	dx.RegisterActivity(rt, "Forever", func(ctx context.Context, _ dx.Raw) (string, error) {
+		<-ctx.Done()
+		cancelled <- context.Cause(ctx)
+		return "too late", nil
+	})
+	dx.Register(rt, "O", func(ctx dx.Context, _ dx.Raw) (string, error) {
+		act := dx.Call[string](ctx, "Forever", nil)
+		if dx.Select(ctx, act, ctx.Timer(300*time.Millisecond)) == act {
+			return "activity", nil
+		}
+		return "timer", nil
+	})
+	startRuntime(t, rt)
+	c := dx.NewClient(p)
+	id, _ := c.Start(waitCtx(t), "O", nil)
+	if st := waitStatus(t, c, id); st.Output != `"timer"` {
+		t.Fatalf("output %s", st.Output)
+	}
+	select {
+	case err := <-cancelled:
+		t.Logf("activity cancelled: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the losing activity was not cancelled")
+	}
+}
+
+func TestActivityPanicFailsActivity(t *testing.T) {
+	p := newProvider(t)
+	rt := dx.NewRuntime(p, testOptions())
+	dx.RegisterActivity(rt, "Boom", func(ctx context.Context, _ dx.Raw) (string, error) { panic("kaboom") })
+	dx.Register(rt, "O", func(ctx dx.Context, _ dx.Raw) (string, error) {
+		_, err := dx.Call[string](ctx, "Boom", nil).Await(ctx)
+		var de *dx.Error
+		if errors.As(err, &de) {
+			a := de.Details.Kind.(provider.ApplicationError)
+			return a.Kind.Name + ": " + a.Message, nil
+		}
+		return "", err
+	})
+	startRuntime(t, rt)
+	c := dx.NewClient(p)
+	id, _ := c.Start(waitCtx(t), "O", nil)
+	if st := waitStatus(t, c, id); st.Output != `"Panicked: kaboom"` {
+		t.Fatalf("output %s err %v", st.Output, st.Err)
+	}
+}
+
+func TestMixedDeploymentHandlerOnOneNode(t *testing.T) {
+	p := newProvider(t)
+	opts := testOptions()
+	opts.UnregisteredBackoffMax = 100 * time.Millisecond
+	opts.MaxAttempts = 1000
+	old := dx.NewRuntime(p, opts) // knows neither the orchestration nor the activity
+	startRuntime(t, old)
+	c := dx.NewClient(p)
+	id, _ := c.Start(waitCtx(t), "New", nil)
+	time.Sleep(200 * time.Millisecond) // the old node abandons it with backoff
+	next := dx.NewRuntime(p, opts)
+	dx.RegisterActivity(next, "A", func(context.Context, dx.Raw) (int, error) { return 7, nil })
+	dx.Register(next, "New", func(ctx dx.Context, _ dx.Raw) (int, error) { return dx.Call[int](ctx, "A", nil).Await(ctx) })
+	startRuntime(t, next)
+	if st := waitStatus(t, c, id); st.Output != "7" {
+		t.Fatalf("state %s output %s err %v", st.State, st.Output, st.Err)
+	}
+}
+
+func TestUnregisteredOrchestrationBecomesPoison(t *testing.T) {
+	p := newProvider(t)
+	opts := testOptions()
+	opts.MaxAttempts = 3
+	opts.UnregisteredBackoff = 10 * time.Millisecond
+	rt := dx.NewRuntime(p, opts)
+	startRuntime(t, rt)
+	c := dx.NewClient(p)
+	id, _ := c.Start(waitCtx(t), "Missing", nil)
+	st := waitStatus(t, c, id)
+	if st.State != dx.StateFailed || !strings.Contains(st.Err.Error(), "poison") {
+		t.Fatalf("state %s err %v", st.State, st.Err)
+	}
+	if _, ok := st.Err.Details.Kind.(provider.PoisonError); !ok {
+		t.Fatalf("details %+v", st.Err.Details)
+	}
+}
+
+func TestCancelInstanceCascades(t *testing.T) {
+	p := newProvider(t)
+	opts := testOptions()
+	opts.WorkerLockTimeout = time.Second // a stolen lock is noticed at the next renewal
+	rt := dx.NewRuntime(p, opts)
+	activityCancelled := make(chan struct{}, 1)
+	dx.RegisterActivity(rt, "Forever", func(ctx context.Context, _ dx.Raw) (string, error) {
+		<-ctx.Done()
+		activityCancelled <- struct{}{}
+		return "", ctx.Err()
+	})
+	dx.Register(rt, "Child", func(ctx dx.Context, _ dx.Raw) (string, error) {
+		return dx.WaitEvent[string](ctx, "never").Await(ctx)
+	})
+	dx.Register(rt, "Parent", func(ctx dx.Context, _ dx.Raw) (string, error) {
+		a := dx.Call[string](ctx, "Forever", nil)
+		ch := dx.CallSub[string](ctx, "Child", nil, dx.WithInstanceID("the-child"))
+		return "", dx.Join(ctx, a, ch)
+	})
+	startRuntime(t, rt)
+	c := dx.NewClient(p)
+	ctx := waitCtx(t)
+	id, _ := c.Start(ctx, "Parent", nil)
+	for {
+		st, _ := c.Status(ctx, "the-child")
+		if st.State == dx.StateRunning {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := c.Cancel(ctx, id, "stop it"); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, c, id)
+	if st.State != dx.StateFailed || !errors.Is(st.Err, dx.ErrCanceled) || st.Err.Error() != "canceled: stop it" {
+		t.Fatalf("parent %s %v", st.State, st.Err)
+	}
+	child := waitStatus(t, c, "the-child")
+	if child.State != dx.StateFailed || child.Err.Error() != "canceled: parent canceled" {
+		t.Fatalf("child %s %v", child.State, child.Err)
+	}
+	select {
+	case <-activityCancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the running activity was not cancelled")
+	}
+}
+
+// dxGoroutines returns the stacks of goroutines running dx code (other than tests), by goroutine
+// header line.
+func dxGoroutines() map[string]string {
+	buf := make([]byte, 1<<20)
+	out := map[string]string{}
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "duroxide-go/dxredis/dx.") && !strings.Contains(g, "testing.tRunner") {
+			id, _, _ := strings.Cut(g, " [")
+			out[id] = g
+		}
+	}
+	return out
+}
+
+func TestNoGoroutinesOutliveShutdown(t *testing.T) {
+	before := dxGoroutines() // left by earlier tests on purpose (the blocking guard's)
+	p := newProvider(t)
+	rt := dx.NewRuntime(p, testOptions())
+	dx.RegisterActivity(rt, "A", func(context.Context, int) (int, error) { return 1, nil })
+	dx.Register(rt, "O", func(ctx dx.Context, n int) (int, error) {
+		fs := make([]dx.Future[int], n)
+		for i := range fs {
+			fs[i] = dx.Go(ctx, func(ctx dx.Context) (int, error) { return dx.Call[int](ctx, "A", i).Await(ctx) })
+		}
+		vs, err := dx.All(ctx, fs...)
+		return len(vs), err
+	})
+	ctx := waitCtx(t)
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := dx.NewClient(p)
+	id, _ := c.Start(ctx, "O", 20)
+	if st := waitStatus(t, c, id); st.Output != "20" {
+		t.Fatalf("output %s", st.Output)
+	}
+	if err := rt.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Shutdown returned: nothing of dx may still run (the provider's connections are not ours).
+	for id, g := range dxGoroutines() {
+		if _, old := before[id]; !old {
+			t.Errorf("a dx goroutine outlived Shutdown:\n%s", g)
+		}
 	}
 }

@@ -1,0 +1,239 @@
+package dx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// The worker dispatcher: fetch an activity, run it with its lock renewed, acknowledge its result.
+
+func (rt *Runtime) workerLoop(ctx, workCtx context.Context) {
+	session := &provider.SessionFetchConfig{OwnerID: rt.opts.NodeID, LockTimeout: rt.opts.SessionLockTimeout}
+	rt.pollLoop(ctx, "worker", func() (bool, error) {
+		began := time.Now()
+		item, err := rt.p.FetchWorkItem(ctx, rt.opts.WorkerLockTimeout, rt.opts.PollTimeout, session, rt.opts.WorkerTagFilter)
+		rt.opts.Metrics.Observe(MetricFetchWait, time.Since(began), Labels{Queue: "worker"})
+		if err != nil || item == nil {
+			return false, err
+		}
+		rt.processActivity(workCtx, item)
+		return true, nil
+	})
+}
+
+// processActivity runs one fetched activity and acknowledges its completion. workCtx ends only
+// when a shutdown gives up waiting.
+func (rt *Runtime) processActivity(workCtx context.Context, locked *provider.LockedWorkItem) {
+	bg := context.WithoutCancel(workCtx)
+	token := locked.LockToken
+	act, ok := locked.Item.Kind.(provider.ActivityExecute)
+	if !ok {
+		rt.opts.Logger.Error("dx: worker queue holds a non-activity item; dropping it", "variant", locked.Item.Kind.Variant())
+		_ = rt.p.AckWorkItem(bg, token, nil)
+		return
+	}
+	log := rt.opts.Logger.With("instance", act.Instance, "execution", act.ExecutionID, "activity", act.Name,
+		"activity_id", act.ID, "attempt", locked.AttemptCount)
+	labels := Labels{Activity: act.Name}
+	if locked.AttemptCount > rt.opts.MaxAttempts {
+		log.Error("dx: activity exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
+		rt.opts.Metrics.Count(MetricPoison, 1, Labels{Queue: "worker", Activity: act.Name})
+		d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: locked.AttemptCount, MaxAttempts: rt.opts.MaxAttempts,
+			MessageType: provider.PoisonMessageType{Kind: provider.PoisonActivity{Instance: act.Instance, ExecutionID: act.ExecutionID,
+				ActivityName: act.Name, ActivityID: act.ID}},
+			Message: fmt.Sprintf("activity %s#%d was fetched %d times without completing", act.Name, act.ID, locked.AttemptCount)}}
+		rt.ackActivity(bg, log, token, act, "", &d, labels)
+		return
+	}
+	fn, ok := rt.activityFunc(act.Name)
+	if !ok {
+		delay := rt.unregisteredDelay(locked.AttemptCount)
+		log.Warn("dx: activity not registered on this node; abandoning with backoff", "retry_in", delay,
+			"attempts_left", int(rt.opts.MaxAttempts)-int(locked.AttemptCount))
+		rt.opts.Metrics.Count(MetricUnregistered, 1, Labels{Queue: "worker", Activity: act.Name})
+		if err := rt.p.AbandonWorkItem(bg, token, delay, false); err != nil {
+			log.Warn("dx: abandon failed; the lock expires instead", "error", err)
+		}
+		return
+	}
+
+	actCtx, cancel := context.WithCancelCause(workCtx)
+	defer cancel(nil)
+	fl, finish := rt.track(func(c context.Context) {
+		cancel(errShutdown)
+		if err := rt.p.AbandonWorkItem(c, token, 0, true); err != nil {
+			log.Warn("dx: abandon failed; the lock expires instead", "error", err)
+		}
+	})
+	defer finish()
+	// A failed renewal means the lock was stolen (the orchestration cancelled the activity, or
+	// finished) or expired: the activity's context is cancelled and its result will be dropped.
+	lost := make(chan error, 1)
+	stopRenew := renewing(renewEvery(rt.opts.WorkerLockTimeout, rt.opts.WorkerLockRenewalBuffer),
+		func() error { return rt.p.RenewWorkItemLock(bg, token, rt.opts.WorkerLockTimeout) },
+		func(err error) { lost <- err; cancel(fmt.Errorf("%w: %v", errLockLost, err)) })
+	defer stopRenew()
+
+	done := make(chan activityResult, 1)
+	began := time.Now()
+	log.Debug("dx: activity started")
+	go func() {
+		out, err := runActivity(actCtx, fn, act.Input)
+		done <- activityResult{out, err}
+	}()
+	var r activityResult
+	select {
+	case r = <-done:
+	case err := <-lost:
+		log.Warn("dx: activity lock lost (cancelled, or taken over); cancelling it and dropping its result", "error", err)
+		rt.awaitCancelled(log, done)
+		rt.opts.Metrics.Count(MetricActivities, 1, Labels{Activity: act.Name, Result: "dropped"})
+		return
+	}
+	elapsed := time.Since(began)
+	if !rt.owned(fl) {
+		log.Warn("dx: activity finished after shutdown abandoned it; its result is dropped (it runs again elsewhere)")
+		return
+	}
+	if r.err != nil {
+		d := activityErrorDetails(r.err)
+		labels.Result = "failed"
+		var p *panicError
+		if errors.As(r.err, &p) {
+			labels.Result = "panicked"
+			log.Error("dx: activity panicked", "error", p.value, "stack", string(p.stack))
+		} else {
+			log.Info("dx: activity failed", "error", r.err, "duration", elapsed)
+		}
+		rt.opts.Metrics.Observe(MetricActivityDuration, elapsed, labels)
+		rt.ackActivity(bg, log, token, act, "", &d, labels)
+		return
+	}
+	labels.Result = "ok"
+	log.Debug("dx: activity completed", "duration", elapsed)
+	rt.opts.Metrics.Observe(MetricActivityDuration, elapsed, labels)
+	rt.ackActivity(bg, log, token, act, r.out, nil, labels)
+}
+
+var (
+	errLockLost  = errors.New("dx: activity lock lost")
+	errShutdown  = errors.New("dx: runtime shutting down")
+	errGraceOver = errors.New("dx: activity ignored its cancelled context past the grace period")
+)
+
+// awaitCancelled gives a cancelled activity the grace period to return.
+func (rt *Runtime) awaitCancelled(log *slog.Logger, done <-chan activityResult) {
+	t := time.NewTimer(rt.opts.ActivityCancellationGracePeriod)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		log.Error(errGraceOver.Error(), "grace_period", rt.opts.ActivityCancellationGracePeriod)
+	}
+}
+
+func (rt *Runtime) ackActivity(ctx context.Context, log *slog.Logger, token string, act provider.ActivityExecute, result string, d *provider.ErrorDetails, labels Labels) {
+	var c provider.WorkItem
+	if d != nil {
+		c = provider.WorkItem{Kind: provider.ActivityFailed{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Details: *d}}
+	} else {
+		c = provider.WorkItem{Kind: provider.ActivityCompleted{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Result: result}}
+	}
+	for i := 1; ; i++ {
+		err := rt.p.AckWorkItem(ctx, token, &c)
+		if err == nil {
+			rt.opts.Metrics.Count(MetricActivities, 1, labels)
+			return
+		}
+		rt.opts.Metrics.Count(MetricAckFailures, 1, Labels{Queue: "worker", Activity: act.Name})
+		if !provider.IsRetryable(err) || i == 5 {
+			log.Warn("dx: activity ack failed; its result is dropped (the activity may run again)", "error", err)
+			return
+		}
+		time.Sleep(time.Duration(i) * 20 * time.Millisecond)
+	}
+}
+
+type activityResult struct {
+	out string
+	err error
+}
+
+// panicError is an activity's panic.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("activity panicked: %v", p.value) }
+
+// runActivity runs an activity, turning a panic into an error.
+func runActivity(ctx context.Context, fn activityFunc, input string) (out string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &panicError{value: r, stack: debug.Stack()}
+		}
+	}()
+	return fn(ctx, input)
+}
+
+// activityErrorDetails maps an activity's error to what its ActivityFailed records.
+func activityErrorDetails(err error) provider.ErrorDetails {
+	var p *panicError
+	if errors.As(err, &p) {
+		return appError(provider.AppPanicked, fmt.Sprint(p.value))
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Details
+	}
+	return appError(provider.AppActivityFailed, err.Error())
+}
+
+// activityFunc finds an activity, including the builtins duroxide's runtime provides.
+func (rt *Runtime) activityFunc(name string) (activityFunc, bool) {
+	if fn, ok := rt.reg.activity(name); ok {
+		return fn, true
+	}
+	switch name {
+	case syscallNewGUID:
+		return func(context.Context, string) (string, error) { return uuid.NewString(), nil }, true
+	case syscallUtcNowMs:
+		return func(context.Context, string) (string, error) {
+			return strconv.FormatInt(rt.opts.Clock().UnixMilli(), 10), nil
+		}, true
+	case syscallGetKVValue:
+		return rt.getKVValue, true
+	}
+	return nil, false
+}
+
+func (rt *Runtime) getKVValue(ctx context.Context, input string) (string, error) {
+	in, err := decode[struct {
+		InstanceID string `json:"instance_id"`
+		Key        string `json:"key"`
+	}](input)
+	if err != nil {
+		return "", err
+	}
+	v, ok, err := rt.p.GetKVValue(ctx, in.InstanceID, in.Key)
+	if err != nil {
+		if errors.Is(err, provider.ErrNotFound) {
+			return "null", nil
+		}
+		return "", err
+	}
+	if !ok {
+		return "null", nil
+	}
+	return encode(v)
+}

@@ -1,0 +1,44 @@
+package dx
+
+import "time"
+
+// Metrics receives the runtime's measurements: counters and duration samples, by fixed name, with a
+// few labels. It is small on purpose, so an adapter to Prometheus (a CounterVec and a HistogramVec
+// per name) or OpenTelemetry (an Int64Counter and a Float64Histogram) is a few lines in your own
+// code and this module depends on neither. Calls come from many goroutines at once.
+type Metrics interface {
+	// Count adds n to the counter name.
+	Count(name string, n int64, l Labels)
+	// Observe records one duration sample of name.
+	Observe(name string, d time.Duration, l Labels)
+}
+
+// Labels qualify a measurement; fields that do not apply are empty.
+type Labels struct {
+	Queue         string // "orchestrator" or "worker"
+	Orchestration string
+	Version       string
+	Activity      string
+	// Result: for turns "continue", "completed", "failed", "continued_as_new", "cancelled"; for
+	// activities "ok", "failed", "panicked", "dropped" (lock lost).
+	Result string
+}
+
+// The measurements the runtime reports.
+const (
+	MetricTurns            = "dx_orchestration_turns_total"   // Count: turns acknowledged
+	MetricTurnDuration     = "dx_orchestration_turn_seconds"  // Observe: time to run a turn (without its ack)
+	MetricActivities       = "dx_activities_total"            // Count: activities finished
+	MetricActivityDuration = "dx_activity_seconds"            // Observe: time an activity ran
+	MetricFetchWait        = "dx_fetch_wait_seconds"          // Observe: time a fetch took (long poll included)
+	MetricAckFailures      = "dx_ack_failures_total"          // Count: failed acknowledgements
+	MetricPoison           = "dx_poison_total"                // Count: items failed as poison
+	MetricUnregistered     = "dx_unregistered_abandons_total" // Count: items abandoned for want of a handler here
+)
+
+// Orchestration goroutines stuck outside dx are not a metric call: read StuckGoroutines.
+
+type noMetrics struct{}
+
+func (noMetrics) Count(string, int64, Labels)           {}
+func (noMetrics) Observe(string, time.Duration, Labels) {}
