@@ -129,6 +129,14 @@ type goldenEnv struct {
 
 func runGolden(t *testing.T, dir string, prog goldenProgram) {
 	want := loadGolden(t, dir)
+	if want.result.Program != filepath.Base(dir) {
+		t.Fatalf("result.json is for program %q, not %q", want.result.Program, filepath.Base(dir))
+	}
+	for id := range want.histories {
+		if !slices.ContainsFunc(want.result.Instances, func(i goldenInstance) bool { return i.InstanceID == id }) {
+			t.Fatalf("history.jsonl has instance %s, which result.json does not list", id)
+		}
+	}
 	p := newProvider(t)
 	opts := dx.Options{
 		OrchestrationConcurrency: 1,
