@@ -1,5 +1,6 @@
 // Command dxctl inspects and administers a dxredis namespace: list instances, show one with its
-// executions and history, queue depths and ages, system metrics, and delete, purge or prune.
+// executions and history, queue depths and ages, system metrics, and delete, purge, prune or drop
+// the whole namespace.
 //
 //	dxctl [--addr 127.0.0.1:6379] [--ns dx] [--json] <command> [arguments]
 //
