@@ -107,5 +107,8 @@ func ScriptNames() []string { return append([]string(nil), scripts.names...) }
 // LOAD. Its name carries a hash of the sources, so different dxredis versions can share a server.
 func FunctionLibrary() string { return scripts.library }
 
+// FunctionLibraryName returns the name FunctionLibrary declares ("dxredis_" and the sources' hash).
+func FunctionLibraryName() string { return "dxredis_" + scripts.version }
+
 // FunctionName returns the FCALL name of an operation in FunctionLibrary.
 func FunctionName(op string) string { return functionName(scripts.version, op) }

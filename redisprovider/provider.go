@@ -86,7 +86,21 @@ func (p *Provider) start(ctx context.Context) error {
 		}
 		p.opts.Logger.Info("dxredis: Redis Functions unavailable, using EVALSHA", "err", err)
 	}
-	for _, name := range dxredis.ScriptNames() {
+	// Send only the scripts the server does not hold yet (a provider per dxctl call must not
+	// re-send every script each time).
+	names := dxredis.ScriptNames()
+	hashes := make([]string, len(names))
+	for i, name := range names {
+		hashes[i] = dxredis.Script(name).Hash()
+	}
+	exists, err := p.rdb.ScriptExists(ctx, hashes...).Result()
+	if err != nil || len(exists) != len(names) {
+		exists = make([]bool, len(names)) // cannot tell: load them all
+	}
+	for i, name := range names {
+		if exists[i] {
+			continue
+		}
 		if err := dxredis.Script(name).Load(ctx, p.rdb).Err(); err != nil {
 			return p.mapErr(op, fmt.Errorf("loading script %s: %w", name, err))
 		}
@@ -94,15 +108,27 @@ func (p *Provider) start(ctx context.Context) error {
 	return nil
 }
 
-// loadFunctions loads the scripts as a Redis Functions library on every primary.
+// loadFunctions loads the scripts as a Redis Functions library on every primary that does not
+// hold this version of the library yet (its name carries a hash of the sources).
 func (p *Provider) loadFunctions(ctx context.Context) error {
-	lib := dxredis.FunctionLibrary()
-	if cc, ok := p.rdb.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			return c.FunctionLoadReplace(ctx, lib).Err()
-		})
+	load := func(ctx context.Context, c redis.Cmdable) error {
+		name := dxredis.FunctionLibraryName()
+		libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: name}).Result()
+		if err != nil {
+			return err
+		}
+		for _, l := range libs {
+			if l.Name == name {
+				return nil
+			}
+		}
+		// REPLACE: another process may load the same library between the list and the load.
+		return c.FunctionLoadReplace(ctx, dxredis.FunctionLibrary()).Err()
 	}
-	return p.rdb.FunctionLoadReplace(ctx, lib).Err()
+	if cc, ok := p.rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	}
+	return load(ctx, p.rdb)
 }
 
 // checkEvictionPolicy refuses servers that may evict keys: eviction silently loses state.

@@ -20,4 +20,4 @@ echo "== go test -bench (DXREDIS_TEST_ADDR=$DXREDIS_TEST_ADDR) -> $out"
 
 dx_out="$(dirname "$out")/results-dxbench.txt"
 echo "== go run ./cmd/dxbench -workload all (DXREDIS_TEST_ADDR=$DXREDIS_TEST_ADDR) -> $dx_out"
-go run ./cmd/dxbench -addr "$DXREDIS_TEST_ADDR" -workload all -cleanup | tee "$dx_out"
+go run ./cmd/dxbench -addr "$DXREDIS_TEST_ADDR" -workload all | tee "$dx_out"

@@ -8,8 +8,9 @@
 // (W4: 500 sequential activities, turn latency by history size), wake (enqueue -> fetch-return
 // latency of one long-polling fetcher), idle (what an idle fetcher costs), all.
 //
-// The report ends with one JSON line (see bench/README.md). Keys are left in place under the
-// namespace (-ns, default dxbench-<random>) for inspection; -cleanup deletes them.
+// The report ends with one JSON line (see bench/README.md). The run's namespace (-ns, default
+// dxbench-<random>) must be empty at the start and is deleted at the end; -keep keeps it for
+// inspection (dxctl).
 //
 // Without -addr, dxbench uses 127.0.0.1:6379 and, when nothing answers there, an embedded
 // miniredis; numbers from miniredis mean nothing.
@@ -52,7 +53,7 @@ type config struct {
 	workerConcurrency int
 	payloadBytes      int
 	ns                string
-	cleanup           bool
+	keep              bool
 	rate              float64
 	timerDelay        time.Duration
 	timerRate         float64
@@ -141,6 +142,7 @@ type bench struct {
 	hook     *countingHook
 	backend  string
 	mini     bool // miniredis (embedded or not): numbers mean nothing, no targets
+	embedded bool // dxbench's own miniredis, gone when it exits
 	baseline float64
 	stdout   io.Writer
 	stderr   io.Writer
@@ -148,19 +150,42 @@ type bench struct {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "dxbench:", err)
-		}
-		os.Exit(1)
-	}
+	code := command(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
+
+// command is the process without exiting: it silences go-redis's own logging (a line per failed
+// dial; dxbench reports the outcome itself), runs dxbench and returns the exit status (0 for -h).
+func command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	redis.SetLogger(silentLogger{})
+	err := run(ctx, args, stdout, stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(flagError)):
+		return 1 // the flag package has printed it, with the usage
+	}
+	fmt.Fprintln(stderr, "dxbench:", err)
+	return 1
+}
+
+type silentLogger struct{}
+
+func (silentLogger) Printf(context.Context, string, ...any) {}
+
+// flagError is a command-line error the flag package has already reported.
+type flagError struct{ error }
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	cfg := &config{}
 	fs := flag.NewFlagSet("dxbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "dxbench plays duroxide's dispatchers against Redis and reports throughput, latency and\n"+
+			"what each orchestration costs Redis. Usage: dxbench [flags]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&cfg.addr, "addr", defaultAddr, "Redis address; without it, an embedded miniredis is used when nothing answers at the default")
 	fs.BoolVar(&cfg.miniredis, "miniredis", false, "run on an embedded miniredis (numbers mean nothing; for smoke tests)")
 	fs.StringVar(&cfg.workload, "workload", "hello", "hello | fanout | timer | longhistory | wake | idle | all")
@@ -168,8 +193,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&cfg.orchConcurrency, "orch-concurrency", 4, "orchestration dispatcher goroutines")
 	fs.IntVar(&cfg.workerConcurrency, "worker-concurrency", 4, "worker dispatcher goroutines")
 	fs.IntVar(&cfg.payloadBytes, "payload-bytes", 100, "size of each activity result (a JSON string)")
-	fs.StringVar(&cfg.ns, "ns", "", "namespace (default dxbench-<random>); keys are left in place unless -cleanup")
-	fs.BoolVar(&cfg.cleanup, "cleanup", false, "delete the namespace's keys at the end (SCAN on its prefix)")
+	fs.StringVar(&cfg.ns, "ns", "", "namespace, empty at the start (default dxbench-<random>); deleted at the end unless -keep")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the namespace's keys at the end (inspect them with dxctl)")
 	fs.Float64Var(&cfg.rate, "rate", 0, "orchestrations started per second; 0 = all enqueued upfront, as fast as possible")
 	fs.DurationVar(&cfg.timerDelay, "timer-delay", 100*time.Millisecond, "W3: durable timer of each orchestration")
 	fs.Float64Var(&cfg.timerRate, "timer-rate", 1000, "W3: orchestrations started per second (0 = all upfront)")
@@ -183,7 +208,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&cfg.stall, "stall", 30*time.Second, "give up on a workload after this long without a completion")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of dxbench to this file")
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, flagError{err}
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -258,7 +286,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			fmt.Fprintf(stderr, "dxbench: WARNING: nothing answers at %s; running on an embedded miniredis.\n", cfg.addr)
 		}
 		cfg.addr = mr.Addr()
-		b.mini = true
+		b.mini, b.embedded = true, true
 	}
 	b.admin = redis.NewClient(&redis.Options{Addr: cfg.addr, PoolSize: max(20, cfg.orchConcurrency+cfg.workerConcurrency+4)})
 	defer b.admin.Close()
@@ -279,6 +307,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	defer b.p.Close()
 	b.p.Client().AddHook(b.hook)
+	// Old data (an earlier -keep run, or someone else's namespace) would stall the workloads
+	// until -stall: refuse it at once. Every enqueue creates the partition's seq key.
+	if n, err := b.admin.Exists(ctx, b.p.Keyspace().Seq(0)).Result(); err != nil {
+		return fmt.Errorf("checking namespace %q: %w", cfg.ns, err)
+	} else if n > 0 {
+		return fmt.Errorf("namespace %q already holds data (an earlier run with -keep?): dxbench needs an empty one: "+
+			"delete it with `%s` or choose another with -ns", cfg.ns, dropCommand(cfg))
+	}
+	cleanup := func() {} // deletes the namespace (once) unless -keep; deferred for early returns
+	if !cfg.keep {
+		done := false
+		cleanup = func() {
+			if !done {
+				done = true
+				b.dropNamespace(ctx)
+			}
+		}
+		defer cleanup()
+	}
 
 	fmt.Fprintf(stdout, "dxbench: %s at %s, namespace %s, GOMAXPROCS %d, %d orchestration + %d worker dispatchers\n",
 		b.backend, cfg.addr, cfg.ns, runtime.GOMAXPROCS(0), cfg.orchConcurrency, cfg.workerConcurrency)
@@ -319,20 +366,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		}
 	}
 
-	if cfg.cleanup {
-		// Close first: a fetcher's last wait may otherwise hand its wake token back after the SCAN.
-		_ = b.p.Close()
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		n, cerr := redisprovider.DropNamespace(cctx, b.admin, cfg.ns)
-		cancel()
-		if cerr != nil {
-			fmt.Fprintf(stdout, "\ncleanup: deleted %d keys, then: %v\n", n, cerr)
-		} else {
-			fmt.Fprintf(stdout, "\ncleanup: deleted %d keys of namespace %s\n", n, cfg.ns)
-		}
-	} else if !b.mini {
-		fmt.Fprintf(stdout, "\nkeys left in place under %s (namespace %s); rerun with -cleanup to delete them\n",
-			b.p.Keyspace().Prefix(0), cfg.ns)
+	cleanup()
+	if cfg.keep && !b.embedded {
+		fmt.Fprintf(stdout, "\nnamespace %s kept (keys under %s); delete it with: %s\n", cfg.ns, b.p.Keyspace().Prefix(0), dropCommand(cfg))
 	}
 
 	final := results[0]
@@ -348,6 +384,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return fmt.Errorf("workloads failed: %s", strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// dropNamespace deletes the run's namespace and says so.
+func (b *bench) dropNamespace(ctx context.Context) {
+	// Close first: a fetcher's last wait may otherwise hand its wake token back after the SCAN.
+	_ = b.p.Close()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	n, err := redisprovider.DropNamespace(ctx, b.admin, b.cfg.ns)
+	if err != nil {
+		fmt.Fprintf(b.stdout, "\nnamespace %s: deleted %d keys, then: %v; delete the rest with: %s\n", b.cfg.ns, n, err, dropCommand(b.cfg))
+		return
+	}
+	fmt.Fprintf(b.stdout, "\nnamespace %s deleted (%d keys; run with -keep to keep them)\n", b.cfg.ns, n)
+}
+
+// dropCommand is the dxctl command line that deletes the run's namespace.
+func dropCommand(cfg *config) string {
+	return fmt.Sprintf("dxctl --addr %s --ns %s drop", cfg.addr, cfg.ns)
 }
 
 // combine builds -workload all's last line: the headline fields are W1's (hello), every
@@ -432,6 +487,12 @@ func (b *bench) printSummary(r *Result) {
 			target(val(r.WakeP99Ms) < 5, "wake p99 < 5 ms")
 		} else {
 			line("start->complete", "p50 %s, p99 %s", fmtMs(r.P50Ms), fmtMs(r.P99Ms))
+			if r.enqueueDur > 0 {
+				line("", "from enqueue to completion, queueing included: -rate 0 enqueues every start upfront,")
+				line("", "so this is mostly time waiting in line; -rate N measures latency at a set load")
+			} else {
+				line("", "from enqueue to completion, queueing included (starts paced at %.0f/s)", r.Rate)
+			}
 		}
 		if r.Workload == "timer" {
 			line("timer lateness", "fetched after fire_at: p50 %s, p99 %s, max %s; pending timers avg %s, max %d (%d background 1 h timers)",

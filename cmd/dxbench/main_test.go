@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/duroxide-go/dxredis/provider"
+	"github.com/redis/go-redis/v9"
 )
 
 // tiny makes every workload finish in about a second on miniredis.
@@ -99,16 +102,16 @@ func TestWorkloadsOnMiniredis(t *testing.T) {
 }
 
 // With no -addr and nothing at the default address, dxbench falls back to miniredis and says so;
-// -workload all reports every workload; -cleanup leaves no key behind.
+// -workload all reports every workload; the namespace is deleted at the end.
 func TestAllWithFallbackAndCleanup(t *testing.T) {
 	saved := defaultAddr
 	defaultAddr = "127.0.0.1:1" // nothing listens on port 1
 	t.Cleanup(func() { defaultAddr = saved })
-	out, errOut, res := runBench(t, append([]string{"-workload", "all", "-cleanup", "-n", "3"}, tiny[2:]...)...)
+	out, errOut, res := runBench(t, append([]string{"-workload", "all", "-n", "3"}, tiny[2:]...)...)
 	if !strings.Contains(errOut, "WARNING") || !strings.Contains(out, "numbers mean nothing") {
 		t.Errorf("no miniredis warning\nstdout:\n%s\nstderr:\n%s", out, errOut)
 	}
-	if !strings.Contains(out, "cleanup: deleted") {
+	if !regexp.MustCompile(`namespace dxbench-\w+ deleted \(\d+ keys`).MatchString(out) {
 		t.Errorf("no cleanup report:\n%s", out)
 	}
 	if res.Workload != "all" || len(res.Results) != len(allOrder) {
@@ -119,16 +122,84 @@ func TestAllWithFallbackAndCleanup(t *testing.T) {
 	}
 }
 
-func TestCleanupDeletesOnlyTheNamespace(t *testing.T) {
+// By default the run's namespace is deleted at the end, and nothing else.
+func TestDeletesOnlyItsNamespace(t *testing.T) {
 	mr := miniredis.RunT(t)
 	_ = mr.Set("other-key", "stays")
 	_ = mr.Set("{dxbench-x:0}-not-ours", "stays")
-	runBench(t, append([]string{"-addr", mr.Addr(), "-workload", "hello", "-ns", "dxbench-x", "-cleanup"}, tiny...)...)
+	out, _, _ := runBench(t, append([]string{"-addr", mr.Addr(), "-workload", "hello", "-ns", "dxbench-x"}, tiny...)...)
 	keys := mr.Keys()
 	if len(keys) != 2 {
-		t.Errorf("keys after cleanup: %v", keys)
+		t.Errorf("keys after the run: %v", keys)
+	}
+	if !regexp.MustCompile(`namespace dxbench-x deleted \(\d+ keys`).MatchString(out) {
+		t.Errorf("no deletion report:\n%s", out)
 	}
 }
+
+// -keep keeps the namespace and says how to delete it; a second run on it refuses at once
+// (instead of stalling on the old data) and says how to clear it.
+func TestKeepThenRefuseOldData(t *testing.T) {
+	mr := miniredis.RunT(t)
+	args := append([]string{"-addr", mr.Addr(), "-workload", "hello", "-ns", "dxbench-k", "-keep"}, tiny...)
+	out, _, _ := runBench(t, args...)
+	drop := "dxctl --addr " + mr.Addr() + " --ns dxbench-k drop"
+	if len(mr.Keys()) == 0 || !strings.Contains(out, drop) {
+		t.Fatalf("-keep: %d keys; output lacks %q:\n%s", len(mr.Keys()), drop, out)
+	}
+	before := len(mr.Keys())
+
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	err := run(context.Background(), args, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), `namespace "dxbench-k" already holds data`) ||
+		!strings.Contains(err.Error(), drop) || !strings.Contains(err.Error(), "-ns") || time.Since(start) > 5*time.Second {
+		t.Fatalf("rerun on old data: %v after %v\n%s", err, time.Since(start), stdout.String())
+	}
+	if n := len(mr.Keys()); n != before {
+		t.Fatalf("the refused run changed the namespace: %d keys, had %d", n, before)
+	}
+}
+
+// The summary says what start->complete latency includes.
+func TestLatencyNote(t *testing.T) {
+	mr := miniredis.RunT(t)
+	out, _, _ := runBench(t, append([]string{"-addr", mr.Addr(), "-workload", "hello"}, tiny...)...)
+	if !strings.Contains(out, "queueing included") || !strings.Contains(out, "-rate 0") {
+		t.Fatalf("no latency note for -rate 0:\n%s", out)
+	}
+	out, _, _ = runBench(t, append([]string{"-addr", mr.Addr(), "-workload", "hello", "-rate", "200"}, tiny...)...)
+	if !strings.Contains(out, "queueing included") || !strings.Contains(out, "paced at 200/s") {
+		t.Fatalf("no latency note for -rate 200:\n%s", out)
+	}
+}
+
+// command is the process: -h exits 0, bad flags 1, and go-redis's own log lines (one per
+// failed dial) are silenced.
+func TestCommand(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := command(context.Background(), []string{"-h"}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String()+errOut.String(), "-keep") {
+		t.Fatalf("-h: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	if code := command(context.Background(), []string{"-n", "0"}, &out, &errOut); code != 1 {
+		t.Fatalf("-n 0: exit %d", code)
+	}
+	rec := &logRecorder{}
+	redis.SetLogger(rec)
+	errOut.Reset()
+	if code := command(context.Background(), []string{"-addr", "127.0.0.1:1", "-baseline", "0"}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "127.0.0.1:1") {
+		t.Fatalf("unreachable: exit %d, stderr %q", code, errOut.String())
+	}
+	if rec.n.Load() != 0 {
+		t.Fatalf("go-redis logged %d lines", rec.n.Load())
+	}
+}
+
+type logRecorder struct{ n atomic.Int64 }
+
+func (r *logRecorder) Printf(context.Context, string, ...any) { r.n.Add(1) }
 
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"-workload", "nope"}, {"-n", "0"}, {"stray"}} {

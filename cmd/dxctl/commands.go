@@ -1,16 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
 )
 
 var commands = []command{
@@ -19,7 +22,8 @@ var commands = []command{
 		usage:   "[--status S] [--limit N] [--cursor C]",
 		summary: "List instances (oldest first) with their status, orchestration and times.",
 		details: `Without --status every instance is listed by creation time; with it, the instances whose
-current status is S (Running, Completed, Failed, ContinuedAsNew), least recently updated first.
+current status is S (Running, Completed, Failed, ContinuedAsNew; any case), least recently
+updated first.
 At most --limit rows are printed; when more remain, the last line gives the --cursor that
 continues the listing (in JSON: "next_cursor"). Each page costs O(limit) on the server.`,
 		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
@@ -30,7 +34,11 @@ continues the listing (in JSON: "next_cursor"). Each page costs O(limit) on the 
 				if *limit <= 0 {
 					return usagef("instances: --limit must be positive")
 				}
-				return a.instances(ctx, *status, *limit, *cursor)
+				s, err := canonicalStatus(*status)
+				if err != nil {
+					return err
+				}
+				return a.instances(ctx, s, *limit, *cursor)
 			}
 		},
 	},
@@ -131,6 +139,35 @@ are deleted per run; run again to continue.`,
 			}
 		},
 	},
+	{
+		name:    "drop",
+		usage:   "[--yes]",
+		summary: "Delete the whole namespace: every instance, history, queue, lock and session, running or not.",
+		details: `Asks first: type the namespace's name to confirm. --yes drops without asking (for scripts);
+without it dxctl refuses when stdin is not a terminal. Stop the namespace's runtimes and workers
+first: turns in progress fail to commit and activities cannot report back. Cost: a SCAN of the
+server's whole keyspace (every primary's, on a cluster) for the namespace's keys.`,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			yes := fs.Bool("yes", false, "drop without asking for confirmation")
+			return func(ctx context.Context, a *app, _ []string) error { return a.drop(ctx, *yes) }
+		},
+	},
+}
+
+// statuses are the values of --status.
+var statuses = []string{provider.StatusRunning, provider.StatusCompleted, provider.StatusFailed, provider.StatusContinuedAsNew}
+
+// canonicalStatus returns the status named s (any case; "" for none) or says which exist.
+func canonicalStatus(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	for _, st := range statuses {
+		if strings.EqualFold(s, st) {
+			return st, nil
+		}
+	}
+	return "", usagef("instances: unknown status %q: want one of %s", s, strings.Join(statuses, ", "))
 }
 
 // parseBefore reads an age (Go duration, plus a "d" day unit) or an RFC 3339 time.
@@ -184,6 +221,9 @@ func rowOf(info provider.InstanceInfo) instanceRow {
 }
 
 func (a *app) instances(ctx context.Context, status string, limit int, cursor string) error {
+	if err := a.open(ctx); err != nil {
+		return err
+	}
 	ids, next, err := a.p.ListInstancesPage(ctx, cursor, limit, status)
 	if err != nil {
 		return err
@@ -216,9 +256,28 @@ func (a *app) instances(ctx context.Context, status string, limit int, cursor st
 		fmt.Fprintln(a.stdout, "(no instances)")
 	}
 	if next != "" {
-		fmt.Fprintf(a.stdout, "more: dxctl instances%s --limit %d --cursor %s\n", statusArg(status), limit, next)
+		fmt.Fprintf(a.stdout, "more: dxctl %s instances%s --limit %d --cursor %s\n", a.connectionArgs(), statusArg(status), limit, shellQuote(next))
 	}
 	return nil
+}
+
+// connectionArgs repeats the global flags a follow-up command needs to reach the same
+// namespace: --addr, --ns and --timeout (when not the default); the password stays in
+// DXCTL_PASSWORD.
+func (a *app) connectionArgs() string {
+	args := "--addr " + shellQuote(a.addr) + " --ns " + shellQuote(a.ns)
+	if a.timeout != defaultTimeout {
+		args += " --timeout " + a.timeout.String()
+	}
+	return args
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but plain word characters.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/=+,@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func statusArg(status string) string {
@@ -243,6 +302,9 @@ type customStatusOut struct {
 }
 
 func (a *app) show(ctx context.Context, id string, exec uint64) error {
+	if err := a.open(ctx); err != nil {
+		return err
+	}
 	info, err := a.p.GetInstanceInfo(ctx, id)
 	if err != nil {
 		return err
@@ -373,6 +435,9 @@ type queuesOut struct {
 }
 
 func (a *app) queues(ctx context.Context) error {
+	if err := a.open(ctx); err != nil {
+		return err
+	}
 	qs, err := a.p.GetQueueStats(ctx)
 	if err != nil {
 		return err
@@ -401,6 +466,9 @@ func (a *app) queues(ctx context.Context) error {
 }
 
 func (a *app) metrics(ctx context.Context) error {
+	if err := a.open(ctx); err != nil {
+		return err
+	}
 	m, err := a.p.GetSystemMetrics(ctx)
 	if err != nil {
 		return err
@@ -445,6 +513,9 @@ func (a *app) printDeleted(r provider.DeleteInstanceResult) error {
 }
 
 func (a *app) delete(ctx context.Context, id string, force bool) error {
+	if err := a.open(ctx); err != nil {
+		return err
+	}
 	r, err := a.p.DeleteInstance(ctx, id, force)
 	if err != nil {
 		return err
@@ -457,6 +528,9 @@ func (a *app) purge(ctx context.Context, before time.Time, limit uint32) error {
 	if ms <= 0 {
 		return usagef("purge: --completed-before is before 1970")
 	}
+	if err := a.open(ctx); err != nil {
+		return err
+	}
 	r, err := a.p.DeleteInstanceBulk(ctx, provider.InstanceFilter{CompletedBeforeMs: uint64(ms), Limit: limit})
 	if err != nil {
 		return err
@@ -465,6 +539,9 @@ func (a *app) purge(ctx context.Context, before time.Time, limit uint32) error {
 }
 
 func (a *app) prune(ctx context.Context, id string, keep uint32) error {
+	if err := a.open(ctx); err != nil {
+		return err
+	}
 	r, err := a.p.PruneExecutions(ctx, id, provider.PruneOptions{KeepLast: keep})
 	if err != nil {
 		return err
@@ -480,6 +557,59 @@ func (a *app) prune(ctx context.Context, id string, keep uint32) error {
 	t.row("executions", r.ExecutionsDeleted)
 	t.row("history events", r.EventsDeleted)
 	return t.flush()
+}
+
+func (a *app) drop(ctx context.Context, yes bool) error {
+	if err := a.open(ctx); err != nil {
+		return err
+	}
+	if !yes {
+		if err := a.confirmDrop(ctx); err != nil {
+			return err
+		}
+	}
+	n, err := redisprovider.DropNamespace(ctx, a.p.Client(), a.ns)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(struct {
+			Namespace   string `json:"namespace"`
+			KeysDeleted int    `json:"keys_deleted"`
+		}{a.ns, n})
+	}
+	fmt.Fprintf(a.stdout, "dropped namespace %q: %d keys deleted\n", a.ns, n)
+	return nil
+}
+
+// confirmDrop asks on stderr and reads the answer from stdin, which must be a terminal (or, in
+// tests, a reader): the namespace's name confirms, anything else refuses.
+func (a *app) confirmDrop(ctx context.Context) error {
+	const skip = "pass --yes to drop without asking"
+	if f, ok := a.stdin.(*os.File); ok {
+		if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+			return usagef("drop: stdin is not a terminal, so dxctl cannot ask for confirmation; %s", skip)
+		}
+	}
+	m, err := a.p.GetSystemMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "Drop namespace %q at %s: %d instances (%d running) and everything else in it?\n"+
+		"Type the namespace's name to confirm: ", a.ns, a.addr, m.TotalInstances, m.RunningInstances)
+	var line string
+	if a.stdin != nil {
+		line, _ = bufio.NewReader(a.stdin).ReadString('\n')
+	}
+	fmt.Fprintln(a.stderr)
+	switch answer := strings.TrimSpace(line); answer {
+	case a.ns:
+		return nil
+	case "":
+		return fmt.Errorf("drop: no answer, namespace %q not dropped (%s)", a.ns, skip)
+	default:
+		return fmt.Errorf("drop: %q is not the namespace's name: namespace %q not dropped", answer, a.ns)
+	}
 }
 
 func (a *app) printJSON(v any) error {

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -42,10 +46,15 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{t: t, addr: mr.Addr(), p: p}
 }
 
-// dxctl runs the command line against the fixture's server and namespace.
+// dxctl runs the command line against the fixture's server and namespace, with nothing on stdin.
 func (f *fixture) dxctl(args ...string) (stdout, stderr string, code int) {
+	return f.dxctlIn("", args...)
+}
+
+// dxctlIn is dxctl with stdin reading input.
+func (f *fixture) dxctlIn(input string, args ...string) (stdout, stderr string, code int) {
 	var out, errOut bytes.Buffer
-	code = run(append([]string{"--addr", f.addr, "--ns", testNS}, args...), &out, &errOut)
+	code = run(append([]string{"--addr", f.addr, "--ns", testNS}, args...), strings.NewReader(input), &out, &errOut)
 	return out.String(), errOut.String(), code
 }
 
@@ -62,12 +71,24 @@ func (f *fixture) ok(args ...string) string {
 // fails runs a command that must fail with one line on stderr containing want.
 func (f *fixture) fails(want string, args ...string) {
 	f.t.Helper()
-	out, errOut, code := f.dxctl(args...)
+	f.failsIn("", want, args...)
+}
+
+// failsIn is fails with stdin reading input.
+func (f *fixture) failsIn(input, want string, args ...string) {
+	f.t.Helper()
+	out, errOut, code := f.dxctlIn(input, args...)
 	if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "dxctl: ") ||
-		!strings.Contains(strings.ToLower(errOut), want) {
+		!strings.Contains(strings.ToLower(errOut), strings.ToLower(want)) {
 		f.t.Fatalf("dxctl %q: exit %d, stdout %q, stderr %q; want exit 1 and one line mentioning %q", args, code, out, errOut, want)
 	}
+	// Errors speak the user's words: no provider operation names such as "get_instance_info:".
+	if op := internalOp.FindString(errOut); op != "" {
+		f.t.Fatalf("dxctl %q: stderr %q shows the internal operation %q", args, errOut, op)
+	}
 }
+
+var internalOp = regexp.MustCompile(`\b[a-z]+(_[a-z]+)+:`)
 
 func ev(id string, exec, eid uint64, k provider.EventKind) provider.Event {
 	return provider.Event{EventID: eid, InstanceID: id, ExecutionID: exec, TimestampMs: uint64(time.Now().UnixMilli()),
@@ -162,7 +183,7 @@ func (f *fixture) populate() {
 
 func TestHelp(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := run([]string{"--help"}, &out, &errOut); code != 0 || errOut.Len() != 0 {
+	if code := run([]string{"--help"}, nil, &out, &errOut); code != 0 || errOut.Len() != 0 {
 		t.Fatalf("--help: exit %d, stderr %q", code, errOut.String())
 	}
 	for _, c := range commands {
@@ -172,13 +193,13 @@ func TestHelp(t *testing.T) {
 		var cout bytes.Buffer
 		for _, args := range [][]string{{"help", c.name}, {c.name, "--help"}} {
 			cout.Reset()
-			if code := run(args, &cout, &errOut); code != 0 || !strings.Contains(cout.String(), "Usage: dxctl "+c.name) {
+			if code := run(args, nil, &cout, &errOut); code != 0 || !strings.Contains(cout.String(), "Usage: dxctl "+c.name) {
 				t.Errorf("dxctl %q: exit %d, output %q", args, code, cout.String())
 			}
 		}
 	}
 	var hout bytes.Buffer
-	run([]string{"help", "purge"}, &hout, &errOut)
+	run([]string{"help", "purge"}, nil, &hout, &errOut)
 	if !strings.Contains(hout.String(), "--completed-before") || !strings.Contains(hout.String(), "--limit") {
 		t.Errorf("help purge does not list its flags:\n%s", hout.String())
 	}
@@ -197,14 +218,13 @@ func TestUsageErrors(t *testing.T) {
 	f.fails("want an age", "purge", "--completed-before", "yesterday")
 	f.fails("negative", "purge", "--completed-before", "-1h")
 	f.fails("--limit", "instances", "--limit", "0")
-	f.fails("bad cursor", "instances", "--cursor", "%%%")
 	f.fails("unknown command", "help", "nope")
 }
 
 func TestUnreachable(t *testing.T) {
 	redis.SetLogger(silent{}) // as main does
 	var out, errOut bytes.Buffer
-	code := run([]string{"--addr", "127.0.0.1:1", "--timeout", "5s", "metrics"}, &out, &errOut)
+	code := run([]string{"--addr", "127.0.0.1:1", "--timeout", "5s", "metrics"}, nil, &out, &errOut)
 	if code != 1 || out.Len() != 0 || strings.Count(errOut.String(), "\n") != 1 || !strings.Contains(errOut.String(), "unreachable") {
 		t.Fatalf("unreachable server: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
 	}
@@ -234,21 +254,23 @@ func TestInstances(t *testing.T) {
 	if !strings.Contains(out, "order-1") || strings.Contains(out, "order-2") || strings.Contains(out, "report-7") {
 		t.Fatalf("instances --status Completed:\n%s", out)
 	}
-	if out := f.ok("instances", "--status", "Nope"); !strings.Contains(out, "(no instances)") {
+	if out := f.ok("instances", "--status", "ContinuedAsNew"); !strings.Contains(out, "(no instances)") {
 		t.Fatalf("empty listing:\n%s", out)
 	}
 
-	// Paging: two pages of 2, the first ends with the command that continues.
+	f.fails("--cursor \"%%%\" is not a cursor dxctl printed", "instances", "--cursor", "%%%")
+
+	// Paging: two pages of 2; the first ends with the command that continues, which repeats
+	// every flag needed and runs as printed (here: without the fixture's --addr and --ns).
 	out = f.ok("instances", "--limit", "2")
-	last := strings.Split(strings.TrimSpace(out), "\n")
-	more := last[len(last)-1]
-	if !strings.HasPrefix(more, "more: dxctl instances --limit 2 --cursor ") || strings.Contains(out, "order-2 ") {
-		t.Fatalf("first page:\n%s", out)
+	out2 := f.runHint(out)
+	if strings.Contains(out, "order-2 ") || !strings.Contains(out2, "order-2 ") || !strings.Contains(out2, "order-2::sub::2") ||
+		strings.Contains(out2, "more:") {
+		t.Fatalf("pages:\n%s\nthen\n%s", out, out2)
 	}
-	cursor := strings.TrimPrefix(more, "more: dxctl instances --limit 2 --cursor ")
-	out = f.ok("instances", "--limit", "2", "--cursor", cursor)
-	if !strings.Contains(out, "order-2 ") || !strings.Contains(out, "order-2::sub::2") || strings.Contains(out, "more:") {
-		t.Fatalf("second page:\n%s", out)
+	out = f.ok("instances", "--status", "Running", "--limit", "1")
+	if out2 := f.runHint(out); !strings.Contains(out2, "order-2::sub::2") || strings.Contains(out2, "order-1") {
+		t.Fatalf("pages of Running:\n%s\nthen\n%s", out, out2)
 	}
 
 	var js struct {
@@ -356,8 +378,8 @@ func TestShow(t *testing.T) {
 		t.Fatalf("show --json: %+v", js)
 	}
 
-	f.fails("not found", "show", "nope")
-	f.fails("not found", "show", "order-1", "--exec", "9")
+	f.fails(`instance "nope" not found in namespace "ctl"`, "show", "nope")
+	f.fails(`execution 9 of instance "order-1" not found`, "show", "order-1", "--exec", "9")
 }
 
 func TestQueuesAndMetrics(t *testing.T) {
@@ -401,9 +423,9 @@ func TestQueuesAndMetrics(t *testing.T) {
 func TestDeletePurgePrune(t *testing.T) {
 	f := newFixture(t)
 	f.populate()
-	f.fails("running", "delete", "order-2")
+	f.fails("rerun with --force", "delete", "order-2")
 	f.fails("sub-orchestration", "delete", "order-2::sub::2")
-	f.fails("not found", "delete", "nope")
+	f.fails(`instance "nope" not found in namespace "ctl"`, "delete", "nope")
 	out := f.ok("delete", "order-2", "--force")
 	for _, re := range []string{`^instances\s+2$`, `^executions\s+2$`, `^history events\s+5$`, `^queue messages\s+2$`} {
 		if !regexpLine(out, re) {
@@ -418,7 +440,7 @@ func TestDeletePurgePrune(t *testing.T) {
 	if pr["executions_deleted"] != 1 || pr["events_deleted"] != 2 {
 		t.Fatalf("prune --json: %v", pr)
 	}
-	f.fails("not found", "prune", "nope", "--keep", "1")
+	f.fails(`not found in namespace "ctl"`, "prune", "nope", "--keep", "1")
 
 	// Nothing completed more than an hour ago; then everything finished before now (the queued
 	// start of queued-1 is not an instance yet).
@@ -462,6 +484,26 @@ func TestParseBefore(t *testing.T) {
 	}
 }
 
+// runHint runs the "more: dxctl ..." line that ends out as printed, and returns its output.
+func (f *fixture) runHint(out string) string {
+	f.t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	hint, ok := strings.CutPrefix(lines[len(lines)-1], "more: dxctl ")
+	if !ok {
+		f.t.Fatalf("no paging hint:\n%s", out)
+	}
+	for _, flag := range []string{"--addr " + f.addr, "--ns " + testNS} {
+		if !strings.Contains(hint, flag) {
+			f.t.Fatalf("paging hint %q lacks %q", hint, flag)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(strings.Fields(hint), nil, &stdout, &stderr); code != 0 {
+		f.t.Fatalf("dxctl %s: exit %d, %s", hint, code, stderr.String())
+	}
+	return stdout.String()
+}
+
 // regexpLine reports whether a line of out matches re.
 func regexpLine(out, re string) bool {
 	r := regexp.MustCompile(re)
@@ -471,4 +513,169 @@ func regexpLine(out, re string) bool {
 		}
 	}
 	return false
+}
+
+// Every help lists every flag: the overview each command's flags and the global ones, a
+// command's help its own flags and the global ones.
+func TestHelpListsEveryFlag(t *testing.T) {
+	help := func(args ...string) string {
+		var out, errOut bytes.Buffer
+		if code := run(args, nil, &out, &errOut); code != 0 {
+			t.Fatalf("dxctl %q: exit %d, %s", args, code, errOut.String())
+		}
+		return out.String()
+	}
+	var global []string
+	gfs := flag.NewFlagSet("", flag.ContinueOnError)
+	(&app{}).globalFlags(gfs)
+	gfs.VisitAll(func(f *flag.Flag) { global = append(global, "--"+f.Name) })
+	if len(global) < 5 {
+		t.Fatalf("global flags: %v", global)
+	}
+	overview := help("--help")
+	for _, f := range global {
+		if !strings.Contains(overview, f+" ") {
+			t.Errorf("--help does not list the global flag %s", f)
+		}
+	}
+	for _, c := range commands {
+		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		c.setup(fs)
+		var own []string
+		fs.VisitAll(func(f *flag.Flag) { own = append(own, "--"+f.Name) })
+		i := strings.Index(overview, "\n\n  "+c.name)
+		if i < 0 {
+			t.Fatalf("--help does not document %s:\n%s", c.name, overview)
+		}
+		section, _, _ := strings.Cut(overview[i+2:], "\n\n") // up to the next command
+		ch := help("help", c.name)
+		for _, f := range own {
+			if !strings.Contains(section, f) {
+				t.Errorf("--help does not list %s's flag %s:\n%s", c.name, f, section)
+			}
+			if !strings.Contains(ch, "  "+f+" ") {
+				t.Errorf("help %s does not list its flag %s:\n%s", c.name, f, ch)
+			}
+		}
+		for _, f := range global {
+			if !strings.Contains(ch, "  "+f+" ") {
+				t.Errorf("help %s does not list the global flag %s:\n%s", c.name, f, ch)
+			}
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"--version"}, nil, &out, &errOut); code != 0 || errOut.Len() != 0 ||
+		!regexp.MustCompile(`^dxctl \S+ \(`).MatchString(out.String()) || strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("--version: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	for _, tt := range []struct {
+		info *debug.BuildInfo
+		want string
+	}{
+		{nil, "(devel)"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "(devel)"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "v0.3.1"}}, "v0.3.1"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "0123456789abcdef"}, {Key: "vcs.modified", Value: "true"}}}, "(devel) 0123456789ab-dirty"},
+	} {
+		if got := moduleVersion(tt.info); got != tt.want {
+			t.Errorf("moduleVersion(%+v) = %q, want %q", tt.info, got, tt.want)
+		}
+	}
+}
+
+func TestUnknownStatus(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	f.fails("unknown status \"Nope\": want one of Running, Completed, Failed, ContinuedAsNew", "instances", "--status", "Nope")
+	// Case does not matter; the listing shows the canonical name.
+	if out := f.ok("instances", "--status", "completed"); !strings.Contains(out, "order-1") || strings.Contains(out, "order-2") {
+		t.Fatalf("instances --status completed:\n%s", out)
+	}
+}
+
+// A namespace that holds nothing at all (most likely a misspelt --ns) is an error for every
+// command, with a hint, instead of an empty answer.
+func TestEmptyNamespace(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	for _, args := range [][]string{{"instances"}, {"--json", "instances"}, {"queues"}, {"metrics"}, {"show", "order-1"},
+		{"delete", "order-1"}, {"purge", "--completed-before", "0s"}, {"prune", "order-1", "--keep", "1"}, {"drop", "--yes"}} {
+		var out, errOut bytes.Buffer
+		code := run(append([]string{"--addr", f.addr, "--ns", "ctI"}, args...), nil, &out, &errOut)
+		if code != 1 || out.Len() != 0 || !strings.Contains(errOut.String(), `namespace "ctI" holds nothing`) ||
+			!strings.Contains(errOut.String(), "--ns") {
+			t.Errorf("dxctl --ns ctI %q: exit %d, stdout %q, stderr %q", args, code, out.String(), errOut.String())
+		}
+	}
+}
+
+func TestDrop(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	ctx := context.Background()
+	keys := func() int {
+		n, err := redisprovider.DropNamespace(ctx, noDelete{f.p.Client()}, testNS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := keys()
+	if before == 0 {
+		t.Fatal("populate wrote no keys")
+	}
+	// No answer (stdin closed), a wrong answer and stdin from a pipe are refusals: exit 1, the
+	// reason on stderr's last line.
+	refused := func(stdin io.Reader, want string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := run([]string{"--addr", f.addr, "--ns", testNS, "drop"}, stdin, &out, &errOut)
+		lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
+		if last := lines[len(lines)-1]; code != 1 || out.Len() != 0 || !strings.HasPrefix(last, "dxctl: ") || !strings.Contains(last, want) {
+			t.Fatalf("drop: exit %d, stdout %q, stderr %q; want exit 1 and a last line mentioning %q", code, out.String(), errOut.String(), want)
+		}
+	}
+	refused(strings.NewReader(""), "pass --yes")
+	refused(nil, "pass --yes")
+	refused(strings.NewReader("yes\n"), `"yes" is not the namespace's name: namespace "ctl" not dropped`)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(w, "ctl\n")
+	_ = w.Close()
+	refused(r, "stdin is not a terminal")
+	_ = r.Close()
+	if n := keys(); n != before {
+		t.Fatalf("refused drops changed the namespace: %d keys, had %d", n, before)
+	}
+
+	out2, errOut2, code := f.dxctlIn("ctl\n", "drop")
+	if code != 0 || !strings.Contains(errOut2, `Drop namespace "ctl"`) || !regexpLine(out2, fmt.Sprintf(`^dropped namespace "ctl": %d keys deleted$`, before)) {
+		t.Fatalf("drop confirmed: exit %d, stdout %q, stderr %q", code, out2, errOut2)
+	}
+	if n := keys(); n != 0 {
+		t.Fatalf("%d keys left after drop", n)
+	}
+	f.fails(`namespace "ctl" holds nothing`, "drop", "--yes")
+
+	f.populate()
+	var js struct {
+		Namespace   string `json:"namespace"`
+		KeysDeleted int    `json:"keys_deleted"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("drop", "--yes", "--json")), &js); err != nil || js.KeysDeleted != before || js.Namespace != testNS {
+		t.Fatalf("drop --yes --json: %v, %v", js, err)
+	}
+}
+
+// noDelete counts a namespace's keys through DropNamespace without deleting them.
+type noDelete struct{ redis.UniversalClient }
+
+func (c noDelete) Del(ctx context.Context, keys ...string) *redis.IntCmd {
+	return redis.NewIntResult(int64(len(keys)), nil)
 }
