@@ -727,3 +727,15 @@ func BenchmarkReplay10k(b *testing.B) {
 }
 
 var _ = context.Background
+
+func TestPayloadsNotHTMLEscaped(t *testing.T) {
+	s := newSim(t)
+	Register(s.rt, "Esc", func(ctx Context, in string) (string, error) {
+		return Call[string](ctx, "A", in+" & <b>").Await(ctx)
+	})
+	s.start("Esc", `"a<b"`)
+	got := s.history[1].Kind.(provider.ActivityScheduledEvent).Input
+	if got != `"a<b & <b>"` {
+		t.Fatalf("activity input %s", got)
+	}
+}
