@@ -624,7 +624,7 @@ func (e *engine) unmatchedQueueMessages() []provider.CarriedEvent {
 			if consumed[k.Name] < active[k.Name] {
 				consumed[k.Name]++
 			} else {
-				out = append(out, provider.CarriedEvent{Name: k.Name, Data: k.Data})
+				out = append(out, provider.CarriedEvent(k))
 			}
 		}
 	}

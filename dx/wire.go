@@ -3,7 +3,6 @@ package dx
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -193,4 +192,3 @@ func (r replayHandler) WithAttrs(as []slog.Attr) slog.Handler {
 }
 func (r replayHandler) WithGroup(g string) slog.Handler { return replayHandler{r.e, r.h.WithGroup(g)} }
 
-var errNoHandler = errors.New("no handler registered")
