@@ -80,13 +80,3 @@ func (c *engineCache) clear() {
 		e.stop()
 	}
 }
-
-// len reports how many engines are kept.
-func (c *engineCache) len() int {
-	if c == nil {
-		return 0
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries)
-}
