@@ -191,4 +191,3 @@ func (r replayHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	return replayHandler{r.e, r.h.WithAttrs(as)}
 }
 func (r replayHandler) WithGroup(g string) slog.Handler { return replayHandler{r.e, r.h.WithGroup(g)} }
-
