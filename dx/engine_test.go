@@ -831,3 +831,23 @@ func TestKeptEngineRunsOnlyNewEvents(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// BenchmarkHelloTurns runs the two turns of a hello orchestration (start, then the activity's
+// completion), replaying as duroxide does (the executor cache off).
+func BenchmarkHelloTurns(b *testing.B) {
+	s := newSim(b)
+	Register(s.rt, "Hello", func(ctx Context, name string) (string, error) {
+		return Call[string](ctx, "Greet", name).Await(ctx)
+	})
+	start := provider.WorkItem{Kind: provider.StartOrchestration{Instance: "inst", Orchestration: "Hello", Input: `"world"`, ExecutionID: 1}}
+	b.ReportAllocs()
+	for range b.N {
+		out := runTurn(s.env(), &provider.OrchestrationItem{Instance: "inst", ExecutionID: 1, Messages: []provider.WorkItem{start}})
+		h := out.ack.HistoryDelta
+		done := s.completed(h[1].EventID, `"Hello, world!"`)
+		out = runTurn(s.env(), &provider.OrchestrationItem{Instance: "inst", ExecutionID: 1, History: h, Messages: []provider.WorkItem{done}})
+		if !out.terminal {
+			b.Fatal("not finished")
+		}
+	}
+}

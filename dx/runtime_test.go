@@ -136,14 +136,14 @@ func TestShutdownDeadlineAbandonsForAnotherNode(t *testing.T) {
 func TestActivityLockRenewedWhileRunning(t *testing.T) {
 	p := newProvider(t)
 	opts := testOptions()
-	opts.WorkerLockTimeout = 200 * time.Millisecond
+	opts.WorkerLockTimeout = time.Second // renewed every 500 ms: a loaded machine may delay a renewal a little
 	opts.WorkerConcurrency = 2
 	var runs atomic.Int32
 	rt := dx.NewRuntime(p, opts)
 	dx.RegisterActivity(rt, "Long", func(ctx context.Context, _ dx.Raw) (string, error) {
 		runs.Add(1)
 		select {
-		case <-time.After(time.Second): // five lock timeouts
+		case <-time.After(3 * time.Second): // three lock timeouts
 			return "ok", nil
 		case <-ctx.Done():
 			return "", context.Cause(ctx)
