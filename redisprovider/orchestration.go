@@ -54,7 +54,7 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, poll
 		}
 	}
 	var item *provider.LockedOrchestrationItem
-	err := p.poll(ctx, []string{p.keys.WakeOrch(0)}, pollTimeout, filter == nil, func() (bool, int64, int64, error) {
+	err := p.poll(ctx, op, []string{p.keys.WakeOrch(0)}, pollTimeout, rescanPeriod(lockTimeout), filter == nil, func() (bool, int64, int64, error) {
 		res, err := p.run(ctx, op, "orch_fetch", 0, append([]any{uuid.NewString(), ms(lockTimeout)}, filterArgs...)...)
 		if err != nil {
 			return false, 0, 0, err
