@@ -196,3 +196,85 @@ func TestGivenBackWakeTokenExpires(t *testing.T) {
 	}
 	t.Fatal("the token was not given back")
 }
+
+// TestWakeReachesCompatibleFetcher (issue 11, item 2): two orchestration fetchers with disjoint
+// capability filters wait; work for one of them arrives. The wake-up must reach the fetcher that
+// can take it, every time, not whichever waited longest.
+func TestWakeReachesCompatibleFetcher(t *testing.T) {
+	const rounds, poll, bound = 20, 10 * time.Second, 3 * time.Second
+	p := newTestProvider(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	filter := func(lo, hi string) *provider.DispatcherCapabilityFilter {
+		r, err := provider.NewSemverRange(lo, hi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &provider.DispatcherCapabilityFilter{SupportedDuroxideVersions: []provider.SemverRange{r}}
+	}
+	v1, v2 := filter("1.0.0", "1.9.9"), filter("2.0.0", "2.9.9")
+	meta := provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}
+	event := func(id uint64) provider.Event {
+		return provider.Event{EventID: id, InstanceID: "pinned", ExecutionID: 1, DuroxideVersion: "1.0.0",
+			Kind: provider.ExternalEventEvent{Name: "e", Data: "{}"}}
+	}
+	raise := provider.WorkItem{Kind: provider.ExternalRaised{Instance: "pinned", Name: "e", Data: "{}"}}
+
+	// The instance is pinned to 1.0.0: only the v1 fetcher may take its turns.
+	if err := p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.StartOrchestration{
+		Instance: "pinned", Orchestration: "O", Input: "{}", ExecutionID: 1}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil {
+		t.Fatalf("first turn: %v %v", it, err)
+	}
+	first := meta
+	first.PinnedDuroxideVersion = v1.SupportedDuroxideVersions[0].Min
+	if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+		HistoryDelta: []provider.Event{event(1)}, Metadata: first}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The incompatible fetcher waits all along and must never get anything.
+	other := make(chan error, 1)
+	go func() {
+		for ctx.Err() == nil {
+			if it, err := p.FetchOrchestrationItem(ctx, time.Minute, poll, v2); it != nil {
+				other <- errors.New("the v2 fetcher got the v1 instance")
+				return
+			} else if err != nil && ctx.Err() == nil {
+				other <- err
+				return
+			}
+		}
+	}()
+	for round := range rounds {
+		got := make(chan *provider.LockedOrchestrationItem, 1)
+		go func() {
+			it, err := p.FetchOrchestrationItem(ctx, time.Minute, poll, v1)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- it
+		}()
+		time.Sleep(50 * time.Millisecond) // both wait
+		if err := p.EnqueueForOrchestrator(ctx, raise, 0); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case it := <-got:
+			if it == nil {
+				t.Fatalf("round %d: the v1 fetcher got nothing", round)
+			}
+			if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+				HistoryDelta: []provider.Event{event(uint64(round + 2))}, Metadata: meta}); err != nil {
+				t.Fatal(err)
+			}
+		case err := <-other:
+			t.Fatal(err)
+		case <-time.After(bound):
+			t.Fatalf("round %d: the compatible fetcher was not woken within %v", round, bound)
+		}
+	}
+}

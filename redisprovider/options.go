@@ -2,6 +2,7 @@ package redisprovider
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"time"
 
@@ -12,11 +13,16 @@ import (
 type Options struct {
 	// Addr is the Redis address used when Client is nil. Default "127.0.0.1:6379".
 	Addr string
-	// Password and DB apply when Client is nil.
+	// Username and Password authenticate (AUTH) when Client is nil: an ACL user, or Password
+	// alone for the default user (requirepass). See the README for the permissions the user needs.
+	Username string
 	Password string
-	DB       int
-	// Client is an existing client (single node, sentinel or cluster). When set, Addr, Password
-	// and DB are ignored and Close does not close it.
+	// TLSConfig, when set, makes the connections New opens use TLS (e.g. managed Redis services).
+	TLSConfig *tls.Config
+	// DB is the database number when Client is nil.
+	DB int
+	// Client is an existing client (single node, sentinel or cluster). When set, Addr, Username,
+	// Password, TLSConfig and DB are ignored and Close does not close it.
 	Client redis.UniversalClient
 	// BlockingClient is used for long-poll waits (BLPOP), so that waiting fetchers never hold the
 	// connections scripts need. Default: a second connection pool created by New from Addr; when
@@ -88,4 +94,9 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.Default()
 	}
 	return o
+}
+
+// clientOptions are the options of the clients New opens itself.
+func (o Options) clientOptions() *redis.Options {
+	return &redis.Options{Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig}
 }

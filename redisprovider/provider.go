@@ -45,7 +45,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	p := &Provider{keys: keys, opts: opts, closed: make(chan struct{}), history: newHistoryCache(opts.HistoryCacheBytes)}
 	p.rdb, p.ownRDB = opts.Client, opts.Client == nil
 	if p.ownRDB {
-		p.rdb = redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB})
+		p.rdb = redis.NewClient(opts.clientOptions())
 	}
 	switch {
 	case opts.BlockingClient != nil:
@@ -54,8 +54,9 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		p.block, p.slice = opts.Client, opts.BlockingSlice
 	default:
 		// No read deadline on the blocking pool: each wait carries its own context deadline.
-		p.block, p.ownBlock = redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB,
-			ReadTimeout: -1, ContextTimeoutEnabled: true, PoolSize: 64}), true
+		bo := opts.clientOptions()
+		bo.ReadTimeout, bo.ContextTimeoutEnabled, bo.PoolSize = -1, true, 64
+		p.block, p.ownBlock = redis.NewClient(bo), true
 	}
 	if err := p.start(ctx); err != nil {
 		_ = p.Close()
