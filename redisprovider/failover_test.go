@@ -138,7 +138,7 @@ func (l *loadRun) verify(t *testing.T) {
 // SIGKILLed under load and restarted from its directory. Nothing the provider acknowledged is
 // lost, and the same provider goes on by itself (no restart of the process, no reconnect call).
 func TestRestartLosesNothingAcknowledged(t *testing.T) {
-	srv := startRedisServer(t, "--appendonly", "yes", "--appendfsync", "always")
+	srv := startThrowawayServer(t, "--appendonly", "yes", "--appendfsync", "always")
 	ctx := context.Background()
 	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: srv.addr(), Namespace: "restart", Logger: quietLogger})
 	if err != nil {
@@ -169,8 +169,8 @@ func TestRestartLosesNothingAcknowledged(t *testing.T) {
 // provider goes on by itself and nothing it acknowledged is lost.
 func TestSentinelFailoverWithWaitReplicas(t *testing.T) {
 	fast := []string{"--repl-diskless-sync-delay", "0"} // a new replica syncs at once
-	primary := startRedisServer(t, fast...)
-	replica := startRedisServer(t, append(fast, "--replicaof", "127.0.0.1", fmt.Sprint(primary.port))...)
+	primary := startThrowawayServer(t, fast...)
+	replica := startThrowawayServer(t, append(fast, "--replicaof", "127.0.0.1", fmt.Sprint(primary.port))...)
 	sentinel := startSentinel(t,
 		fmt.Sprintf("sentinel monitor dx 127.0.0.1 %d 1", primary.port),
 		"sentinel down-after-milliseconds dx 300",
@@ -230,5 +230,54 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+// BenchmarkWaitReplicas measures what Options.WaitReplicas costs: one orchestration turn (enqueue
+// a start, fetch it, ack it completed: two waited writes) against a throw-away primary with one
+// replica on loopback, without and with waiting for the replica.
+func BenchmarkWaitReplicas(b *testing.B) {
+	fast := []string{"--repl-diskless-sync-delay", "0"}
+	primary := startThrowawayServer(b, fast...)
+	replica := startThrowawayServer(b, append(fast, "--replicaof", "127.0.0.1", fmt.Sprint(primary.port))...)
+	ctx := context.Background()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		c := redis.NewClient(&redis.Options{Addr: replica.addr()})
+		up := strings.Contains(c.Info(ctx, "replication").Val(), "master_link_status:up")
+		_ = c.Close()
+		if up {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the replica did not sync")
+		}
+	}
+	for _, replicas := range []int{0, 1} {
+		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
+			p, err := redisprovider.New(ctx, redisprovider.Options{Addr: primary.addr(), Logger: quietLogger,
+				Namespace: fmt.Sprintf("wait%d-%d", replicas, time.Now().UnixNano()), WaitReplicas: replicas})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			b.ResetTimer()
+			for i := range b.N {
+				id := fmt.Sprint("w-", i)
+				if err := p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.StartOrchestration{
+					Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}}, 0); err != nil {
+					b.Fatal(err)
+				}
+				it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+				if err != nil || it == nil {
+					b.Fatalf("fetch: %v %v", it, err)
+				}
+				if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+					HistoryDelta: []provider.Event{{EventID: 1, InstanceID: id, ExecutionID: 1, DuroxideVersion: "0.1.30",
+						Kind: provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}}},
+					Metadata: provider.ExecutionMetadata{Status: provider.StatusCompleted, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -52,9 +52,9 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// startRedisServer starts redis-server with args (after the port, bind, dir and logfile) on a free
+// startThrowawayServer starts redis-server with args (after the port, bind, dir and logfile) on a free
 // port, in a fresh directory; the server is killed when the test ends.
-func startRedisServer(t testing.TB, args ...string) *redisServer {
+func startThrowawayServer(t testing.TB, args ...string) *redisServer {
 	t.Helper()
 	return startServer(t, &redisServer{t: t, dir: t.TempDir(), args: args})
 }
