@@ -64,7 +64,9 @@ while true do
     -- The caller may now wait: register its filter, in this same script, so that every wake-up
     -- for work it accepts reaches its list from now on (see wake_orch).
     redis.call('ZREMRANGEBYSCORE', K_WAKE_FILTERS, '-inf', now)
-    redis.call('ZADD', K_WAKE_FILTERS, 'GT', now + wait_ms, filtered and table.concat(bounds, ' ') or '*')
+    local f, until_ms = filtered and table.concat(bounds, ' ') or '*', now + wait_ms
+    local cur = redis.call('ZSCORE', K_WAKE_FILTERS, f) -- never shorten another waiter's registration
+    if not cur or tonumber(cur) < until_ms then redis.call('ZADD', K_WAKE_FILTERS, until_ms, f) end
     if redis.call('PTTL', K_WAKE_FILTERS) < wait_ms then redis.call('PEXPIRE', K_WAKE_FILTERS, wait_ms) end -- gone once nobody waits
     local nxt = -1
     local d = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
