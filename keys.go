@@ -1,6 +1,8 @@
 package dxredis
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -24,7 +26,10 @@ import (
 //	P oq:due                ZSET    unlocked instances with delayed messages, score = next visible_at ms
 //	P oq:locked             ZSET    locked instances, score = locked_until ms
 //	P oq:tokens             HASH    orchestration lock token -> instance id
-//	P wake:orch             LIST    wake tokens for long-polling orchestration fetchers
+//	P wake:orch             LIST    wake tokens for long-polling orchestration fetchers without a filter
+//	P wake:orch:f:<sha1>    LIST    wake tokens for fetchers with one capability filter (sha1 of its ranges)
+//	P wake:filters          ZSET    filters of waiting orchestration fetchers ("*" none, else "lo hi lo hi..."
+//	                                in pin keys), score = ms until which one may still be waiting
 //	P idx:instances         ZSET    instance id, score = created_at ms
 //	P idx:expiry            ZSET    retained (finished) instances, score = when their keys expire
 //	P idx:status:<status>   ZSET    instance id by current status, score = ms it entered that status
@@ -35,7 +40,7 @@ import (
 //	P he:<e>:<id>           SET     event ids of the history (duplicate check, count)
 //	P q:<id>                HASH    orchestrator messages: m<s> JSON, a<s> attempts, t<s> type code
 //	P qz:<id>               ZSET    message seq -> visible_at ms
-//	P lk:<id>               HASH    instance lock: tok until seqs
+//	P lk:<id>               HASH    instance lock: tok until seqs inst ("1": the instance existed at fetch)
 //	P cs:<id>               HASH    custom status: v (version) s (value) n ("1" when cleared)
 //	P kv:<id>               HASH    KV store (earlier executions): key -> "<ms>|<value>"
 //	P kd:<id>               HASH    KV delta (current execution): key -> "s<ms>|<value>" or "t" (tombstone)
@@ -74,8 +79,25 @@ func (k Keyspace) Prefix(partition int) string {
 // cluster clients route the call to the partition's slot.
 func (k Keyspace) Seq(partition int) string { return k.Prefix(partition) + "seq" }
 
-// WakeOrch is the list orchestration fetchers block on.
+// WakeOrch is the list orchestration fetchers without a capability filter block on.
 func (k Keyspace) WakeOrch(partition int) string { return k.Prefix(partition) + "wake:orch" }
+
+// WakeOrchFilter is the list orchestration fetchers with capability filter filter (as registered
+// in WakeFilters: "*" for none, else its ranges as "lo hi lo hi ..." in pin keys) block on.
+func (k Keyspace) WakeOrchFilter(partition int, filter string) string {
+	if filter == WakeFilterNone {
+		return k.WakeOrch(partition)
+	}
+	sum := sha1.Sum([]byte(filter))
+	return k.Prefix(partition) + "wake:orch:f:" + hex.EncodeToString(sum[:])
+}
+
+// WakeFilterNone is the WakeFilters member of fetchers without a capability filter.
+const WakeFilterNone = "*"
+
+// WakeFilters is the set of capability filters of waiting orchestration fetchers: a wake-up goes
+// to the list of every filter that accepts the work, so it reaches a fetcher that can take it.
+func (k Keyspace) WakeFilters(partition int) string { return k.Prefix(partition) + "wake:filters" }
 
 // Instance is an instance's metadata hash.
 func (k Keyspace) Instance(id string) string { return k.inst("i:", id) }

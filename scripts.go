@@ -5,7 +5,9 @@ import (
 	"embed"
 	"encoding/hex"
 	"io/fs"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -26,10 +28,18 @@ import (
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
+// Release is this dxredis release. The Functions library's name carries it, so that loading a
+// newer release's library can delete the libraries of older ones.
+const Release = "0.1.0"
+
+// libraryPrefix starts the name of every dxredis Functions library: "dxredis_v<major>_<minor>_<patch>_<hash>".
+const libraryPrefix = "dxredis_v"
+
 type registry struct {
 	evals   map[string]*redis.Script
 	names   []string
 	library string
+	name    string
 	version string
 }
 
@@ -81,8 +91,9 @@ func loadScripts() registry {
 	}
 	r.version = hex.EncodeToString(sum.Sum(nil))[:12]
 
+	r.name = libraryPrefix + strings.ReplaceAll(Release, ".", "_") + "_" + r.version
 	var b strings.Builder
-	b.WriteString("#!lua name=dxredis_" + r.version + "\n")
+	b.WriteString("#!lua name=" + r.name + "\n")
 	b.WriteString(lib)
 	for _, n := range r.names {
 		// Each operation body becomes a function of (KEYS, ARGV), so it reads exactly as in EVAL.
@@ -107,8 +118,35 @@ func ScriptNames() []string { return append([]string(nil), scripts.names...) }
 // LOAD. Its name carries a hash of the sources, so different dxredis versions can share a server.
 func FunctionLibrary() string { return scripts.library }
 
-// FunctionLibraryName returns the name FunctionLibrary declares ("dxredis_" and the sources' hash).
-func FunctionLibraryName() string { return "dxredis_" + scripts.version }
+// LibraryName returns the name of FunctionLibrary.
+func LibraryName() string { return scripts.name }
+
+// OlderLibrary reports whether name is the Functions library of an older dxredis release. Names of
+// another form (e.g. "dxredis_<hash>", before releases were named) are never reported: nothing
+// tells whether a process still uses them.
+func OlderLibrary(name string) bool {
+	mine, ok1 := libraryRelease(scripts.name)
+	theirs, ok2 := libraryRelease(name)
+	return ok1 && ok2 && slices.Compare(theirs, mine) < 0
+}
+
+// libraryRelease parses the release of a library name made by loadScripts.
+func libraryRelease(name string) ([]int, bool) {
+	rest, ok := strings.CutPrefix(name, libraryPrefix)
+	parts := strings.Split(rest, "_")
+	if !ok || len(parts) != 4 {
+		return nil, false
+	}
+	out := make([]int, 3)
+	for i := range out {
+		n, err := strconv.Atoi(parts[i])
+		if err != nil || n < 0 {
+			return nil, false
+		}
+		out[i] = n
+	}
+	return out, true
+}
 
 // FunctionName returns the FCALL name of an operation in FunctionLibrary.
 func FunctionName(op string) string { return functionName(scripts.version, op) }

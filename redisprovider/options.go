@@ -2,6 +2,7 @@ package redisprovider
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"time"
 
@@ -12,11 +13,16 @@ import (
 type Options struct {
 	// Addr is the Redis address used when Client is nil. Default "127.0.0.1:6379".
 	Addr string
-	// Password and DB apply when Client is nil.
+	// Username and Password authenticate (AUTH) when Client is nil: an ACL user, or Password
+	// alone for the default user (requirepass). See the README for the permissions the user needs.
+	Username string
 	Password string
-	DB       int
-	// Client is an existing client (single node, sentinel or cluster). When set, Addr, Password
-	// and DB are ignored and Close does not close it.
+	// TLSConfig, when set, makes the connections New opens use TLS (e.g. managed Redis services).
+	TLSConfig *tls.Config
+	// DB is the database number when Client is nil.
+	DB int
+	// Client is an existing client (single node, sentinel or cluster). When set, Addr, Username,
+	// Password, TLSConfig and DB are ignored and Close does not close it.
 	Client redis.UniversalClient
 	// BlockingClient is used for long-poll waits (BLPOP), so that waiting fetchers never hold the
 	// connections scripts need. Default: a second connection pool created by New from Addr; when
@@ -31,6 +37,16 @@ type Options struct {
 	// Functions library ("dxredis_<hash>", one per dxredis version) and falls back to EVALSHA
 	// when the server refuses.
 	DisableFunctions bool
+	// WaitReplicas, when positive, makes every write (enqueue, ack, abandon, renew, delete...) wait
+	// until that many replicas acknowledged it (Redis WAIT, on the same connection), so that a
+	// failover to one of them does not lose it. When fewer acknowledge within WaitTimeout the call
+	// fails with a permanent error of Kind ErrNotReplicated: the write is on the primary only.
+	// Fetches do not wait (a lost fetch is a lost lock; the work is delivered again). Default 0:
+	// replication stays asynchronous. See the README for what each setting loses.
+	WaitReplicas int
+	// WaitTimeout bounds the wait for replicas. Default 1 s. It must stay below the client's read
+	// timeout (New raises the read timeout of the client it opens to WaitTimeout + 3 s).
+	WaitTimeout time.Duration
 	// Namespace isolates this provider's keys; 1-64 of A-Z a-z 0-9 . _ -. Default "dx".
 	Namespace string
 	// AllowEvictingMaxmemoryPolicy lets New accept a server whose maxmemory-policy can evict keys
@@ -66,6 +82,7 @@ const (
 	defaultNamespace       = "dx"
 	defaultBlockingSlice   = 2 * time.Second
 	defaultMaxPayloadBytes = 16 << 20
+	defaultWaitTimeout     = time.Second
 )
 
 func (o Options) withDefaults() Options {
@@ -87,5 +104,17 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.WaitTimeout <= 0 {
+		o.WaitTimeout = defaultWaitTimeout
+	}
 	return o
+}
+
+// clientOptions are the options of the clients New opens itself.
+func (o Options) clientOptions() *redis.Options {
+	ro := &redis.Options{Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig}
+	if o.WaitReplicas > 0 {
+		ro.ReadTimeout = o.WaitTimeout + 3*time.Second // WAIT blocks the connection up to WaitTimeout
+	}
+	return ro
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/google/uuid"
 )
@@ -39,22 +40,31 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, poll
 	if err := checkDuration(op, "poll timeout", pollTimeout); err != nil {
 		return nil, err
 	}
-	filterArgs := []any{"0", "0"}
+	filterArgs, wakeFilter := []any{"0", "0"}, dxredis.WakeFilterNone
 	if filter != nil {
 		if len(filter.SupportedDuroxideVersions) == 0 {
 			p.sleep(ctx, pollTimeout) // matches nothing; like TagFilterNone, do not make callers spin
 			return nil, nil
 		}
 		filterArgs = []any{"1", strconv.Itoa(len(filter.SupportedDuroxideVersions))}
+		var bounds []string
 		for _, r := range filter.SupportedDuroxideVersions {
 			if r.Min == nil || r.Max == nil {
 				return nil, invalid(op, "capability filter range has a nil bound")
 			}
+			bounds = append(bounds, pinKey(r.Min), pinKey(r.Max))
 			filterArgs = append(filterArgs, pinKey(r.Min), pinKey(r.Max))
 		}
+		wakeFilter = strings.Join(bounds, " ") // as orch_fetch registers it
 	}
+	// An empty fetch registers the filter for wake-ups as long as the fetch may wait: one poll,
+	// plus the rescan period idle fetches may skip the script for (see poll), plus a margin.
+	rescan := rescanPeriod(lockTimeout)
+	filterArgs = append(filterArgs, ms(pollTimeout+rescan+wakeTTL))
+	// Every waiter on the filter's list can take what its tokens announce, so idle fetches may
+	// skip their script.
 	var item *provider.LockedOrchestrationItem
-	err := p.poll(ctx, []string{p.keys.WakeOrch(0)}, pollTimeout, filter == nil, func() (bool, int64, int64, error) {
+	err := p.poll(ctx, op, []string{p.keys.WakeOrchFilter(0, wakeFilter)}, pollTimeout, rescan, true, func() (bool, int64, int64, error) {
 		res, err := p.run(ctx, op, "orch_fetch", 0, append([]any{uuid.NewString(), ms(lockTimeout)}, filterArgs...)...)
 		if err != nil {
 			return false, 0, 0, err

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/duroxide-go/dxredis"
@@ -14,7 +16,7 @@ import (
 )
 
 // Version is this provider's version, reported by Provider.Version.
-const Version = "0.1.0"
+const Version = dxredis.Release
 
 // Provider implements provider.Provider and provider.Admin on Redis.
 type Provider struct {
@@ -23,7 +25,7 @@ type Provider struct {
 	ownRDB   bool
 	ownBlock bool
 	slice    time.Duration // max single BLPOP; 0 = unlimited
-	fcall    bool          // scripts run as Redis Functions (FCALL), else as EVALSHA
+	fcall    atomic.Bool   // scripts run as Redis Functions (FCALL), else as EVALSHA
 	history  *historyCache
 	idle     idleState
 	keys     dxredis.Keyspace
@@ -45,7 +47,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	p := &Provider{keys: keys, opts: opts, closed: make(chan struct{}), history: newHistoryCache(opts.HistoryCacheBytes)}
 	p.rdb, p.ownRDB = opts.Client, opts.Client == nil
 	if p.ownRDB {
-		p.rdb = redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB})
+		p.rdb = redis.NewClient(opts.clientOptions())
 	}
 	switch {
 	case opts.BlockingClient != nil:
@@ -54,8 +56,9 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		p.block, p.slice = opts.Client, opts.BlockingSlice
 	default:
 		// No read deadline on the blocking pool: each wait carries its own context deadline.
-		p.block, p.ownBlock = redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB,
-			ReadTimeout: -1, ContextTimeoutEnabled: true, PoolSize: 64}), true
+		bo := opts.clientOptions()
+		bo.ReadTimeout, bo.ContextTimeoutEnabled, bo.PoolSize = -1, true, 64
+		p.block, p.ownBlock = redis.NewClient(bo), true
 	}
 	if err := p.start(ctx); err != nil {
 		_ = p.Close()
@@ -80,8 +83,15 @@ func (p *Provider) start(ctx context.Context) error {
 	}
 	if !p.opts.DisableFunctions {
 		err := p.loadFunctions(ctx)
-		if err == nil {
-			p.fcall = true
+		switch {
+		case err == nil:
+			p.fcall.Store(true)
+			return nil
+		case provider.IsRetryable(p.mapErr(op, err)):
+			// E.g. one cluster node down: keep Functions; each node gets the library on its first
+			// call (run reloads it on "Function not found"), instead of EVALSHA for good.
+			p.opts.Logger.Warn("dxredis: could not load the Functions library everywhere; nodes will load it on first use", "err", err)
+			p.fcall.Store(true)
 			return nil
 		}
 		p.opts.Logger.Info("dxredis: Redis Functions unavailable, using EVALSHA", "err", err)
@@ -111,24 +121,51 @@ func (p *Provider) start(ctx context.Context) error {
 // loadFunctions loads the scripts as a Redis Functions library on every primary that does not
 // hold this version of the library yet (its name carries a hash of the sources).
 func (p *Provider) loadFunctions(ctx context.Context) error {
-	load := func(ctx context.Context, c redis.Cmdable) error {
-		name := dxredis.FunctionLibraryName()
-		libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: name}).Result()
+	if cc, ok := p.rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return p.loadLibrary(ctx, c)
+		})
+	}
+	return p.loadLibrary(ctx, p.rdb)
+}
+
+// loadLibrary loads the Functions library on one server (c is a node of a cluster) unless the
+// server holds it already (a provider per dxctl call must not re-send ~20 KB of Lua each time), and
+// deletes the libraries of older dxredis releases there. That is safe while processes of an older
+// release still run: their next call finds its function missing and loads their library again
+// (see run), which deletes nothing newer.
+func (p *Provider) loadLibrary(ctx context.Context, c redis.Cmdable) error {
+	libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: "dxredis_*"}).Result()
+	if err != nil {
+		return err // no Functions here, or the server is unreachable: New decides
+	}
+	if !slices.ContainsFunc(libs, func(l redis.Library) bool { return l.Name == dxredis.LibraryName() }) {
+		// REPLACE: another process may load the same library between the list and the load.
+		if err := c.FunctionLoadReplace(ctx, dxredis.FunctionLibrary()).Err(); err != nil {
+			return err
+		}
+	}
+	for _, l := range libs {
+		if dxredis.OlderLibrary(l.Name) {
+			if err := c.FunctionDelete(ctx, l.Name).Err(); err == nil {
+				p.opts.Logger.Info("dxredis: deleted the Functions library of an older release", "library", l.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// reloadFunctions loads the library on the node that serves key, after it answered "Function not
+// found" (restart, FUNCTION FLUSH, or a node that was down when New loaded it).
+func (p *Provider) reloadFunctions(ctx context.Context, key string) error {
+	if cc, ok := p.rdb.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, key)
 		if err != nil {
 			return err
 		}
-		for _, l := range libs {
-			if l.Name == name {
-				return nil
-			}
-		}
-		// REPLACE: another process may load the same library between the list and the load.
-		return c.FunctionLoadReplace(ctx, dxredis.FunctionLibrary()).Err()
+		return p.loadLibrary(ctx, node)
 	}
-	if cc, ok := p.rdb.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
-	}
-	return load(ctx, p.rdb)
+	return p.loadLibrary(ctx, p.rdb)
 }
 
 // checkEvictionPolicy refuses servers that may evict keys: eviction silently loses state.
@@ -180,8 +217,8 @@ func (p *Provider) Client() redis.UniversalClient { return p.rdb }
 
 // run executes a script on the partition. KEYS[1] is the partition's seq key (cluster routing),
 // ARGV[1] the partition prefix, then args. A restarted or flushed server recovers by itself:
-// FCALL reloads the library when the function is missing; go-redis's Script.Run falls back to
-// EVAL on NOSCRIPT.
+// FCALL reloads the library when the function is missing; EVALSHA falls back to EVAL on NOSCRIPT.
+// With Options.WaitReplicas, a write script is followed by WAIT on the same connection.
 func (p *Provider) run(ctx context.Context, op, script string, partition int, args ...any) (any, error) {
 	if p.isClosed() { // also when the client is the caller's and stays open
 		return nil, provider.NewPermanentError(op, "provider closed").WithCause(redis.ErrClosed)
@@ -196,15 +233,33 @@ func (p *Provider) run(ctx context.Context, op, script string, partition int, ar
 		start := time.Now()
 		defer func() { obs.ObserveCall(ctx, op, time.Since(start), err) }()
 	}
-	if p.fcall {
-		res, err = p.rdb.FCall(ctx, dxredis.FunctionName(script), keys, argv...).Result()
-		if err != nil && strings.Contains(err.Error(), "Function not found") {
-			if err = p.loadFunctions(ctx); err == nil {
-				res, err = p.rdb.FCall(ctx, dxredis.FunctionName(script), keys, argv...).Result()
-			}
+	waits := p.opts.WaitReplicas > 0 && waitsForReplicas(script)
+	for attempt := 0; ; attempt++ {
+		full := attempt > 0 && !p.fcall.Load() // EVAL after NOSCRIPT
+		if waits {
+			res, err = p.callAndWait(ctx, op, script, keys, argv, full)
+		} else {
+			res, err = p.send(ctx, p.rdb, script, keys, argv, full).Result()
 		}
-	} else {
-		res, err = dxredis.Script(script).Run(ctx, p.rdb, keys, argv...).Result()
+		if err == nil || attempt > 0 {
+			break
+		}
+		msg := err.Error()
+		switch {
+		case p.fcall.Load() && strings.Contains(msg, "Function not found"):
+			if lerr := p.reloadFunctions(ctx, keys[0]); lerr != nil {
+				err = lerr
+			} else {
+				continue
+			}
+		case p.fcall.Load() && strings.HasPrefix(msg, "ERR unknown command") && !p.opts.DisableFunctions:
+			// New could not tell (a node down) and the server has no Functions: EVALSHA from now on.
+			p.fcall.Store(false)
+			continue
+		case strings.HasPrefix(msg, "NOSCRIPT"):
+			continue
+		}
+		break
 	}
 	if errors.Is(err, redis.Nil) {
 		err = nil
@@ -248,6 +303,11 @@ func (p *Provider) mapErr(op string, err error) error {
 		return provider.NewPermanentError(op, "provider closed: "+msg).WithCause(err)
 	}
 	var rerr redis.Error
+	if errors.As(err, &rerr) && strings.Contains(msg, "Function not found") {
+		// Another process deleted or flushed the library between our reload and the retry:
+		// nothing ran.
+		return provider.NewRetryableError(op, msg).WithCause(err)
+	}
 	if errors.As(err, &rerr) {
 		for _, transient := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {
 			if strings.HasPrefix(msg, transient) {
@@ -257,4 +317,65 @@ func (p *Provider) mapErr(op string, err error) error {
 		return provider.NewPermanentError(op, msg).WithCause(err)
 	}
 	return provider.NewRetryableError(op, msg).WithCause(err)
+}
+
+// send issues one script call on c (the client, or a pipeline): FCALL, EVALSHA, or with full EVAL
+// of the whole source.
+func (p *Provider) send(ctx context.Context, c redis.Cmdable, script string, keys []string, argv []any, full bool) *redis.Cmd {
+	switch {
+	case p.fcall.Load():
+		return c.FCall(ctx, dxredis.FunctionName(script), keys, argv...)
+	case full:
+		return dxredis.Script(script).Eval(ctx, c, keys, argv...)
+	}
+	return dxredis.Script(script).EvalSha(ctx, c, keys, argv...)
+}
+
+// ErrNotReplicated is the Kind of the permanent error a write returns when fewer than
+// Options.WaitReplicas replicas acknowledged it within Options.WaitTimeout. The write was applied
+// on the primary and is not undone (calling again may apply it twice); it is lost if the primary
+// fails before a replica receives it.
+var ErrNotReplicated = errors.New("write not acknowledged by enough replicas")
+
+// waitsForReplicas says which scripts are followed by WAIT: every write that a caller is told
+// succeeded. Fetches are not: a lost fetch is a lost lock, and its work is delivered again.
+func waitsForReplicas(script string) bool {
+	switch script {
+	case "orch_fetch", "work_fetch", "inst_read", "inst_state", "admin_inspect", "admin_list", "admin_metrics", "admin_queues":
+		return false
+	}
+	return true
+}
+
+// callAndWait runs a write script and WAIT in one pipeline, so that both use one connection (WAIT
+// counts the replicas that acknowledged the connection's writes). On a cluster the pipeline goes
+// to the primary of the partition's slot.
+func (p *Provider) callAndWait(ctx context.Context, op, script string, keys []string, argv []any, full bool) (any, error) {
+	var c redis.Cmdable = p.rdb
+	if cc, ok := p.rdb.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, err
+		}
+		c = node
+	}
+	var call *redis.Cmd
+	var wait *redis.Cmd
+	_, _ = c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		call = p.send(ctx, pipe, script, keys, argv, full)
+		wait = pipe.Do(ctx, "WAIT", p.opts.WaitReplicas, p.opts.WaitTimeout.Milliseconds())
+		return nil
+	})
+	res, err := call.Result()
+	if err != nil {
+		return nil, err // a script error wrote nothing; a connection error is mapped by run
+	}
+	if n, werr := wait.Int64(); werr != nil || n < int64(p.opts.WaitReplicas) {
+		msg := fmt.Sprintf("written on the primary, but %d of %d replicas acknowledged it within %v", n, p.opts.WaitReplicas, p.opts.WaitTimeout)
+		if werr != nil {
+			msg = "written on the primary, but WAIT failed: " + werr.Error()
+		}
+		return nil, provider.NewPermanentError(op, msg).WithKind(ErrNotReplicated).WithCause(werr)
+	}
+	return res, nil
 }

@@ -11,8 +11,10 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
+	"github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
+	"github.com/redis/go-redis/v9"
 )
 
 // withPolicy makes a miniredis answer CONFIG GET maxmemory-policy with policy.
@@ -70,7 +72,9 @@ func TestScriptsRecoverAfterFlush(t *testing.T) {
 	if err := p.Client().ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	_ = p.Client().FunctionFlush(ctx).Err() // unknown to miniredis; Redis 7 forgets the library
+	// Redis 7 forgets the library (unknown to miniredis). Only this build's library is deleted:
+	// the test server may be shared with other builds.
+	forEachServer(t, p.Client(), func(c *redis.Client) { _ = c.FunctionDelete(ctx, dxredis.LibraryName()).Err() })
 	start := provider.WorkItem{Kind: provider.StartOrchestration{Instance: "i", Orchestration: "O", Input: "{}", ExecutionID: 1}}
 	if err := p.EnqueueForOrchestrator(ctx, start, 0); err != nil {
 		t.Fatalf("enqueue after SCRIPT FLUSH: %v", err)

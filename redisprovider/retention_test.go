@@ -2,6 +2,7 @@ package redisprovider_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"slices"
 	"testing"
@@ -100,5 +101,69 @@ func TestRetentionExpiresFinishedTrees(t *testing.T) {
 	}
 	if h, _ := p.Read(ctx, "solo-running"); len(h) != 1 {
 		t.Fatalf("running instance lost its history: %d events", len(h))
+	}
+}
+
+// TestAckDoesNotResurrectExpiredInstance (issue 11, item 7): a finished instance with a retention
+// TTL gets a message and is fetched; its TTL lapses during the turn. The ack must fail with nothing
+// written, not re-create the instance as a Running fragment.
+func TestAckDoesNotResurrectExpiredInstance(t *testing.T) {
+	ctx := context.Background()
+	const ttl = 500 * time.Millisecond
+	opts := redisprovider.Options{Namespace: "res", Logger: quietLogger, Retention: ttl}
+	var mr *miniredis.Miniredis
+	if addr := os.Getenv("DXREDIS_TEST_ADDR"); addr != "" && backend() == "redis" {
+		opts.Addr, opts.Namespace = addr, "res-"+time.Now().Format("150405.000000")
+	} else {
+		mr = miniredis.RunT(t)
+		opts.Addr = mr.Addr()
+	}
+	p, err := redisprovider.New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dropNamespace(t, p); _ = p.Close() })
+	meta := provider.ExecutionMetadata{Status: provider.StatusCompleted, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}
+	event := func(id uint64, kind provider.EventKind) provider.Event {
+		return provider.Event{EventID: id, InstanceID: "r", ExecutionID: 1, DuroxideVersion: "0.1.30", Kind: kind}
+	}
+	if err := p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.StartOrchestration{
+		Instance: "r", Orchestration: "O", Input: "{}", ExecutionID: 1}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	it, err := p.FetchOrchestrationItem(ctx, 10*time.Second, 0, nil)
+	if err != nil || it == nil {
+		t.Fatalf("fetch: %v %v", it, err)
+	}
+	if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1, Metadata: meta,
+		HistoryDelta: []provider.Event{event(1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"})}}); err != nil {
+		t.Fatal(err)
+	}
+	// A late event for the finished instance is fetched; the retention TTL lapses mid-turn.
+	if err := p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.ExternalRaised{Instance: "r", Name: "e", Data: "{}"}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	it, err = p.FetchOrchestrationItem(ctx, 10*time.Second, 0, nil)
+	if err != nil || it == nil || it.Item.Instance != "r" {
+		t.Fatalf("fetch of the late event: %v %v", it, err)
+	}
+	time.Sleep(ttl + 200*time.Millisecond)
+	if mr != nil {
+		mr.FastForward(ttl + 200*time.Millisecond)
+	}
+	err = p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+		Metadata:     provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"},
+		HistoryDelta: []provider.Event{event(2, provider.ExternalEventEvent{Name: "e", Data: "{}"})}})
+	if !errors.Is(err, provider.ErrInvalidLockToken) || provider.IsRetryable(err) {
+		t.Errorf("ack after the instance expired: got %v, want a permanent invalid-lock-token error", err)
+	}
+	if n := p.Client().Exists(ctx, p.Keyspace().Instance("r"), p.Keyspace().History("r", 1)).Val(); n != 0 {
+		t.Errorf("the ack re-created %d keys of the expired instance", n)
+	}
+	if _, err := p.FetchOrchestrationItem(ctx, time.Second, 0, nil); err != nil { // sweeps the indexes
+		t.Fatal(err)
+	}
+	if ids, _ := p.ListInstances(ctx); len(ids) != 0 {
+		t.Errorf("instances after the ack: %v, want none", ids)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/duroxide-go/dxredis/provider"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -20,18 +21,26 @@ import (
 // No lost wakeups: every script that makes work visible pushes a token to the wake lists of the
 // fetchers that may take it, in the same script, so work that arrives between the empty fetch and
 // the BLPOP ends the BLPOP at once; an enqueue whose delayed work becomes the earliest due time
-// pushes one too, so a waiter learns the new time. Tokens live 5 s.
+// pushes one too, so a waiter learns the new time. Tokens live wakeTTL.
 //
-// An idle fetcher costs one command per poll timeout: when a wait on the same wake lists ended
-// by timeout, without a token, less than idleWindow ago, the next fetch starts with the BLPOP
-// instead of the script. That is sound because nothing became eligible since that wait began
-// (it would have pushed a token) and anything that becomes eligible afterwards pushes a token
-// that is still in the list (idleWindow < the 5 s token lifetime). Filtered orchestration
-// fetches never skip: waiters with other capability filters share their wake list and may take
-// their tokens.
+// An idle fetcher costs about one command per poll timeout: when a wait on the same wake lists
+// ended by timeout, without a token, less than idleWindow ago, the next fetch starts with the
+// BLPOP instead of the script. That is sound for work that becomes visible (it pushes a token,
+// still in the list since idleWindow < wakeTTL), but a lock taken by another process since the
+// script last ran wakes nobody, and only a script run reclaims it once expired. So a fetcher runs
+// its script at least once per rescan period, its own lock timeout (at most maxRescan): a lock
+// taken after the last run expires no sooner than one lock timeout after it was taken, so the
+// next run sees it, and the fetcher waits for its expiry (see rescanPeriod).
 
-// idleWindow is how long a timed-out wait lets the next fetch skip its script.
-const idleWindow = time.Second
+const (
+	// idleWindow is how long a timed-out wait lets the next fetch skip its script.
+	idleWindow = time.Second
+	// wakeTTL is how long a wake list lives after its last token (lib.lua's wake uses the same).
+	wakeTTL = 5 * time.Second
+	// maxRescan bounds the rescan period, so that a lock taken with a shorter timeout than this
+	// fetcher's is reclaimed at most this late.
+	maxRescan = 5 * time.Second
+)
 
 type waitOutcome int
 
@@ -39,7 +48,19 @@ const (
 	waitWoken    waitOutcome = iota // a wake token arrived, or delayed work came due: fetch again
 	waitTimedOut                    // the poll timeout passed without a token
 	waitEnded                       // ctx ended or the provider closed
+	waitFailed                      // the blocking command failed
 )
+
+// rescanPeriod is how long an idle fetcher with these lock timeouts may go without its script.
+func rescanPeriod(lockTimeouts ...time.Duration) time.Duration {
+	d := maxRescan
+	for _, l := range lockTimeouts {
+		if l > 0 {
+			d = min(d, l)
+		}
+	}
+	return d
+}
 
 // idleState remembers, per set of wake lists, a wait that timed out.
 type idleState struct {
@@ -50,91 +71,104 @@ type idleState struct {
 type idleEntry struct {
 	skipUntil time.Time // the next fetch may skip its script before this
 	dueAt     time.Time // when delayed work or a lock comes due (zero: never)
+	scanned   time.Time // when the script last ran
 }
 
 // poll runs fetch until it finds something or pollTimeout passes. fetch returns found, or the
-// server's time and next due time (ms since the epoch; -1 when nothing is due).
-func (p *Provider) poll(ctx context.Context, wakeKeys []string, pollTimeout time.Duration, mayIdleSkip bool,
+// server's time and next due time (ms since the epoch; -1 when nothing is due). An idle fetch may
+// skip its script (mayIdleSkip) for at most rescan since the script last ran. A failed wait ends
+// the poll with a retryable error, so that a caller backs off instead of spinning on the script.
+func (p *Provider) poll(ctx context.Context, op string, wakeKeys []string, pollTimeout, rescan time.Duration, mayIdleSkip bool,
 	fetch func() (found bool, serverNowMs, nextDueMs int64, err error)) error {
 	deadline := time.Now().Add(pollTimeout)
 	sig := strings.Join(wakeKeys, "\x00")
-	skip, due := false, time.Duration(-1)
+	var e idleEntry
+	skip := false
 	if pollTimeout > 0 && mayIdleSkip {
-		skip, due = p.idle.skip(sig)
+		e, skip = p.idle.skip(sig, rescan)
 	}
 	for {
 		if !skip {
+			e.scanned = time.Now()
 			found, now, next, err := fetch()
 			if err != nil || found || pollTimeout <= 0 {
 				return err
 			}
-			due = -1
+			e.dueAt = time.Time{}
 			if next >= 0 {
-				due = time.Duration(next-now) * time.Millisecond
+				e.dueAt = e.scanned.Add(time.Duration(next-now) * time.Millisecond)
 			}
 		}
 		skip = false
-		switch p.waitForWork(ctx, wakeKeys, deadline, due) {
+		outcome, err := p.waitForWork(ctx, wakeKeys, deadline, e.dueAt)
+		switch outcome {
 		case waitTimedOut:
 			if mayIdleSkip {
-				p.idle.note(sig, due)
+				p.idle.note(sig, e)
 			}
 			return nil
 		case waitEnded:
 			return nil
+		case waitFailed:
+			return provider.NewRetryableError(op, "long-poll wait failed: "+err.Error()).WithCause(err)
 		}
 	}
 }
 
-func (s *idleState) skip(sig string) (bool, time.Duration) {
+// skip reports whether the next fetch on sig may start with its wait, and what it knows.
+func (s *idleState) skip(sig string, rescan time.Duration) (idleEntry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.until[sig]
-	now := time.Now()
-	if !ok || !now.Before(e.skipUntil) || (!e.dueAt.IsZero() && !now.Before(e.dueAt)) {
-		return false, -1
+	if !ok {
+		return idleEntry{}, false
 	}
 	delete(s.until, sig)
-	if e.dueAt.IsZero() {
-		return true, -1
+	now := time.Now()
+	if !now.Before(e.skipUntil) || !now.Before(e.scanned.Add(rescan)) || (!e.dueAt.IsZero() && !now.Before(e.dueAt)) {
+		return idleEntry{}, false
 	}
-	return true, e.dueAt.Sub(now)
+	return e, true
 }
 
-func (s *idleState) note(sig string, due time.Duration) {
+// note records a wait on sig that timed out.
+func (s *idleState) note(sig string, e idleEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.until == nil {
 		s.until = map[string]idleEntry{}
 	}
-	now := time.Now()
-	e := idleEntry{skipUntil: now.Add(idleWindow)}
-	if due >= 0 {
-		e.dueAt = now.Add(due)
-	}
+	e.skipUntil = time.Now().Add(idleWindow)
 	s.until[sig] = e
 }
 
-// waitForWork blocks until a wake token arrives on one of wakeKeys, until due (-1: no due time)
-// or deadline, or until ctx ends or the provider closes.
+// testHookTokenDelivered, when set, runs after a wait's BLPOP got a token and handed it to the
+// waiter (tests use it to end the waiter's ctx at that moment).
+var testHookTokenDelivered func()
+
+// waitForWork blocks until a wake token arrives on one of wakeKeys, until dueAt (zero: no due
+// time) or deadline, or until ctx ends or the provider closes. A failed BLPOP is waitFailed.
 //
 // Redis checks blocking timeouts on its hz tick (100 ms at the default hz 10), so a wait bounded
-// by a due time also runs a local timer and returns on time; the BLPOP it leaves behind hands any
-// token it still receives back to the list.
-func (p *Provider) waitForWork(ctx context.Context, wakeKeys []string, deadline time.Time, due time.Duration) waitOutcome {
+// by a due time also runs a local timer and returns on time. A token that reaches a BLPOP whose
+// waiter has left (or leaves at that moment) is given back to its list for another waiter.
+func (p *Provider) waitForWork(ctx context.Context, wakeKeys []string, deadline, dueAt time.Time) (waitOutcome, error) {
 	d := time.Until(deadline)
 	var dueTimer <-chan time.Time
-	if due >= 0 && due < d {
-		if due == 0 {
-			return waitWoken
+	if !dueAt.IsZero() {
+		due := time.Until(dueAt)
+		if due <= 0 {
+			return waitWoken, nil
 		}
-		d = due
-		t := time.NewTimer(d)
-		defer t.Stop()
-		dueTimer = t.C
+		if due < d {
+			d = due
+			t := time.NewTimer(d)
+			defer t.Stop()
+			dueTimer = t.C
+		}
 	}
 	if d <= 0 {
-		return waitTimedOut
+		return waitTimedOut, nil
 	}
 	sliced := p.slice > 0 && d > p.slice
 	if sliced {
@@ -151,37 +185,81 @@ func (p *Provider) waitForWork(ctx context.Context, wakeKeys []string, deadline 
 		cmd = append(cmd, k)
 	}
 	cmd = append(cmd, secs)
-	var left atomic.Bool // the waiter returned before the BLPOP did
-	done := make(chan []string, 1)
+
+	// Who owns a token the BLPOP receives: the waiter (delivered) or, once it left, nobody (the
+	// goroutine gives it back). One compare-and-swap decides, so a token is never dropped.
+	const (
+		waiting int32 = iota
+		delivered
+		left
+	)
+	var state atomic.Int32
+	type result struct {
+		token []string
+		err   error
+	}
+	done := make(chan result, 1)
 	go func() {
 		bctx, cancel := context.WithTimeout(context.Background(), d+5*time.Second)
 		defer cancel()
 		got, err := p.block.Do(bctx, cmd...).StringSlice()
-		if err == nil && len(got) == 2 && left.Load() && !p.isClosed() {
-			// Nobody will fetch for this token: hand it to another waiter.
-			_ = p.rdb.LPush(bctx, got[0], got[1]).Err()
+		if errors.Is(err, redis.Nil) {
+			got, err = nil, nil
 		}
-		if err != nil && !errors.Is(err, redis.Nil) {
-			got = []string{"error"} // connection trouble: fetch again, the fetch reports it
+		if err == nil && len(got) == 2 {
+			if !state.CompareAndSwap(waiting, delivered) {
+				p.giveBack(got)
+				return
+			}
+			if h := testHookTokenDelivered; h != nil {
+				h()
+			}
 		}
-		done <- got
+		done <- result{got, err}
 	}()
-	select {
-	case got := <-done:
-		if len(got) > 0 || sliced || time.Now().Before(deadline.Add(-time.Millisecond)) {
-			return waitWoken
+	// leave detaches the waiter from the BLPOP; a token delivered meanwhile is returned.
+	leave := func() []string {
+		if state.CompareAndSwap(waiting, left) {
+			return nil
 		}
-		return waitTimedOut
-	case <-dueTimer:
-		left.Store(true)
-		return waitWoken
-	case <-ctx.Done():
-		left.Store(true)
-		return waitEnded
-	case <-p.closed:
-		left.Store(true)
-		return waitEnded
+		return (<-done).token
 	}
+	select {
+	case r := <-done:
+		switch {
+		case r.err != nil && (ctx.Err() != nil || p.isClosed()):
+			return waitEnded, nil
+		case r.err != nil:
+			return waitFailed, r.err
+		case len(r.token) > 0 || sliced || time.Now().Before(deadline.Add(-time.Millisecond)):
+			return waitWoken, nil
+		}
+		return waitTimedOut, nil
+	case <-dueTimer:
+		leave() // a token delivered meanwhile is spent on the fetch that follows
+		return waitWoken, nil
+	case <-ctx.Done():
+		p.giveBack(leave())
+		return waitEnded, nil
+	case <-p.closed:
+		p.giveBack(leave())
+		return waitEnded, nil
+	}
+}
+
+// giveBack returns a wake token (BLPOP's {key, token}, or nil for none) to its list, with the
+// list's TTL: the list may have been deleted when the token was popped.
+func (p *Provider) giveBack(token []string) {
+	if len(token) != 2 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.LPush(ctx, token[0], token[1])
+		pipe.PExpire(ctx, token[0], wakeTTL)
+		return nil
+	})
 }
 
 // sleep waits d, or until ctx ends or the provider closes.

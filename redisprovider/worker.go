@@ -133,7 +133,7 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 	// Worker wake lists are per tag filter and owner, so every waiter on them can take what they
 	// announce: idle fetches may skip their script (see poll).
 	var locked *provider.LockedWorkItem
-	err := p.poll(ctx, wakeKeys, pollTimeout, true, func() (bool, int64, int64, error) {
+	err := p.poll(ctx, op, wakeKeys, pollTimeout, rescanPeriod(lockTimeout, sessionLock), true, func() (bool, int64, int64, error) {
 		res, err := p.run(ctx, op, "work_fetch", workerPartition, args...)
 		if err != nil {
 			return false, 0, 0, err

@@ -4,7 +4,7 @@
 -- Loaded as a Redis Functions library (Redis 7+) this code runs once; as EVAL scripts it runs on
 -- every call. So nothing here may depend on the call: dx_setup(ARGV[1]) sets P and the keys
 -- derived from it at the start of every call, in both modes.
-local P, K_PINS, K_DUE, K_LOCKED, K_TOKENS, K_SEQ, K_WAKE_ORCH, K_IDX_INSTANCES, K_IDX_EXPIRY
+local P, K_PINS, K_DUE, K_LOCKED, K_TOKENS, K_SEQ, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY
 local setup_hooks = {} -- per-call setup of the other lib files (lib_worker.lua)
 
 local function dx_setup(prefix)
@@ -15,6 +15,7 @@ local function dx_setup(prefix)
   K_TOKENS = P .. 'oq:tokens'
   K_SEQ = P .. 'seq'
   K_WAKE_ORCH = P .. 'wake:orch'
+  K_WAKE_FILTERS = P .. 'wake:filters'
   K_IDX_INSTANCES = P .. 'idx:instances'
   K_IDX_EXPIRY = P .. 'idx:expiry'
   for _, hook in ipairs(setup_hooks) do hook() end
@@ -54,6 +55,37 @@ local function wake(key, n)
   redis.call('PEXPIRE', key, 5000)
 end
 
+-- Orchestration fetchers wait on one list per capability filter: k_wake_filter(f) for the filter f
+-- they registered in K_WAKE_FILTERS ('*' none, else its ranges 'lo hi lo hi ...' in pin keys). A
+-- wake-up for work of pin key pin goes to every registered filter that accepts pin, so it reaches
+-- a fetcher that can take the work (one shared list let an incompatible waiter take the token).
+local function k_wake_filter(f)
+  if f == '*' then return K_WAKE_ORCH end
+  return P .. 'wake:orch:f:' .. redis.sha1hex(f)
+end
+
+local function filter_accepts(f, pin)
+  if f == '*' or pin == '-' then return true end
+  local lo = nil
+  for w in string.gmatch(f, '%S+') do
+    if lo == nil then
+      lo = w
+    else
+      if pin >= lo and pin <= w then return true end
+      lo = nil
+    end
+  end
+  return false
+end
+
+-- Wake n fetchers of every filter that accepts work of pin key pin. Cost: O(registered filters);
+-- registrations that lapsed are removed by orch_fetch.
+local function wake_orch(pin, n)
+  for _, f in ipairs(redis.call('ZRANGE', K_WAKE_FILTERS, 0, -1)) do
+    if filter_accepts(f, pin) then wake(k_wake_filter(f), n) end
+  end
+end
+
 -- Current execution of an instance (highest acked), or nil.
 local function current_exec(id)
   local r = redis.call('ZRANGE', k_execs(id), -1, -1)
@@ -72,25 +104,26 @@ local function is_locked(id)
 end
 
 -- Record that instance id next has delayed work at ms. When that is now the earliest due time,
--- wake one waiting fetcher: it blocked with a timeout computed before this work existed and must
--- learn the new, earlier due time.
+-- wake one waiting fetcher that may take it: it blocked with a timeout computed before this work
+-- existed and must learn the new, earlier due time.
 local function oq_due_set(id, at)
   local head = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
   redis.call('ZADD', K_DUE, at, id)
-  if head[2] == nil or at < tonumber(head[2]) then wake(K_WAKE_ORCH, 1) end
+  if head[2] == nil or at < tonumber(head[2]) then wake_orch(pin_of(id), 1) end
 end
 
--- Recompute where an unlocked instance stands in the ready and due indexes. Cost: O(messages of
--- the instance that are visible) + O(log N).
+-- Recompute where an unlocked instance stands in the ready and due indexes. Returns its pin key
+-- when it is ready (a fetcher should be woken), else nil. Cost: O(messages of the instance that
+-- are visible) + O(log N).
 local function oq_reindex(id, now)
   local vis = redis.call('ZRANGEBYSCORE', k_vis(id), '-inf', now)
-  local best = nil
+  local best, pin = nil, nil
   for _, s in ipairs(vis) do
     local n = tonumber(s)
     if best == nil or n < best then best = n end
   end
   if best ~= nil then
-    local pin = pin_of(id)
+    pin = pin_of(id)
     redis.call('ZADD', k_ready(pin), best, id)
     redis.call('SADD', K_PINS, pin)
   end
@@ -100,7 +133,7 @@ local function oq_reindex(id, now)
   else
     redis.call('ZREM', K_DUE, id)
   end
-  return best ~= nil
+  return pin
 end
 
 -- Remove an instance from every orchestrator index (before locking or deleting it).
@@ -109,8 +142,8 @@ local function oq_unindex(id)
   redis.call('ZREM', K_DUE, id)
 end
 
--- Add one orchestrator message. visible_at <= now means visible at once. Returns true when the
--- message is visible now for an unlocked instance (a fetcher should be woken).
+-- Add one orchestrator message. visible_at <= now means visible at once. Returns the instance's
+-- pin key when the message is visible now for an unlocked instance (a fetcher should be woken).
 local function oq_enqueue(id, json, tcode, visible_at, now)
   local s = redis.call('INCR', K_SEQ)
   if visible_at < now then visible_at = now end
@@ -121,11 +154,11 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
     local pin = pin_of(id)
     redis.call('ZADD', k_ready(pin), 'NX', s, id)
     redis.call('SADD', K_PINS, pin)
-    return true
+    return pin
   end
   local due = redis.call('ZSCORE', K_DUE, id)
   if due == false or tonumber(due) > visible_at then oq_due_set(id, visible_at) end
-  return false
+  return nil
 end
 
 -- Delete orchestrator messages seqs of an instance, two commands per 300 messages.
@@ -142,19 +175,20 @@ local function oq_delete_many(id, seqs)
   end
 end
 
--- The instance an orchestration lock token holds and its lock {tok, until, seqs}, or nil and an
+-- The instance an orchestration lock token holds and its lock {tok, until, seqs, inst}, or nil and an
 -- error reply. With unexpired, a lock past its time is refused too (abandon accepts one that a
 -- fetch has not reclaimed yet).
 local function oq_held(token, now, unexpired)
   local id = redis.call('HGET', K_TOKENS, token)
   if not id then return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown or already released') end
-  local lk = redis.call('HMGET', k_lock(id), 'tok', 'until', 'seqs')
+  local lk = redis.call('HMGET', k_lock(id), 'tok', 'until', 'seqs', 'inst')
   if lk[1] ~= token then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock no longer held') end
   if unexpired and tonumber(lk[2]) <= now then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock expired') end
   return id, lk
 end
 
--- Release an instance lock (token and lock record) and reindex the instance.
+-- Release an instance lock (token and lock record) and reindex the instance (returns its pin key
+-- when it is ready).
 local function oq_unlock(id, tok, now)
   redis.call('DEL', k_lock(id))
   redis.call('ZREM', K_LOCKED, id)

@@ -11,7 +11,7 @@
 --   orchestrator items (target instance, json, type code, visible_at ms or 0).
 -- Reply: 1.
 -- Errors (nothing written): DX_INVALID_TOKEN unknown/expired token (also after a delete under
---   the lock), DX_DUPLICATE event id already stored or repeated in the delta.
+--   the lock, or when the instance existed at fetch and its retention TTL lapsed since), DX_DUPLICATE event id already stored or repeated in the delta.
 -- Cost: O(delta + items + locked messages + KV keys touched) — never O(history length).
 local token, exec = ARGV[2], ARGV[3]
 local status, has_output, output = ARGV[4], ARGV[5] == '1', ARGV[6]
@@ -42,12 +42,18 @@ local witems, cancels, oitems = section(6), section(3), section(4)
 local dup = history_check(id, exec, hist)
 if dup then return dup end
 
+-- An instance that existed when the turn was fetched and is gone now expired (retention) under
+-- the lock: writing would re-create it as a Running fragment of itself.
+local ikey = k_inst(id)
+local has_inst = redis.call('EXISTS', ikey) == 1
+if lk[4] == '1' and not has_inst then
+  return fail('INVALID_TOKEN', 'Invalid lock token: instance ' .. id .. ' expired while locked')
+end
+
 -- 1. The messages this token locked are consumed.
 oq_delete_many(id, words(lk[3]))
 
 -- 2. Instance and execution records.
-local ikey = k_inst(id)
-local has_inst = redis.call('EXISTS', ikey) == 1
 local prev = current_exec(id)
 if not has_inst and name ~= '' and ver ~= '' then
   redis.call('HSET', ikey, 'name', name, 'ver', ver, 'created', now, 'updated', now, 'status', 'Running')
@@ -137,10 +143,11 @@ for _, w in ipairs(witems) do wq_enqueue(now, w[1], w[2], w[3], w[4], w[5], w[6]
 for _, c in ipairs(cancels) do wq_cancel(c[1], c[2], c[3]) end
 
 -- 9. Orchestrator items (TimerFired visible at fire_at_ms).
-local woken = 0
-for _, o in ipairs(oitems) do
-  if oq_enqueue(o[1], o[2], o[3], tonumber(o[4]), now) then woken = woken + 1 end
+local woken = {} -- pin key -> instances made ready
+local function ready(pin)
+  if pin then woken[pin] = (woken[pin] or 0) + 1 end
 end
+for _, o in ipairs(oitems) do ready(oq_enqueue(o[1], o[2], o[3], tonumber(o[4]), now)) end
 
 -- 10. Retention: a finished tree gets a TTL; an instance running again keeps its data.
 if retention > 0 and has_inst and is_current then
@@ -152,6 +159,6 @@ if retention > 0 and has_inst and is_current then
 end
 
 -- 11. Release the lock; messages that arrived meanwhile make the instance ready again.
-if oq_unlock(id, token, now) then woken = woken + 1 end
-wake(K_WAKE_ORCH, woken)
+ready(oq_unlock(id, token, now))
+for pin, n in pairs(woken) do wake_orch(pin, n) end
 return 1

@@ -4,5 +4,6 @@
 --   message, 'O' other), [5] delay ms (0 = visible at once).
 -- Reply: 1. Errors: none. Cost: O(log N).
 local now = now_ms()
-if oq_enqueue(ARGV[2], ARGV[3], ARGV[4], now + tonumber(ARGV[5]), now) then wake(K_WAKE_ORCH, 1) end
+local pin = oq_enqueue(ARGV[2], ARGV[3], ARGV[4], now + tonumber(ARGV[5]), now)
+if pin then wake_orch(pin, 1) end
 return 1

@@ -2,23 +2,27 @@
 -- KEYS[1] seq key (routing only)
 -- ARGV[1] prefix, ARGV[2] new lock token, ARGV[3] lock ms,
 --      ARGV[4] filter: '0' none, '1' ranges follow; ARGV[5] range count n, then n pairs lo, hi
---      (sortable pin keys, inclusive).
+--      (sortable pin keys, inclusive); then the ms for which the caller may wait after an empty
+--      fetch (its filter stays registered for wake-ups that long).
 -- Reply: when nothing is eligible {'', next_ms, now_ms}: next_ms is when delayed work or a held lock
 --   next comes due (-1 when never); otherwise {token, instance, attempt, exec or '', instance
 --   fields {name, ver} (empty when not created), messages {json...}, history (event JSON lines),
 --   kv {key, "<ms>|<value>", ...}}.
 -- Errors: none.
 -- Cost: O(expired locks + expired retained instances + due instances + distinct pins + orphan instances skipped + messages
---   and history of the chosen instance). Independent of queue length and of instances the filter
+--   and history of the chosen instance); an empty fetch also registers its filter (O(log N)). Independent of queue length and of instances the filter
 --   excludes (ready instances are indexed by pin).
 local token, lock_ms = ARGV[2], tonumber(ARGV[3])
 local filtered = ARGV[4] == '1'
-local ranges = {}
-if filtered then
-  local n = tonumber(ARGV[5])
-  for i = 0, n - 1 do ranges[#ranges + 1] = { ARGV[6 + 2 * i], ARGV[7 + 2 * i] } end
+local ranges, bounds = {}, {}
+local nranges = filtered and tonumber(ARGV[5]) or 0
+for i = 0, nranges - 1 do
+  ranges[#ranges + 1] = { ARGV[6 + 2 * i], ARGV[7 + 2 * i] }
+  bounds[#bounds + 1], bounds[#bounds + 2] = ARGV[6 + 2 * i], ARGV[7 + 2 * i]
 end
+local wait_ms = tonumber(ARGV[6 + 2 * nranges])
 local now = now_ms()
+
 
 -- Reclaim expired instance locks (principle 5: no background process needed).
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_LOCKED, '-inf', now, 'LIMIT', 0, 100)) do
@@ -57,6 +61,13 @@ end
 while true do
   local id, pin = next_candidate()
   if id == nil then
+    -- The caller may now wait: register its filter, in this same script, so that every wake-up
+    -- for work it accepts reaches its list from now on (see wake_orch).
+    redis.call('ZREMRANGEBYSCORE', K_WAKE_FILTERS, '-inf', now)
+    local f, until_ms = filtered and table.concat(bounds, ' ') or '*', now + wait_ms
+    local cur = redis.call('ZSCORE', K_WAKE_FILTERS, f) -- never shorten another waiter's registration
+    if not cur or tonumber(cur) < until_ms then redis.call('ZADD', K_WAKE_FILTERS, until_ms, f) end
+    if redis.call('PTTL', K_WAKE_FILTERS) < wait_ms then redis.call('PEXPIRE', K_WAKE_FILTERS, wait_ms) end -- gone once nobody waits
     local nxt = -1
     local d = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
     if d[2] then nxt = tonumber(d[2]) end
@@ -104,7 +115,9 @@ while true do
       for _, m in ipairs(part) do msgs[#msgs + 1] = m end
     end
     local until_ms = now + lock_ms
-    redis.call('HSET', k_lock(id), 'tok', token, 'until', until_ms, 'seqs', table.concat(seqs, ' '))
+    -- inst: the instance existed at fetch (orch_ack refuses to re-create it if it expired since).
+    redis.call('HSET', k_lock(id), 'tok', token, 'until', until_ms, 'seqs', table.concat(seqs, ' '),
+      'inst', has_inst and '1' or '0')
     redis.call('ZADD', K_LOCKED, until_ms, id)
     redis.call('HSET', K_TOKENS, token, id)
     local inst, hist = {}, ''

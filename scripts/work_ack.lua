@@ -15,7 +15,8 @@ local s, it = WQ.held(token, now)
 if not s then return it end
 -- Checks done; writes follow.
 if ARGV[3] == '1' then
-  if oq_enqueue(ARGV[4], ARGV[5], 'O', now, now) then wake(K_WAKE_ORCH, 1) end
+  local pin = oq_enqueue(ARGV[4], ARGV[5], 'O', now, now)
+  if pin then wake_orch(pin, 1) end
 end
 WQ.touch_session(it[3], now)
 WQ.delete(s)
