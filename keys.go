@@ -25,6 +25,7 @@ import (
 //	P oq:locked             ZSET    locked instances, score = locked_until ms
 //	P oq:tokens             HASH    orchestration lock token -> instance id
 //	P wake:orch             LIST    wake tokens for long-polling orchestration fetchers
+//	P att:<attempt>         STRING  reply of a write call that ran, kept 20 s (its retries return it)
 //	P idx:instances         ZSET    instance id, score = created_at ms
 //	P idx:expiry            ZSET    retained (finished) instances, score = when their keys expire
 //	P idx:status:<status>   ZSET    instance id by current status, score = ms it entered that status
@@ -73,6 +74,12 @@ func (k Keyspace) Prefix(partition int) string {
 // Seq is the enqueue sequence counter of a partition; scripts also use it as KEYS[1] so that
 // cluster clients route the call to the partition's slot.
 func (k Keyspace) Seq(partition int) string { return k.Prefix(partition) + "seq" }
+
+// Attempt is the key a write call's script stores its reply under, so that retries of the call
+// (same attempt id) return that reply instead of running it again. Scripts take it as KEYS[2].
+func (k Keyspace) Attempt(partition int, attempt string) string {
+	return k.Prefix(partition) + "att:" + attempt
+}
 
 // WakeOrch is the list orchestration fetchers block on.
 func (k Keyspace) WakeOrch(partition int) string { return k.Prefix(partition) + "wake:orch" }

@@ -14,8 +14,9 @@ import (
 // Every operation is one Lua file under scripts/, run after the shared helpers of the
 // scripts/lib*.lua files (lib.lua, then lib_worker.lua). Each operation file starts with a header
 // giving KEYS, ARGV, the reply, the errors and the cost. Calling convention: KEYS[1] is the
-// partition's Seq key (routes cluster clients to the right slot) and ARGV[1] the partition's
-// key prefix.
+// partition's Seq key (routes cluster clients to the right slot), KEYS[2] an optional attempt key
+// (Keyspace.Attempt: the call runs at most once per attempt, see dx_once in lib.lua) and ARGV[1]
+// the partition's key prefix.
 //
 // The same sources are served two ways:
 //   - as a Redis Functions library (Redis 7+): loaded once per server, the helpers are defined
@@ -70,7 +71,8 @@ func loadScripts() registry {
 		body, _ := scriptFiles.ReadFile(path)
 		bodies[name] = string(body)
 		r.names = append(r.names, name)
-		r.evals[name] = redis.NewScript(lib + "dx_setup(ARGV[1])\n" + string(body))
+		r.evals[name] = redis.NewScript(lib + "dx_setup(ARGV[1])\nlocal function op(KEYS, ARGV)\n" + string(body) +
+			"\nend\nreturn dx_once(op, KEYS, ARGV)\n")
 	}
 	sort.Strings(r.names)
 
@@ -88,7 +90,7 @@ func loadScripts() registry {
 		// Each operation body becomes a function of (KEYS, ARGV), so it reads exactly as in EVAL.
 		b.WriteString("local function op_" + n + "(KEYS, ARGV)\n" + bodies[n] + "\nend\n")
 		b.WriteString("redis.register_function('" + functionName(r.version, n) + "', function(keys, args)\n" +
-			"  dx_setup(args[1])\n  return op_" + n + "(keys, args)\nend)\n")
+			"  dx_setup(args[1])\n  return dx_once(op_" + n + ", keys, args)\nend)\n")
 	}
 	r.library = b.String()
 	return r

@@ -16,7 +16,9 @@ type Options struct {
 	Password string
 	DB       int
 	// Client is an existing client (single node, sentinel or cluster). When set, Addr, Password
-	// and DB are ignored and Close does not close it.
+	// and DB are ignored and Close does not close it. Give it MaxRetries: -1 (New does so for
+	// its own client): go-redis re-sends a command whose reply was lost, which the provider's own
+	// retries make harmless only for the writes it runs once per attempt (see ErrOutcomeUnknown).
 	Client redis.UniversalClient
 	// BlockingClient is used for long-poll waits (BLPOP), so that waiting fetchers never hold the
 	// connections scripts need. Default: a second connection pool created by New from Addr; when

@@ -23,7 +23,7 @@ func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item provider.Wor
 		return err
 	}
 	target := item.TargetInstance()
-	_, err = p.run(ctx, op, "orch_enqueue", p.keys.PartitionOf(target), target, js, typeCode(item), ms(delay))
+	_, err = p.runOnce(ctx, op, "orch_enqueue", p.keys.PartitionOf(target), target, js, typeCode(item), ms(delay))
 	return err
 }
 
@@ -241,7 +241,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, a
 		}
 		args = append(args, o.TargetInstance(), js, typeCode(o), visibleAt)
 	}
-	_, err := p.run(ctx, op, "orch_ack", 0, args...)
+	_, err := p.runOnce(ctx, op, "orch_ack", 0, args...)
 	return err
 }
 
@@ -272,7 +272,7 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 	if err := checkDuration(op, "delay", delay); err != nil {
 		return err
 	}
-	_, err := p.run(ctx, op, "orch_abandon", 0, lockToken, ms(delay), boolArg(ignoreAttempt))
+	_, err := p.runOnce(ctx, op, "orch_abandon", 0, lockToken, ms(delay), boolArg(ignoreAttempt))
 	return err
 }
 
@@ -349,7 +349,7 @@ func (p *Provider) AppendWithExecution(ctx context.Context, instance string, exe
 	if len(events) == 0 {
 		return nil
 	}
-	_, err := p.run(ctx, op, "orch_append", p.keys.PartitionOf(instance), args...)
+	_, err := p.runOnce(ctx, op, "orch_append", p.keys.PartitionOf(instance), args...)
 	return err
 }
 

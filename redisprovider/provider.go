@@ -2,8 +2,11 @@ package redisprovider
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -45,7 +48,9 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	p := &Provider{keys: keys, opts: opts, closed: make(chan struct{}), history: newHistoryCache(opts.HistoryCacheBytes)}
 	p.rdb, p.ownRDB = opts.Client, opts.Client == nil
 	if p.ownRDB {
-		p.rdb = redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB})
+		// MaxRetries -1: go-redis would re-send a script whose reply was lost (EOF, timeout) and so
+		// run it twice; the provider retries writes itself, with their attempt id (see runOnce).
+		p.rdb = redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB, MaxRetries: -1})
 	}
 	switch {
 	case opts.BlockingClient != nil:
@@ -152,11 +157,93 @@ func (p *Provider) Keyspace() dxredis.Keyspace { return p.keys }
 // Client returns the client scripts run on (for tools and tests).
 func (p *Provider) Client() redis.UniversalClient { return p.rdb }
 
-// run executes a script on the partition. KEYS[1] is the partition's seq key (cluster routing),
-// ARGV[1] the partition prefix, then args. A restarted or flushed server recovers by itself:
-// FCALL reloads the library when the function is missing; go-redis's Script.Run falls back to
-// EVAL on NOSCRIPT.
+// run executes a script on the partition and maps its error (see mapErr). KEYS[1] is the
+// partition's seq key (cluster routing), ARGV[1] the partition prefix, then args. Reads and
+// fetches use it; writes that must not apply twice use runOnce.
 func (p *Provider) run(ctx context.Context, op, script string, partition int, args ...any) (any, error) {
+	res, err := p.call(ctx, op, script, partition, "", args)
+	if err != nil {
+		return nil, p.mapErr(op, err)
+	}
+	return res, nil
+}
+
+// Ambiguous failures. A call that failed before its command reached Redis (dial failure, pool
+// timeout, closed client), or that Redis answered with an error (the script did not run, or
+// failed before its first write), changed nothing: its error is reported as it is, retryable when
+// transient. A call that failed after it was sent (read timeout, connection lost) may have run:
+// its outcome is unknown. Writes that must not apply twice (enqueues, acks, abandons, appends) run
+// through runOnce: each call gets an attempt id, its script stores its reply under that id for
+// 20 s (dx_once in scripts/lib.lua), and runOnce retries a call whose outcome is unknown with the
+// same id for up to attemptWindow, so a retry of a call that ran returns the first run's reply
+// (an ack that committed reports success, an enqueue is stored once). When the retries end
+// without an answer, the error is retryable with Kind provider.ErrOutcomeUnknown: the caller's
+// own retry is a new call and may apply it a second time (or, for an ack, report
+// ErrInvalidLockToken although the first attempt committed).
+const (
+	attemptRetries = 4
+	// attemptWindow bounds how long after its first send a call is retried; it stays well under
+	// the 20 s the scripts keep an attempt's reply (ATTEMPT_TTL_MS in lib.lua).
+	attemptWindow = 8 * time.Second
+)
+
+// runOnce is run for a write that must not apply twice: see "Ambiguous failures" above.
+// Cost: one GET and, on success, one SET (with expiry) inside the script; no extra round trip.
+func (p *Provider) runOnce(ctx context.Context, op, script string, partition int, args ...any) (any, error) {
+	attempt := p.keys.Attempt(partition, newAttemptID())
+	start := time.Now()
+	unknown := false
+	for try := 1; ; try++ {
+		res, err := p.call(ctx, op, script, partition, attempt, args)
+		if err == nil {
+			return res, nil
+		}
+		perr := p.mapErr(op, err)
+		if mayHaveRun(err) {
+			unknown = true
+		}
+		if !unknown {
+			return nil, perr // nothing ran: retryable or not, the caller decides
+		}
+		pe, _ := provider.AsProviderError(perr)
+		if pe.Kind != nil {
+			return nil, perr // a definite answer from the script (e.g. DX_INVALID_TOKEN)
+		}
+		if !pe.Retryable || try > attemptRetries || time.Since(start) > attemptWindow || ctx.Err() != nil {
+			return nil, provider.NewRetryableError(op, "outcome unknown (the call may have been applied): "+pe.Message).
+				WithKind(provider.ErrOutcomeUnknown).WithCause(err)
+		}
+		p.sleep(ctx, time.Duration(try*try)*20*time.Millisecond)
+	}
+}
+
+// newAttemptID returns a random id for one write call (22 characters).
+func newAttemptID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// mayHaveRun reports whether a failed call may have been executed by Redis: false when Redis
+// answered (an error reply) or the command was never sent.
+func mayHaveRun(err error) bool {
+	var rerr redis.Error
+	var nerr *net.OpError
+	switch {
+	case errors.As(err, &rerr):
+		return false
+	case errors.As(err, &nerr) && nerr.Op == "dial":
+		return false
+	case errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted), errors.Is(err, redis.ErrClosed):
+		return false
+	}
+	return true
+}
+
+// call executes a script once, with attempt ("" none) as KEYS[2], and returns the raw error. A
+// restarted or flushed server recovers by itself: FCALL reloads the library when the function is
+// missing; go-redis's Script.Run falls back to EVAL on NOSCRIPT.
+func (p *Provider) call(ctx context.Context, op, script string, partition int, attempt string, args []any) (any, error) {
 	if p.isClosed() { // also when the client is the caller's and stays open
 		return nil, provider.NewPermanentError(op, "provider closed").WithCause(redis.ErrClosed)
 	}
@@ -164,6 +251,9 @@ func (p *Provider) run(ctx context.Context, op, script string, partition int, ar
 	argv = append(argv, p.keys.Prefix(partition))
 	argv = append(argv, args...)
 	keys := []string{p.keys.Seq(partition)}
+	if attempt != "" {
+		keys = append(keys, attempt)
+	}
 	var res any
 	var err error
 	if obs := p.opts.Observer; obs != nil {
@@ -183,11 +273,7 @@ func (p *Provider) run(ctx context.Context, op, script string, partition int, ar
 	if errors.Is(err, redis.Nil) {
 		err = nil
 	}
-	if err != nil {
-		err = p.mapErr(op, err)
-		return nil, err
-	}
-	return res, nil
+	return res, err
 }
 
 // Script error replies are "DX_<CODE> message"; the code decides the sentinel. Scripts fail

@@ -43,6 +43,23 @@ local function k_idx_status(s) return P .. 'idx:status:' .. s end
 -- Errors: a reply "DX_<CODE> message" that redisprovider maps to a ProviderError.
 local function fail(code, msg) return redis.error_reply('DX_' .. code .. ' ' .. msg) end
 
+-- At most once per attempt. redisprovider retries a write whose reply was lost (the call may have
+-- run) with the same attempt key, KEYS[2]: a run that finds the key returns the reply stored there
+-- by the run that succeeded and changes nothing; a successful run stores its reply (an integer)
+-- for ATTEMPT_TTL_MS, longer than redisprovider retries (attemptWindow). Error replies are not
+-- stored: a failed run wrote nothing (principle 8). Cost: one GET, and one SET on success.
+local ATTEMPT_TTL_MS = 20000
+local function dx_once(op, KEYS, ARGV)
+  local att = KEYS[2]
+  if att then
+    local prev = redis.call('GET', att)
+    if prev then return tonumber(prev) end
+  end
+  local r = op(KEYS, ARGV)
+  if att and type(r) == 'number' then redis.call('SET', att, r, 'PX', ATTEMPT_TTL_MS) end
+  return r
+end
+
 -- Wake up to n long-polling fetchers waiting on key. The list is capped and expires, so tokens
 -- nobody takes cost at most a few spurious wakes, never a spin.
 local function wake(key, n)
