@@ -27,6 +27,7 @@ type Provider struct {
 	ownBlock bool
 	slice    time.Duration // max single BLPOP; 0 = unlimited
 	fcall    bool          // scripts run as Redis Functions (FCALL), else as EVALSHA
+	flagged  bool          // EVALSHA scripts carry their flags in a "#!lua flags=" shebang (Redis 7+)
 	history  *historyCache
 	idle     idleState
 	keys     dxredis.Keyspace
@@ -91,8 +92,11 @@ func (p *Provider) start(ctx context.Context) error {
 		}
 		p.opts.Logger.Info("dxredis: Redis Functions unavailable, using EVALSHA", "err", err)
 	}
+	// Script flags (read-only scripts, deletes allowed when out of memory) need a shebang, which
+	// servers before Redis 7 (and miniredis) do not parse.
+	p.flagged = p.rdb.ScriptLoad(ctx, "#!lua flags=no-writes\nreturn 1").Err() == nil
 	for _, name := range dxredis.ScriptNames() {
-		if err := dxredis.Script(name).Load(ctx, p.rdb).Err(); err != nil {
+		if err := p.script(name).Load(ctx, p.rdb).Err(); err != nil {
 			return p.mapErr(op, fmt.Errorf("loading script %s: %w", name, err))
 		}
 	}
@@ -260,20 +264,38 @@ func (p *Provider) call(ctx context.Context, op, script string, partition int, a
 		start := time.Now()
 		defer func() { obs.ObserveCall(ctx, op, time.Since(start), err) }()
 	}
-	if p.fcall {
-		res, err = p.rdb.FCall(ctx, dxredis.FunctionName(script), keys, argv...).Result()
+	// Read-only scripts go as FCALL_RO / EVALSHA_RO: Redis then runs them on replicas and when
+	// it is out of memory.
+	ro := dxredis.ReadOnly(script)
+	switch {
+	case p.fcall:
+		fcall := p.rdb.FCall
+		if ro {
+			fcall = p.rdb.FCallRO
+		}
+		res, err = fcall(ctx, dxredis.FunctionName(script), keys, argv...).Result()
 		if err != nil && strings.Contains(err.Error(), "Function not found") {
 			if err = p.loadFunctions(ctx); err == nil {
-				res, err = p.rdb.FCall(ctx, dxredis.FunctionName(script), keys, argv...).Result()
+				res, err = fcall(ctx, dxredis.FunctionName(script), keys, argv...).Result()
 			}
 		}
-	} else {
-		res, err = dxredis.Script(script).Run(ctx, p.rdb, keys, argv...).Result()
+	case p.flagged && ro:
+		res, err = p.script(script).RunRO(ctx, p.rdb, keys, argv...).Result()
+	default:
+		res, err = p.script(script).Run(ctx, p.rdb, keys, argv...).Result()
 	}
 	if errors.Is(err, redis.Nil) {
 		err = nil
 	}
 	return res, err
+}
+
+// script returns the EVAL form of an operation: with its flags where the server parses them.
+func (p *Provider) script(name string) *redis.Script {
+	if p.flagged {
+		return dxredis.FlaggedScript(name)
+	}
+	return dxredis.Script(name)
 }
 
 // Script error replies are "DX_<CODE> message"; the code decides the sentinel. Scripts fail
@@ -287,8 +309,9 @@ var scriptErrKinds = map[string]error{
 }
 
 // mapErr turns a Redis or script error into a *provider.ProviderError: DX_ script errors are
-// permanent; connection errors, timeouts, LOADING, BUSY, TRYAGAIN, CLUSTERDOWN are retryable
-// (nothing was written); other server errors (e.g. a Lua runtime error) are permanent.
+// permanent; connection errors, timeouts, LOADING, BUSY, TRYAGAIN, CLUSTERDOWN and OOM (Redis
+// over maxmemory refuses a script that may write before it runs) are retryable; other server
+// errors (e.g. a Lua runtime error) are permanent.
 func (p *Provider) mapErr(op string, err error) error {
 	if err == nil {
 		return nil
@@ -309,7 +332,7 @@ func (p *Provider) mapErr(op string, err error) error {
 	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
-		for _, transient := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {
+		for _, transient := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "OOM"} {
 			if strings.HasPrefix(msg, transient) {
 				return provider.NewRetryableError(op, msg).WithCause(err)
 			}

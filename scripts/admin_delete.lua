@@ -1,4 +1,5 @@
 -- admin_delete: delete instances with all their data: instance hash, executions and histories,
+-- flags: allow-oom (only frees memory, so it runs when Redis is out of memory)
 -- custom status, KV store and delta, children set (and the link in the parent's), orchestrator
 -- messages and every index entry (ready, due, locked, token, lock), worker entries
 -- (wq_delete_instance in lib_worker.lua), idx:instances and idx:status:<status>.

@@ -1,4 +1,5 @@
 -- admin_queues: queue statistics, walked one page of an orchestrator index per call so that a long
+-- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- queue never blocks the server for long. Each instance with queued messages is counted once:
 -- unlocked instances through oq:ready:<pin> (any visible message) or, when only delayed messages
 -- remain, oq:due; locked instances through oq:locked.
