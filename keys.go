@@ -27,9 +27,11 @@ import (
 //	P wake:orch             LIST    wake tokens for long-polling orchestration fetchers
 //	P att:<attempt>         STRING  reply of a write call that ran, kept 20 s (its retries return it)
 //	P idx:instances         ZSET    instance id, score = created_at ms
-//	P idx:expiry            ZSET    retained (finished) instances, score = when their keys expire
+//	P idx:expiry            ZSET    retained (settled) roots, score = when their keys expire
+//	P idx:reap              SET     descendants of expired roots, deleted by the next fetches
 //	P idx:status:<status>   ZSET    instance id by current status, score = ms it entered that status
 //	P i:<id>                HASH    instance: name ver exec status created updated parent pin pink
+//	                                open (direct children whose subtree is not finished; retention)
 //	P xs:<id>               ZSET    execution ids of the instance (score = id)
 //	P x:<e>:<id>            HASH    execution: status output started completed pin pink
 //	P h:<e>:<id>            STRING  history: event JSON lines ("<json>\n"), appended, never rewritten

@@ -451,7 +451,7 @@ func (p *Provider) DeleteInstancesAtomic(ctx context.Context, ids []string, forc
 
 // deleteCall runs admin_delete and decodes {counts..., roots, next score, next id}.
 func (p *Provider) deleteCall(ctx context.Context, op string, args []any) (provider.DeleteInstanceResult, int, string, error) {
-	res, err := p.run(ctx, op, "admin_delete", 0, args...)
+	res, err := p.run(ctx, op, "admin_delete", 0, append([]any{ms(p.opts.Retention)}, args...)...)
 	if err != nil {
 		return provider.DeleteInstanceResult{}, 0, "", err
 	}

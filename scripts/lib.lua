@@ -4,7 +4,7 @@
 -- Loaded as a Redis Functions library (Redis 7+) this code runs once; as EVAL scripts it runs on
 -- every call. So nothing here may depend on the call: dx_setup(ARGV[1]) sets P and the keys
 -- derived from it at the start of every call, in both modes.
-local P, K_PINS, K_DUE, K_LOCKED, K_TOKENS, K_SEQ, K_WAKE_ORCH, K_IDX_INSTANCES, K_IDX_EXPIRY
+local P, K_PINS, K_DUE, K_LOCKED, K_TOKENS, K_SEQ, K_WAKE_ORCH, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP
 local setup_hooks = {} -- per-call setup of the other lib files (lib_worker.lua)
 
 local function dx_setup(prefix)
@@ -17,6 +17,7 @@ local function dx_setup(prefix)
   K_WAKE_ORCH = P .. 'wake:orch'
   K_IDX_INSTANCES = P .. 'idx:instances'
   K_IDX_EXPIRY = P .. 'idx:expiry'
+  K_IDX_REAP = P .. 'idx:reap'
   for _, hook in ipairs(setup_hooks) do hook() end
 end
 
@@ -252,14 +253,19 @@ local function words(s)
   return out
 end
 
--- Retention (principle 7). Once a root instance and all its sub-orchestrations are Completed or
--- Failed, every key of the tree gets a TTL of ttl ms and the tree's ids are queued in
--- idx:expiry, from which orch_fetch drops expired ids out of the listing indexes. Running
--- instances never expire. Cost: O(depth + tree size + executions of the tree), paid only by the
--- terminal ack that finishes a tree.
+-- Retention (principle 7), O(depth) per ack. An instance is settled when it is Completed or
+-- Failed and so is its whole subtree: each instance hash counts in 'open' its direct children
+-- that are not settled. When an instance's settled state changes, its parent's count moves by
+-- one, which may change the parent's state, and so on up (tree_settle_changed): O(depth), never
+-- O(tree). When a root settles, its own keys get the retention TTL and it is queued in
+-- idx:expiry; once they expired, fetches reap its descendants (sweep_expired, bounded per call):
+-- a running tree never expires and a finished one goes as a whole, no ack walking the tree. The
+-- counts are kept with or without retention, so turning retention on later is safe.
 
-local function instance_keys(id)
-  local keys = { k_inst(id), k_execs(id), k_cs(id), k_kv(id), k_kd(id), k_children(id), k_msgs(id), k_vis(id) }
+-- An instance's keys; with_children false leaves out its children set (reaping needs it).
+local function instance_keys(id, with_children)
+  local keys = { k_inst(id), k_execs(id), k_cs(id), k_kv(id), k_kd(id), k_msgs(id), k_vis(id) }
+  if with_children then keys[#keys + 1] = k_children(id) end
   for _, e in ipairs(redis.call('ZRANGE', k_execs(id), 0, -1)) do
     keys[#keys + 1] = k_exec(id, e)
     keys[#keys + 1] = k_hist(id, e)
@@ -268,56 +274,72 @@ local function instance_keys(id)
   return keys
 end
 
-local function is_finished(id)
-  local st = redis.call('HGET', k_inst(id), 'status')
-  return st == 'Completed' or st == 'Failed'
+local function settled(id)
+  local r = redis.call('HMGET', k_inst(id), 'status', 'open')
+  return (r[1] == 'Completed' or r[1] == 'Failed') and (tonumber(r[2]) or 0) <= 0
 end
 
--- The ids of id's tree, root first.
-local function tree_of(id)
-  local root = id
-  for _ = 1, 100 do
-    local parent = redis.call('HGET', k_inst(root), 'parent')
-    if not parent or redis.call('EXISTS', k_inst(parent)) == 0 then break end
-    root = parent
-  end
-  local ids, i = { root }, 1
-  while i <= #ids do
-    for _, c in ipairs(redis.call('SMEMBERS', k_children(ids[i]))) do ids[#ids + 1] = c end
-    i = i + 1
-  end
-  return ids
+-- A root settled: its keys expire after ttl (its children set stays for the reaping).
+local function retain_root(id, now, ttl)
+  for _, k in ipairs(instance_keys(id, false)) do redis.call('PEXPIRE', k, ttl) end
+  redis.call('ZADD', K_IDX_EXPIRY, now + ttl, id)
 end
 
-local function retain_tree(id, now, ttl)
-  local ids = tree_of(id)
-  for _, x in ipairs(ids) do
-    if not is_finished(x) then return end
-  end
-  for _, x in ipairs(ids) do
-    for _, k in ipairs(instance_keys(x)) do redis.call('PEXPIRE', k, ttl) end
-    redis.call('ZADD', K_IDX_EXPIRY, now + ttl, x)
-  end
+-- A root runs again (a new child, a new execution): it keeps its keys.
+local function unretain_root(id)
+  if redis.call('PTTL', k_inst(id)) < 0 then return end
+  for _, k in ipairs(instance_keys(id, true)) do redis.call('PERSIST', k) end
+  redis.call('ZREM', K_IDX_EXPIRY, id)
 end
 
--- A tree with an instance running again (a new child, a new execution) loses its TTL.
-local function unretain_tree(id)
-  for _, x in ipairs(tree_of(id)) do
-    if redis.call('PTTL', k_inst(x)) >= 0 then
-      for _, k in ipairs(instance_keys(x)) do redis.call('PERSIST', k) end
-      redis.call('ZREM', K_IDX_EXPIRY, x)
+-- Instance id became settled (is_settled) or unsettled: update the open counts of its ancestors
+-- as far as their own state changes; a root whose state changes is retained (ttl > 0) or
+-- unretained. An instance whose parent no longer exists counts as a root. Cost: O(depth).
+local function tree_settle_changed(id, is_settled, now, ttl)
+  local x = id
+  for _ = 1, 1000 do
+    local parent = redis.call('HGET', k_inst(x), 'parent')
+    if not parent or redis.call('EXISTS', k_inst(parent)) == 0 then
+      if not is_settled then
+        unretain_root(x)
+      elseif ttl > 0 then
+        retain_root(x, now, ttl)
+      end
+      return
     end
+    local was = settled(parent)
+    redis.call('HINCRBY', k_inst(parent), 'open', is_settled and -1 or 1)
+    if settled(parent) == was then return end
+    x = parent
   end
 end
 
--- Drop ids whose keys expired from the listing indexes (bounded per call).
+-- Delete a reaped descendant of an expired root and queue its children. Cost: O(its keys).
+local function reap(id)
+  for _, c in ipairs(redis.call('SMEMBERS', k_children(id))) do redis.call('SADD', K_IDX_REAP, c) end
+  local st = redis.call('HGET', k_inst(id), 'status')
+  if st then redis.call('ZREM', k_idx_status(st), id) end
+  redis.call('ZREM', K_IDX_INSTANCES, id)
+  redis.call('ZREM', k_ready(pin_of(id)), id)
+  redis.call('ZREM', K_DUE, id)
+  local tok = redis.call('HGET', k_lock(id), 'tok')
+  if tok then redis.call('HDEL', K_TOKENS, tok) end
+  redis.call('ZREM', K_LOCKED, id)
+  redis.call('DEL', k_lock(id), unpack(instance_keys(id, true)))
+end
+
+-- Drop roots whose retention expired from the listing indexes and reap their descendants; at most
+-- 100 of each per call.
 local function sweep_expired(now)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_IDX_EXPIRY, '-inf', now, 'LIMIT', 0, 100)) do
     if redis.call('EXISTS', k_inst(id)) == 0 then
       redis.call('ZREM', K_IDX_INSTANCES, id)
       redis.call('ZREM', k_idx_status('Completed'), id)
       redis.call('ZREM', k_idx_status('Failed'), id)
+      for _, c in ipairs(redis.call('SMEMBERS', k_children(id))) do redis.call('SADD', K_IDX_REAP, c) end
+      redis.call('DEL', k_children(id))
     end
     redis.call('ZREM', K_IDX_EXPIRY, id)
   end
+  for _, id in ipairs(redis.call('SPOP', K_IDX_REAP, 100)) do reap(id) end
 end
