@@ -24,6 +24,7 @@ import (
 //	P oq:due                ZSET    unlocked instances with delayed messages, score = next visible_at ms
 //	P oq:locked             ZSET    locked instances, score = locked_until ms
 //	P oq:tokens             HASH    orchestration lock token -> instance id
+//	P oq:orphans            ZSET    instances whose messages are parked orphans, score = their expiry ms
 //	P wake:orch             LIST    wake tokens for long-polling orchestration fetchers
 //	P att:<attempt>         STRING  reply of a write call that ran, kept 20 s (its retries return it)
 //	P idx:instances         ZSET    instance id, score = created_at ms

@@ -53,6 +53,7 @@ local function delete_all(list, in_set, res)
     local tok = redis.call('HGET', k_lock(id), 'tok')
     if tok then redis.call('HDEL', K_TOKENS, tok) end
     redis.call('ZREM', K_LOCKED, id)
+    redis.call('ZREM', K_ORPHANS, id)
     res[4] = res[4] + redis.call('ZCARD', k_vis(id))
     -- Executions and histories.
     for _, e in ipairs(redis.call('ZRANGE', k_execs(id), 0, -1)) do

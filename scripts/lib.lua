@@ -4,7 +4,7 @@
 -- Loaded as a Redis Functions library (Redis 7+) this code runs once; as EVAL scripts it runs on
 -- every call. So nothing here may depend on the call: dx_setup(ARGV[1]) sets P and the keys
 -- derived from it at the start of every call, in both modes.
-local P, K_PINS, K_DUE, K_LOCKED, K_TOKENS, K_SEQ, K_WAKE_ORCH, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP
+local P, K_PINS, K_DUE, K_LOCKED, K_TOKENS, K_SEQ, K_WAKE_ORCH, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP, K_ORPHANS
 local setup_hooks = {} -- per-call setup of the other lib files (lib_worker.lua)
 
 local function dx_setup(prefix)
@@ -18,6 +18,7 @@ local function dx_setup(prefix)
   K_IDX_INSTANCES = P .. 'idx:instances'
   K_IDX_EXPIRY = P .. 'idx:expiry'
   K_IDX_REAP = P .. 'idx:reap'
+  K_ORPHANS = P .. 'oq:orphans'
   for _, hook in ipairs(setup_hooks) do hook() end
 end
 
@@ -127,10 +128,38 @@ local function oq_unindex(id)
   redis.call('ZREM', K_DUE, id)
 end
 
+-- Orphan messages: messages for an instance that does not exist, in a batch without a start (and
+-- not only QueueMessages, which are dropped). As in duroxide, they wait for a start of that
+-- instance and are delivered in its first batch (an event raised just before the start is not
+-- lost), but only for ORPHAN_TTL_MS: fetch parks them (orphan_park), out of the ready indexes,
+-- their message keys expire, and oq:orphans (score = expiry) keeps them countable (admin_queues)
+-- and deletable (admin_orphans). A start enqueued for the instance adopts them (oq_enqueue).
+local ORPHAN_TTL_MS = 3600000
+
+-- Park instance id's messages as orphans; the first park sets their expiry. Cost: O(1).
+local function orphan_park(id, now)
+  if redis.call('ZADD', K_ORPHANS, 'NX', now + ORPHAN_TTL_MS, id) == 1 then
+    redis.call('PEXPIRE', k_msgs(id), ORPHAN_TTL_MS)
+    redis.call('PEXPIRE', k_vis(id), ORPHAN_TTL_MS)
+  end
+end
+
+-- Forget orphans whose messages expired (at most 100 per call; their keys are gone already).
+local function orphan_sweep(now)
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_ORPHANS, '-inf', now, 'LIMIT', 0, 100)) do
+    redis.call('ZREM', K_ORPHANS, id)
+    redis.call('DEL', k_msgs(id), k_vis(id)) -- in case the server's expiry is late
+  end
+end
+
 -- Add one orchestrator message. visible_at <= now means visible at once. Returns true when the
 -- message is visible now for an unlocked instance (a fetcher should be woken).
 local function oq_enqueue(id, json, tcode, visible_at, now)
   local s = redis.call('INCR', K_SEQ)
+  if tcode == 'S' and redis.call('ZREM', K_ORPHANS, id) == 1 then -- the start adopts parked orphans
+    redis.call('PERSIST', k_msgs(id))
+    redis.call('PERSIST', k_vis(id))
+  end
   if visible_at < now then visible_at = now end
   redis.call('HSET', k_msgs(id), 'm' .. s, json, 'a' .. s, 0, 't' .. s, tcode)
   redis.call('ZADD', k_vis(id), visible_at, s)
