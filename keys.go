@@ -30,10 +30,14 @@ import (
 //	P wake:orch:f:<sha1>    LIST    wake tokens for fetchers with one capability filter (sha1 of its ranges)
 //	P wake:filters          ZSET    filters of waiting orchestration fetchers ("*" none, else "lo hi lo hi..."
 //	                                in pin keys), score = ms until which one may still be waiting
+//	P oq:orphans            ZSET    instances whose messages are parked orphans, score = their expiry ms
+//	P att:<attempt>         STRING  reply of a write call that ran, kept 20 s (its retries return it)
 //	P idx:instances         ZSET    instance id, score = created_at ms
-//	P idx:expiry            ZSET    retained (finished) instances, score = when their keys expire
+//	P idx:expiry            ZSET    retained (settled) roots, score = when their keys expire
+//	P idx:reap              SET     descendants of expired roots, deleted by the next fetches
 //	P idx:status:<status>   ZSET    instance id by current status, score = ms it entered that status
 //	P i:<id>                HASH    instance: name ver exec status created updated parent pin pink
+//	                                open (direct children whose subtree is not finished; retention)
 //	P xs:<id>               ZSET    execution ids of the instance (score = id)
 //	P x:<e>:<id>            HASH    execution: status output started completed pin pink
 //	P h:<e>:<id>            STRING  history: event JSON lines ("<json>\n"), appended, never rewritten
@@ -78,6 +82,12 @@ func (k Keyspace) Prefix(partition int) string {
 // Seq is the enqueue sequence counter of a partition; scripts also use it as KEYS[1] so that
 // cluster clients route the call to the partition's slot.
 func (k Keyspace) Seq(partition int) string { return k.Prefix(partition) + "seq" }
+
+// Attempt is the key a write call's script stores its reply under, so that retries of the call
+// (same attempt id) return that reply instead of running it again. Scripts take it as KEYS[2].
+func (k Keyspace) Attempt(partition int, attempt string) string {
+	return k.Prefix(partition) + "att:" + attempt
+}
 
 // WakeOrch is the list orchestration fetchers without a capability filter block on.
 func (k Keyspace) WakeOrch(partition int) string { return k.Prefix(partition) + "wake:orch" }

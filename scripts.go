@@ -16,8 +16,9 @@ import (
 // Every operation is one Lua file under scripts/, run after the shared helpers of the
 // scripts/lib*.lua files (lib.lua, then lib_worker.lua). Each operation file starts with a header
 // giving KEYS, ARGV, the reply, the errors and the cost. Calling convention: KEYS[1] is the
-// partition's Seq key (routes cluster clients to the right slot) and ARGV[1] the partition's
-// key prefix.
+// partition's Seq key (routes cluster clients to the right slot), KEYS[2] an optional attempt key
+// (Keyspace.Attempt: the call runs at most once per attempt, see dx_once in lib.lua) and ARGV[1]
+// the partition's key prefix.
 //
 // The same sources are served two ways:
 //   - as a Redis Functions library (Redis 7+): loaded once per server, the helpers are defined
@@ -37,6 +38,8 @@ const libraryPrefix = "dxredis_v"
 
 type registry struct {
 	evals   map[string]*redis.Script
+	flagged map[string]*redis.Script // the EVAL form with a "#!lua flags=" shebang (Redis 7+)
+	flags   map[string][]string
 	names   []string
 	library string
 	name    string
@@ -69,7 +72,7 @@ func ScriptSource(name string) (string, error) {
 
 func loadScripts() registry {
 	lib := libSource()
-	r := registry{evals: map[string]*redis.Script{}}
+	r := registry{evals: map[string]*redis.Script{}, flagged: map[string]*redis.Script{}, flags: map[string][]string{}}
 	entries, _ := fs.Glob(scriptFiles, "scripts/*.lua")
 	bodies := map[string]string{}
 	for _, path := range entries {
@@ -80,7 +83,10 @@ func loadScripts() registry {
 		body, _ := scriptFiles.ReadFile(path)
 		bodies[name] = string(body)
 		r.names = append(r.names, name)
-		r.evals[name] = redis.NewScript(lib + "dx_setup(ARGV[1])\n" + string(body))
+		r.flags[name] = scriptFlags(string(body))
+		eval := lib + "dx_setup(ARGV[1])\nlocal function op(KEYS, ARGV)\n" + string(body) + "\nend\nreturn dx_once(op, KEYS, ARGV)\n"
+		r.evals[name] = redis.NewScript(eval)
+		r.flagged[name] = redis.NewScript("#!lua flags=" + strings.Join(r.flags[name], ",") + "\n" + eval)
 	}
 	sort.Strings(r.names)
 
@@ -98,11 +104,38 @@ func loadScripts() registry {
 	for _, n := range r.names {
 		// Each operation body becomes a function of (KEYS, ARGV), so it reads exactly as in EVAL.
 		b.WriteString("local function op_" + n + "(KEYS, ARGV)\n" + bodies[n] + "\nend\n")
-		b.WriteString("redis.register_function('" + functionName(r.version, n) + "', function(keys, args)\n" +
-			"  dx_setup(args[1])\n  return op_" + n + "(keys, args)\nend)\n")
+		b.WriteString("redis.register_function{function_name = '" + functionName(r.version, n) + "',\n" +
+			"  callback = function(keys, args)\n    dx_setup(args[1])\n    return dx_once(op_" + n + ", keys, args)\n  end,\n" +
+			"  flags = {" + luaStrings(r.flags[n]) + "}}\n")
 	}
 	r.library = b.String()
 	return r
+}
+
+// scriptFlags reads an operation's Redis script flags from its header line "-- flags: f1, f2 (why)":
+// no-writes for reads (FCALL_RO, allowed on replicas and when Redis is out of memory), allow-oom
+// for deletes that only free memory. Without the line a script has no flags: Redis refuses it
+// with OOM once used memory exceeds maxmemory, before it runs.
+func scriptFlags(body string) []string {
+	for _, line := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(line, "-- flags:"); ok {
+			rest, _, _ = strings.Cut(rest, "(") // a comment may follow
+			var out []string
+			for _, f := range strings.Split(rest, ",") {
+				out = append(out, strings.TrimSpace(f))
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+func luaStrings(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = "'" + s + "'"
+	}
+	return strings.Join(q, ", ")
 }
 
 func functionName(version, op string) string { return "dx_" + version + "_" + op }
@@ -110,6 +143,14 @@ func functionName(version, op string) string { return "dx_" + version + "_" + op
 // Script returns the EVAL form of the named operation (the file name under scripts/ without
 // ".lua"), or nil.
 func Script(name string) *redis.Script { return scripts.evals[name] }
+
+// FlaggedScript returns the EVAL form of the named operation with its flags in a "#!lua flags="
+// shebang, for servers that support it (Redis 7+), or nil.
+func FlaggedScript(name string) *redis.Script { return scripts.flagged[name] }
+
+// ReadOnly reports whether the named operation never writes (flag no-writes): it may run with
+// FCALL_RO or EVALSHA_RO, on replicas, and when Redis is out of memory.
+func ReadOnly(name string) bool { return slices.Contains(scripts.flags[name], "no-writes") }
 
 // ScriptNames lists every operation, sorted.
 func ScriptNames() []string { return append([]string(nil), scripts.names...) }

@@ -36,6 +36,11 @@ var (
 	ErrInstanceRunning = errors.New("instance running")
 	// ErrInvalidInput: an argument is malformed (empty id, event_id 0, wrong work item variant, oversized payload...).
 	ErrInvalidInput = errors.New("invalid input")
+	// ErrOutcomeUnknown (retryable): the call reached the store but its reply was lost, and the
+	// provider's own retries (which cannot apply it twice) got no answer either, so it may or may
+	// not have been applied. Calling again is a new call: an enqueue may then be stored twice, and
+	// an ack that had committed reports ErrInvalidLockToken.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
 )
 
 // Error formats the error as "operation: message".

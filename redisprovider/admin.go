@@ -294,6 +294,10 @@ type OrchestratorQueueStats struct {
 	// OldestVisibleAge is how long the oldest message an unlocked instance could be fetched for
 	// has been visible (0 when there is none).
 	OldestVisibleAge time.Duration
+	// Orphaned messages are parked: their instance does not exist and no start came with them.
+	// A start for the instance within an hour of parking receives them; after that they expire.
+	// PurgeOrphanMessages deletes them. Not counted in Visible or Delayed.
+	Orphaned uint64
 }
 
 // WorkerQueueStats counts worker items.
@@ -353,6 +357,9 @@ func (p *Provider) queueStats(ctx context.Context, op string) (QueueStats, error
 				o.LockedInstances += uint64(num(r[0]))
 				o.ExpiredLocks += uint64(num(r[5]))
 			}
+			if len(r) >= 7 {
+				o.Orphaned += uint64(num(r[6]))
+			}
 			if num(r[0]) < scanPageSize {
 				return nil
 			}
@@ -369,24 +376,49 @@ func (p *Provider) queueStats(ctx context.Context, op string) (QueueStats, error
 	if err := walk("locked", ""); err != nil {
 		return QueueStats{}, err
 	}
+	if err := walk("orphans", ""); err != nil {
+		return QueueStats{}, err
+	}
 	if oldest >= 0 && oldest < now {
 		o.OldestVisibleAge = time.Duration(now-oldest) * time.Millisecond
 	}
 	return qs, nil
 }
 
-// GetQueueDepths implements provider.Admin: orchestrator messages no lock covers (visible or
-// delayed) and unlocked worker items; TimerQueue is always 0 (timers are delayed orchestrator
-// messages). Cost as GetQueueStats.
+// GetQueueDepths implements provider.Admin: orchestrator messages no lock covers (visible,
+// delayed or orphaned) and unlocked worker items; TimerQueue is always 0 (timers are delayed
+// orchestrator messages). Cost as GetQueueStats.
 func (p *Provider) GetQueueDepths(ctx context.Context) (provider.QueueDepths, error) {
 	qs, err := p.queueStats(ctx, "get_queue_depths")
 	if err != nil {
 		return provider.QueueDepths{}, err
 	}
 	return provider.QueueDepths{
-		OrchestratorQueue: qs.Orchestrator.Visible + qs.Orchestrator.Delayed,
+		OrchestratorQueue: qs.Orchestrator.Visible + qs.Orchestrator.Delayed + qs.Orchestrator.Orphaned,
 		WorkerQueue:       qs.Worker.Unlocked,
 	}, nil
+}
+
+// PurgeOrphanMessages deletes every parked orphan message (see OrchestratorQueueStats.Orphaned)
+// and returns how many, in scripts of scanPageSize orphan instances each. It runs when Redis is
+// out of memory.
+func (p *Provider) PurgeOrphanMessages(ctx context.Context) (int, error) {
+	const op = "purge_orphan_messages"
+	total := 0
+	for {
+		res, err := p.run(ctx, op, "admin_orphans", 0, strconv.Itoa(scanPageSize))
+		if err != nil {
+			return total, err
+		}
+		r := list(res)
+		if len(r) < 2 {
+			return total, provider.NewPermanentError(op, "unexpected reply from admin_orphans")
+		}
+		total += int(num(r[1]))
+		if num(r[0]) < scanPageSize {
+			return total, nil
+		}
+	}
 }
 
 // ListChildren implements provider.Admin: direct sub-orchestrations, empty when none or unknown.
@@ -451,7 +483,7 @@ func (p *Provider) DeleteInstancesAtomic(ctx context.Context, ids []string, forc
 
 // deleteCall runs admin_delete and decodes {counts..., roots, next score, next id}.
 func (p *Provider) deleteCall(ctx context.Context, op string, args []any) (provider.DeleteInstanceResult, int, string, error) {
-	res, err := p.run(ctx, op, "admin_delete", 0, args...)
+	res, err := p.run(ctx, op, "admin_delete", 0, append([]any{ms(p.opts.Retention)}, args...)...)
 	if err != nil {
 		return provider.DeleteInstanceResult{}, 0, "", err
 	}

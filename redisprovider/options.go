@@ -22,7 +22,10 @@ type Options struct {
 	// DB is the database number when Client is nil.
 	DB int
 	// Client is an existing client (single node, sentinel or cluster). When set, Addr, Username,
-	// Password, TLSConfig and DB are ignored and Close does not close it.
+	// Password, TLSConfig and DB are ignored and Close does not close it. Give it MaxRetries: -1
+	// (New does so for its own client): go-redis re-sends a command whose reply was lost, which
+	// the provider's own retries make harmless only for the writes it runs once per attempt (see
+	// ErrOutcomeUnknown).
 	Client redis.UniversalClient
 	// BlockingClient is used for long-poll waits (BLPOP), so that waiting fetchers never hold the
 	// connections scripts need. Default: a second connection pool created by New from Addr; when
@@ -112,7 +115,8 @@ func (o Options) withDefaults() Options {
 
 // clientOptions are the options of the clients New opens itself.
 func (o Options) clientOptions() *redis.Options {
-	ro := &redis.Options{Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig}
+	ro := &redis.Options{Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig,
+		MaxRetries: -1} // never re-send a script whose reply was lost: see runOnce
 	if o.WaitReplicas > 0 {
 		ro.ReadTimeout = o.WaitTimeout + 3*time.Second // WAIT blocks the connection up to WaitTimeout
 	}

@@ -14,6 +14,15 @@ import (
 
 // EnqueueForOrchestrator implements provider.Provider. The item goes to its target instance's
 // queue (the parent for SubOrch* items), visible after delay; the instance is not created.
+//
+// Messages for an instance that does not exist, fetched without a start in their batch: a batch
+// of QueueMessages only is dropped (duroxide's rule); other messages are parked as orphans, as
+// duroxide's providers leave them queued: a start of that instance within an hour of parking
+// receives them in its first batch (an event raised just before the start is not lost), also when
+// the id belonged to an instance deleted earlier; after the hour they expire, with or without
+// Options.Retention. Parked orphans are counted in GetQueueDepths and GetQueueStats (Orphaned) and
+// deleted by PurgeOrphanMessages or by deleting the instance id. One fetch parks at most 100
+// orphan instances, so a flood of them never blocks Redis for long.
 func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item provider.WorkItem, delay time.Duration) error {
 	const op = "enqueue_for_orchestrator"
 	if err := checkDuration(op, "delay", delay); err != nil {
@@ -24,7 +33,7 @@ func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item provider.Wor
 		return err
 	}
 	target := item.TargetInstance()
-	_, err = p.run(ctx, op, "orch_enqueue", p.keys.PartitionOf(target), target, js, typeCode(item), ms(delay))
+	_, err = p.runOnce(ctx, op, "orch_enqueue", p.keys.PartitionOf(target), target, js, typeCode(item), ms(delay))
 	return err
 }
 
@@ -251,7 +260,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, a
 		}
 		args = append(args, o.TargetInstance(), js, typeCode(o), visibleAt)
 	}
-	_, err := p.run(ctx, op, "orch_ack", 0, args...)
+	_, err := p.runOnce(ctx, op, "orch_ack", 0, args...)
 	return err
 }
 
@@ -282,7 +291,7 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 	if err := checkDuration(op, "delay", delay); err != nil {
 		return err
 	}
-	_, err := p.run(ctx, op, "orch_abandon", 0, lockToken, ms(delay), boolArg(ignoreAttempt))
+	_, err := p.runOnce(ctx, op, "orch_abandon", 0, lockToken, ms(delay), boolArg(ignoreAttempt))
 	return err
 }
 
@@ -359,7 +368,7 @@ func (p *Provider) AppendWithExecution(ctx context.Context, instance string, exe
 	if len(events) == 0 {
 		return nil
 	}
-	_, err := p.run(ctx, op, "orch_append", p.keys.PartitionOf(instance), args...)
+	_, err := p.runOnce(ctx, op, "orch_append", p.keys.PartitionOf(instance), args...)
 	return err
 }
 

@@ -2,8 +2,11 @@ package redisprovider
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +29,7 @@ type Provider struct {
 	ownBlock bool
 	slice    time.Duration // max single BLPOP; 0 = unlimited
 	fcall    atomic.Bool   // scripts run as Redis Functions (FCALL), else as EVALSHA
+	flagged  bool          // EVALSHA scripts carry their flags in a "#!lua flags=" shebang (Redis 7+)
 	history  *historyCache
 	idle     idleState
 	keys     dxredis.Keyspace
@@ -47,6 +51,9 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	p := &Provider{keys: keys, opts: opts, closed: make(chan struct{}), history: newHistoryCache(opts.HistoryCacheBytes)}
 	p.rdb, p.ownRDB = opts.Client, opts.Client == nil
 	if p.ownRDB {
+		// MaxRetries -1 (in clientOptions): go-redis would re-send a script whose reply was lost
+		// (EOF, timeout) and so run it twice; the provider retries writes itself, with their
+		// attempt id (see runOnce).
 		p.rdb = redis.NewClient(opts.clientOptions())
 	}
 	switch {
@@ -96,12 +103,15 @@ func (p *Provider) start(ctx context.Context) error {
 		}
 		p.opts.Logger.Info("dxredis: Redis Functions unavailable, using EVALSHA", "err", err)
 	}
+	// Script flags (read-only scripts, deletes allowed when out of memory) need a shebang, which
+	// servers before Redis 7 (and miniredis) do not parse.
+	p.flagged = p.rdb.Eval(ctx, "#!lua flags=no-writes\nreturn 1", nil).Err() == nil
 	// Send only the scripts the server does not hold yet (a provider per dxctl call must not
 	// re-send every script each time).
 	names := dxredis.ScriptNames()
 	hashes := make([]string, len(names))
 	for i, name := range names {
-		hashes[i] = dxredis.Script(name).Hash()
+		hashes[i] = p.script(name).Hash()
 	}
 	exists, err := p.rdb.ScriptExists(ctx, hashes...).Result()
 	if err != nil || len(exists) != len(names) {
@@ -111,7 +121,7 @@ func (p *Provider) start(ctx context.Context) error {
 		if exists[i] {
 			continue
 		}
-		if err := dxredis.Script(name).Load(ctx, p.rdb).Err(); err != nil {
+		if err := p.script(name).Load(ctx, p.rdb).Err(); err != nil {
 			return p.mapErr(op, fmt.Errorf("loading script %s: %w", name, err))
 		}
 	}
@@ -215,11 +225,94 @@ func (p *Provider) Keyspace() dxredis.Keyspace { return p.keys }
 // Client returns the client scripts run on (for tools and tests).
 func (p *Provider) Client() redis.UniversalClient { return p.rdb }
 
-// run executes a script on the partition. KEYS[1] is the partition's seq key (cluster routing),
-// ARGV[1] the partition prefix, then args. A restarted or flushed server recovers by itself:
-// FCALL reloads the library when the function is missing; EVALSHA falls back to EVAL on NOSCRIPT.
-// With Options.WaitReplicas, a write script is followed by WAIT on the same connection.
+// run executes a script on the partition and maps its error (see mapErr). KEYS[1] is the
+// partition's seq key (cluster routing), ARGV[1] the partition prefix, then args. Reads and
+// fetches use it; writes that must not apply twice use runOnce. With Options.WaitReplicas, a
+// write script is followed by WAIT on the same connection.
 func (p *Provider) run(ctx context.Context, op, script string, partition int, args ...any) (any, error) {
+	res, err := p.call(ctx, op, script, partition, "", args)
+	if err != nil {
+		return nil, p.mapErr(op, err)
+	}
+	return res, nil
+}
+
+// Ambiguous failures. A call that failed before its command reached Redis (dial failure, pool
+// timeout, closed client), or that Redis answered with an error (the script did not run, or
+// failed before its first write), changed nothing: its error is reported as it is, retryable when
+// transient. A call that failed after it was sent (read timeout, connection lost) may have run:
+// its outcome is unknown. Writes that must not apply twice (enqueues, acks, abandons, appends) run
+// through runOnce: each call gets an attempt id, its script stores its reply under that id for
+// 20 s (dx_once in scripts/lib.lua), and runOnce retries a call whose outcome is unknown with the
+// same id for up to attemptWindow, so a retry of a call that ran returns the first run's reply
+// (an ack that committed reports success, an enqueue is stored once). When the retries end
+// without an answer, the error is retryable with Kind provider.ErrOutcomeUnknown: the caller's
+// own retry is a new call and may apply it a second time (or, for an ack, report
+// ErrInvalidLockToken although the first attempt committed).
+const (
+	attemptRetries = 4
+	// attemptWindow bounds how long after its first send a call is retried; it stays well under
+	// the 20 s the scripts keep an attempt's reply (ATTEMPT_TTL_MS in lib.lua).
+	attemptWindow = 8 * time.Second
+)
+
+// runOnce is run for a write that must not apply twice: see "Ambiguous failures" above.
+// Cost: one GET and, on success, one SET (with expiry) inside the script; no extra round trip.
+func (p *Provider) runOnce(ctx context.Context, op, script string, partition int, args ...any) (any, error) {
+	attempt := p.keys.Attempt(partition, newAttemptID())
+	start := time.Now()
+	unknown := false
+	for try := 1; ; try++ {
+		res, err := p.call(ctx, op, script, partition, attempt, args)
+		if err == nil {
+			return res, nil
+		}
+		perr := p.mapErr(op, err)
+		if mayHaveRun(err) {
+			unknown = true
+		}
+		if !unknown {
+			return nil, perr // nothing ran: retryable or not, the caller decides
+		}
+		pe, _ := provider.AsProviderError(perr)
+		if pe.Kind != nil {
+			return nil, perr // a definite answer from the script (e.g. DX_INVALID_TOKEN)
+		}
+		if !pe.Retryable || try > attemptRetries || time.Since(start) > attemptWindow || ctx.Err() != nil {
+			return nil, provider.NewRetryableError(op, "outcome unknown (the call may have been applied): "+pe.Message).
+				WithKind(provider.ErrOutcomeUnknown).WithCause(err)
+		}
+		p.sleep(ctx, time.Duration(try*try)*20*time.Millisecond)
+	}
+}
+
+// newAttemptID returns a random id for one write call (22 characters).
+func newAttemptID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// mayHaveRun reports whether a failed call may have been executed by Redis: false when Redis
+// answered (an error reply) or the command was never sent.
+func mayHaveRun(err error) bool {
+	var rerr redis.Error
+	var nerr *net.OpError
+	switch {
+	case errors.As(err, &rerr):
+		return false
+	case errors.As(err, &nerr) && nerr.Op == "dial":
+		return false
+	case errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted), errors.Is(err, redis.ErrClosed):
+		return false
+	}
+	return true
+}
+
+// call executes a script once, with attempt ("" none) as KEYS[2], and returns the raw error. A
+// restarted or flushed server recovers by itself: FCALL reloads the library when the function is
+// missing; go-redis's Script.Run falls back to EVAL on NOSCRIPT.
+func (p *Provider) call(ctx context.Context, op, script string, partition int, attempt string, args []any) (any, error) {
 	if p.isClosed() { // also when the client is the caller's and stays open
 		return nil, provider.NewPermanentError(op, "provider closed").WithCause(redis.ErrClosed)
 	}
@@ -227,6 +320,9 @@ func (p *Provider) run(ctx context.Context, op, script string, partition int, ar
 	argv = append(argv, p.keys.Prefix(partition))
 	argv = append(argv, args...)
 	keys := []string{p.keys.Seq(partition)}
+	if attempt != "" {
+		keys = append(keys, attempt)
+	}
 	var res any
 	var err error
 	if obs := p.opts.Observer; obs != nil {
@@ -234,14 +330,14 @@ func (p *Provider) run(ctx context.Context, op, script string, partition int, ar
 		defer func() { obs.ObserveCall(ctx, op, time.Since(start), err) }()
 	}
 	waits := p.opts.WaitReplicas > 0 && waitsForReplicas(script)
-	for attempt := 0; ; attempt++ {
-		full := attempt > 0 && !p.fcall.Load() // EVAL after NOSCRIPT
+	for try := 0; ; try++ {
+		full := try > 0 && !p.fcall.Load() // EVAL after NOSCRIPT
 		if waits {
 			res, err = p.callAndWait(ctx, op, script, keys, argv, full)
 		} else {
 			res, err = p.send(ctx, p.rdb, script, keys, argv, full).Result()
 		}
-		if err == nil || attempt > 0 {
+		if err == nil || try > 0 {
 			break
 		}
 		msg := err.Error()
@@ -264,11 +360,15 @@ func (p *Provider) run(ctx context.Context, op, script string, partition int, ar
 	if errors.Is(err, redis.Nil) {
 		err = nil
 	}
-	if err != nil {
-		err = p.mapErr(op, err)
-		return nil, err
+	return res, err
+}
+
+// script returns the EVAL form of an operation: with its flags where the server parses them.
+func (p *Provider) script(name string) *redis.Script {
+	if p.flagged {
+		return dxredis.FlaggedScript(name)
 	}
-	return res, nil
+	return dxredis.Script(name)
 }
 
 // Script error replies are "DX_<CODE> message"; the code decides the sentinel. Scripts fail
@@ -282,8 +382,9 @@ var scriptErrKinds = map[string]error{
 }
 
 // mapErr turns a Redis or script error into a *provider.ProviderError: DX_ script errors are
-// permanent; connection errors, timeouts, LOADING, BUSY, TRYAGAIN, CLUSTERDOWN are retryable
-// (nothing was written); other server errors (e.g. a Lua runtime error) are permanent.
+// permanent; connection errors, timeouts, LOADING, BUSY, TRYAGAIN, CLUSTERDOWN and OOM (Redis
+// over maxmemory refuses a script that may write before it runs) are retryable; other server
+// errors (e.g. a Lua runtime error) are permanent.
 func (p *Provider) mapErr(op string, err error) error {
 	if err == nil {
 		return nil
@@ -309,7 +410,7 @@ func (p *Provider) mapErr(op string, err error) error {
 		return provider.NewRetryableError(op, msg).WithCause(err)
 	}
 	if errors.As(err, &rerr) {
-		for _, transient := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {
+		for _, transient := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "OOM"} {
 			if strings.HasPrefix(msg, transient) {
 				return provider.NewRetryableError(op, msg).WithCause(err)
 			}
@@ -320,15 +421,24 @@ func (p *Provider) mapErr(op string, err error) error {
 }
 
 // send issues one script call on c (the client, or a pipeline): FCALL, EVALSHA, or with full EVAL
-// of the whole source.
+// of the whole source. Read-only scripts go as FCALL_RO / EVALSHA_RO: Redis then runs them on
+// replicas and when it is out of memory.
 func (p *Provider) send(ctx context.Context, c redis.Cmdable, script string, keys []string, argv []any, full bool) *redis.Cmd {
+	ro := dxredis.ReadOnly(script)
+	s := p.script(script)
 	switch {
+	case p.fcall.Load() && ro:
+		return c.FCallRO(ctx, dxredis.FunctionName(script), keys, argv...)
 	case p.fcall.Load():
 		return c.FCall(ctx, dxredis.FunctionName(script), keys, argv...)
+	case full && ro && p.flagged:
+		return s.EvalRO(ctx, c, keys, argv...)
 	case full:
-		return dxredis.Script(script).Eval(ctx, c, keys, argv...)
+		return s.Eval(ctx, c, keys, argv...)
+	case ro && p.flagged:
+		return s.EvalShaRO(ctx, c, keys, argv...)
 	}
-	return dxredis.Script(script).EvalSha(ctx, c, keys, argv...)
+	return s.EvalSha(ctx, c, keys, argv...)
 }
 
 // ErrNotReplicated is the Kind of the permanent error a write returns when fewer than
@@ -340,11 +450,7 @@ var ErrNotReplicated = errors.New("write not acknowledged by enough replicas")
 // waitsForReplicas says which scripts are followed by WAIT: every write that a caller is told
 // succeeded. Fetches are not: a lost fetch is a lost lock, and its work is delivered again.
 func waitsForReplicas(script string) bool {
-	switch script {
-	case "orch_fetch", "work_fetch", "inst_read", "inst_state", "admin_inspect", "admin_list", "admin_metrics", "admin_queues":
-		return false
-	}
-	return true
+	return !dxredis.ReadOnly(script) && script != "orch_fetch" && script != "work_fetch"
 }
 
 // callAndWait runs a write script and WAIT in one pipeline, so that both use one connection (WAIT

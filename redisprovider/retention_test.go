@@ -3,6 +3,7 @@ package redisprovider_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"testing"
@@ -78,7 +79,8 @@ func TestRetentionExpiresFinishedTrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	turn("child", provider.StatusCompleted, "root")
-	if ttlOf("root") <= 0 || ttlOf("child") <= 0 || ttlOf("solo-running") > 0 {
+	// The root carries the TTL; its descendants are reaped by fetches once it expired.
+	if ttlOf("root") <= 0 || ttlOf("solo-running") > 0 {
 		t.Fatalf("after the tree finished: TTL root %v child %v running %v", ttlOf("root"), ttlOf("child"), ttlOf("solo-running"))
 	}
 
@@ -98,6 +100,12 @@ func TestRetentionExpiresFinishedTrees(t *testing.T) {
 	}
 	if h, _ := p.Read(ctx, "root"); len(h) != 0 {
 		t.Fatalf("root history still readable after expiry: %d events", len(h))
+	}
+	if h, _ := p.Read(ctx, "child"); len(h) != 0 {
+		t.Fatalf("child history still readable after expiry: %d events", len(h))
+	}
+	if keys := p.Client().Keys(ctx, "{"+opts.Namespace+":0}:*child").Val(); len(keys) != 0 {
+		t.Fatalf("child keys left after expiry: %v", keys)
 	}
 	if h, _ := p.Read(ctx, "solo-running"); len(h) != 1 {
 		t.Fatalf("running instance lost its history: %d events", len(h))
@@ -165,5 +173,137 @@ func TestAckDoesNotResurrectExpiredInstance(t *testing.T) {
 	}
 	if ids, _ := p.ListInstances(ctx); len(ids) != 0 {
 		t.Errorf("instances after the ack: %v, want none", ids)
+	}
+}
+
+// TestRetentionAckCostIndependentOfTreeSize: with Retention on, a child's terminal ack costs the
+// same number of Redis commands (counted by miniredis, Lua calls included) whatever the number of
+// its siblings: it updates its ancestors' counts, it does not walk the tree.
+func TestRetentionAckCostIndependentOfTreeSize(t *testing.T) {
+	costs := map[int][2]int{}
+	for _, n := range []int{5, 200} {
+		costs[n] = childCompletionCost(t, n)
+	}
+	small, big := costs[5], costs[200]
+	t.Logf("commands per child terminal ack: 5 children %v, 200 children %v (first, last)", small, big)
+	for i := range 2 {
+		if big[i] > small[i]+2 {
+			t.Fatalf("a child's terminal ack costs %d commands among 200 children, %d among 5: it grows with the tree", big[i], small[i])
+		}
+	}
+}
+
+// childCompletionCost builds a root with n running children, completes them all, and returns
+// the commands the first and the last child's terminal ack cost.
+func childCompletionCost(t *testing.T, n int) [2]int {
+	ctx := context.Background()
+	mr := miniredis.RunT(t)
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Namespace: "cost", Logger: quietLogger, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	start := func(id string) provider.WorkItem {
+		return provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}}
+	}
+	ack := func(it *provider.LockedOrchestrationItem, status, parent string, orch []provider.WorkItem) {
+		t.Helper()
+		id := it.Item.Instance
+		eid := uint64(len(it.Item.History) + 1)
+		ev := provider.Event{EventID: eid, InstanceID: id, ExecutionID: 1, DuroxideVersion: "0.1.30",
+			Kind: provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}}
+		if eid > 1 {
+			ev.Kind = provider.ExternalEventEvent{Name: "e", Data: "{}"}
+		}
+		if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: []provider.Event{ev}, OrchestratorItems: orch,
+			Metadata: provider.ExecutionMetadata{Status: status, OrchestrationName: "O", OrchestrationVersion: "1.0.0", ParentInstanceID: parent}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fetch := func() *provider.LockedOrchestrationItem {
+		t.Helper()
+		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		if err != nil || it == nil {
+			t.Fatalf("fetch: %v %v", it, err)
+		}
+		return it
+	}
+	if err := p.EnqueueForOrchestrator(ctx, start("root"), 0); err != nil {
+		t.Fatal(err)
+	}
+	var children []provider.WorkItem
+	for i := range n {
+		children = append(children, start(fmt.Sprintf("child-%d", i)))
+	}
+	ack(fetch(), provider.StatusRunning, "", children)
+	for range n {
+		ack(fetch(), provider.StatusRunning, "root", nil)
+	}
+	var cost [2]int
+	for i := range n {
+		id := fmt.Sprintf("child-%d", i)
+		if err := p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.ExternalRaised{Instance: id, Name: "e", Data: "{}"}}, 0); err != nil {
+			t.Fatal(err)
+		}
+		it := fetch()
+		before := mr.CommandCount()
+		ack(it, provider.StatusCompleted, "root", nil)
+		switch i {
+		case 0:
+			cost[0] = mr.CommandCount() - before
+		case n - 1:
+			cost[1] = mr.CommandCount() - before
+		}
+	}
+	if ttl := mr.TTL(p.Keyspace().Instance("root")); ttl != 0 {
+		t.Fatalf("the running root has a TTL (%v)", ttl)
+	}
+	return cost
+}
+
+// TestRetentionDeepTreeAndDeletedChild: a root waits for its grandchild, and a running leaf
+// deleted on its own (force) no longer holds its finished ancestors back.
+func TestRetentionDeepTreeAndDeletedChild(t *testing.T) {
+	ctx := context.Background()
+	mr := miniredis.RunT(t)
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Namespace: "deep", Logger: quietLogger, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	start := func(id string) provider.WorkItem {
+		return provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}}
+	}
+	turn := func(want, status, parent string, orch ...provider.WorkItem) {
+		t.Helper()
+		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		if err != nil || it == nil || it.Item.Instance != want {
+			t.Fatalf("fetch: want %q, got %+v, %v", want, it, err)
+		}
+		ev := provider.Event{EventID: uint64(len(it.Item.History) + 1), InstanceID: want, ExecutionID: 1, DuroxideVersion: "0.1.30",
+			Kind: provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}}
+		if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: []provider.Event{ev}, OrchestratorItems: orch,
+			Metadata: provider.ExecutionMetadata{Status: status, OrchestrationName: "O", OrchestrationVersion: "1.0.0", ParentInstanceID: parent}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.EnqueueForOrchestrator(ctx, start("r"), 0); err != nil {
+		t.Fatal(err)
+	}
+	turn("r", provider.StatusCompleted, "", start("c"))
+	turn("c", provider.StatusCompleted, "r", start("g"))
+	turn("g", provider.StatusRunning, "c")
+	for _, id := range []string{"r", "c", "g"} {
+		if ttl := mr.TTL(p.Keyspace().Instance(id)); ttl != 0 {
+			t.Fatalf("%s has a TTL (%v) while its grandchild runs", id, ttl)
+		}
+	}
+	if _, err := p.DeleteInstancesAtomic(ctx, []string{"g"}, true); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := mr.TTL(p.Keyspace().Instance("r")); ttl <= 0 {
+		t.Fatalf("root TTL after its last running descendant was deleted: %v, want the retention", ttl)
 	}
 }

@@ -54,7 +54,7 @@ func (p *Provider) EnqueueForWorker(ctx context.Context, item provider.WorkItem)
 	if err != nil {
 		return err
 	}
-	_, err = p.run(ctx, op, "work_enqueue", workerPartition, args...)
+	_, err = p.runOnce(ctx, op, "work_enqueue", workerPartition, args...)
 	return err
 }
 
@@ -181,7 +181,7 @@ func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion
 		}
 		args = []any{lockToken, "1", completion.TargetInstance(), js}
 	}
-	_, err := p.run(ctx, op, "work_ack", workerPartition, args...)
+	_, err := p.runOnce(ctx, op, "work_ack", workerPartition, args...)
 	return err
 }
 
@@ -212,7 +212,7 @@ func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay 
 	if err := checkDuration(op, "delay", delay); err != nil {
 		return err
 	}
-	_, err := p.run(ctx, op, "work_abandon", workerPartition, lockToken, ms(delay), boolArg(ignoreAttempt))
+	_, err := p.runOnce(ctx, op, "work_abandon", workerPartition, lockToken, ms(delay), boolArg(ignoreAttempt))
 	return err
 }
 

@@ -1,4 +1,5 @@
 -- admin_delete: delete instances with all their data: instance hash, executions and histories,
+-- flags: allow-oom (only frees memory, so it runs when Redis is out of memory)
 -- custom status, KV store and delta, children set (and the link in the parent's), orchestrator
 -- messages and every index entry (ready, due, locked, token, lock), worker entries
 -- (wq_delete_instance in lib_worker.lua), idx:instances and idx:status:<status>.
@@ -6,7 +7,7 @@
 -- with DX_INVALID_TOKEN, so it cannot recreate it; deleting the worker entries makes stale worker
 -- tokens fail too.
 -- KEYS[1] seq key (routing only)
--- ARGV[1] prefix, [2] mode, [3] force '1'|'0' ('atomic'), [4] completed_before ms ('0' = none),
+-- ARGV[1] prefix, [2] retention ms (taken out first: what follows is numbered without it), [2] mode, [3] force '1'|'0' ('atomic'), [4] completed_before ms ('0' = none),
 --   [5] most roots to delete (bulk modes), then by mode:
 --   'atomic' [6..] distinct instance ids: all or nothing. Refuses when one is Running and force is
 --            '0', or when an existing child of one of them is not in the set (it would be orphaned).
@@ -24,6 +25,8 @@
 --   DX_INVALID a child would be orphaned.
 -- Cost: O(ids + their children + executions + messages + worker entries deleted); 'scan' adds
 --   O(log N + page). Each DEL of a history is O(its events).
+-- ARGV[2] is the retention ms (lib.lua's tree_settle_changed); the layout above follows it.
+local retention = tonumber(table.remove(ARGV, 2))
 local mode, force, before, limit = ARGV[2], ARGV[3] == '1', tonumber(ARGV[4]), tonumber(ARGV[5])
 
 local function known(id) return redis.call('EXISTS', k_inst(id), k_execs(id)) > 0 end
@@ -50,6 +53,7 @@ local function delete_all(list, in_set, res)
     local tok = redis.call('HGET', k_lock(id), 'tok')
     if tok then redis.call('HDEL', K_TOKENS, tok) end
     redis.call('ZREM', K_LOCKED, id)
+    redis.call('ZREM', K_ORPHANS, id)
     res[4] = res[4] + redis.call('ZCARD', k_vis(id))
     -- Executions and histories.
     for _, e in ipairs(redis.call('ZRANGE', k_execs(id), 0, -1)) do
@@ -57,9 +61,12 @@ local function delete_all(list, in_set, res)
       res[3] = res[3] + redis.call('SCARD', k_hids(id, e))
       redis.call('DEL', k_hist(id, e), k_hids(id, e), k_exec(id, e))
     end
-    -- Parent link and indexes.
+    -- Parent link and indexes. A parent that stays stops waiting for this child to settle.
     local m = redis.call('HMGET', k_inst(id), 'parent', 'status')
-    if m[1] and not in_set[m[1]] then redis.call('SREM', k_children(m[1]), id) end
+    if m[1] and not in_set[m[1]] then
+      redis.call('SREM', k_children(m[1]), id)
+      if not settled(id) and m[2] then tree_settle_changed(id, true, now_ms(), retention) end
+    end
     if m[2] then redis.call('ZREM', k_idx_status(m[2]), id) end
     redis.call('ZREM', K_IDX_INSTANCES, id)
     redis.call('DEL', k_inst(id), k_execs(id), k_msgs(id), k_vis(id), k_lock(id), k_cs(id), k_kv(id), k_kd(id),

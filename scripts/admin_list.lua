@@ -1,4 +1,5 @@
 -- admin_list: one page of instance ids from idx:instances (by created ms) or idx:status:<status>
+-- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- (by its score, a time in ms), in index order, after a cursor.
 -- KEYS[1] seq key (routing only)
 -- ARGV[1] prefix, [2] status ('' = every instance), [3] cursor score ('' = from the start),

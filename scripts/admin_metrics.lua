@@ -1,4 +1,5 @@
 -- admin_metrics: system-wide counts. Instance counts come from the indexes in O(1); execution and
+-- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- event totals are summed over one page of idx:instances per call, so that a large namespace is
 -- walked in many short scripts instead of one long one.
 -- KEYS[1] seq key (routing only)

@@ -1,4 +1,5 @@
 -- admin_prune: delete old executions (execution hash and history) of instances. The current
+-- flags: allow-oom (only frees memory, so it runs when Redis is out of memory)
 -- execution (the highest id) and Running executions are never deleted; KV data is
 -- instance-scoped and never touched. Each instance is pruned atomically.
 -- KEYS[1] seq key (routing only)

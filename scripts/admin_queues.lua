@@ -1,4 +1,5 @@
 -- admin_queues: queue statistics, walked one page of an orchestrator index per call so that a long
+-- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- queue never blocks the server for long. Each instance with queued messages is counted once:
 -- unlocked instances through oq:ready:<pin> (any visible message) or, when only delayed messages
 -- remain, oq:due; locked instances through oq:locked.
@@ -9,8 +10,9 @@
 --   'ready' [3] pin [4] rank offset [5] page size
 --   'due'                  [3] unused [4] rank offset [5] page size
 --   'locked'               [3] unused [4] rank offset [5] page size
+--   'orphans'              [3] unused [4] rank offset [5] page size (parked orphans, lib.lua)
 --       -> {entries examined, visible, delayed, locked messages, oldest visible_at ms or -1,
---           expired locks}
+--           expired locks, orphan messages}
 -- "visible"/"delayed" count unlocked messages (for a locked instance: those that arrived during
 -- the lock); "locked" counts the messages a held lock covers. Worker items are counted from the
 -- per-tag counters of lib_worker (unlocked = queued - locked, locked ones expired or not).
@@ -49,10 +51,18 @@ if what == 'head' then
 end
 
 local key
-if what == 'ready' then key = k_ready(ARGV[3]) elseif what == 'due' then key = K_DUE else key = K_LOCKED end
+if what == 'ready' then
+  key = k_ready(ARGV[3])
+elseif what == 'due' then
+  key = K_DUE
+elseif what == 'orphans' then
+  key = K_ORPHANS
+else
+  key = K_LOCKED
+end
 local off, n = tonumber(ARGV[4]), tonumber(ARGV[5])
 local ids = redis.call('ZRANGE', key, off, off + n - 1)
-local visible, delayed, locked, oldest, expired = 0, 0, 0, -1, 0
+local visible, delayed, locked, oldest, expired, orphaned = 0, 0, 0, -1, 0, 0
 
 local function count_unlocked(id)
   local total = redis.call('ZCARD', k_vis(id))
@@ -66,7 +76,9 @@ local function count_unlocked(id)
 end
 
 for _, id in ipairs(ids) do
-  if what == 'locked' then
+  if what == 'orphans' then
+    orphaned = orphaned + redis.call('ZCARD', k_vis(id))
+  elseif what == 'locked' then
     local lk = redis.call('HMGET', k_lock(id), 'until', 'seqs')
     local held = 0
     for _, s in ipairs(words(lk[2])) do
@@ -80,7 +92,10 @@ for _, id in ipairs(ids) do
   elseif not is_locked(id) then
     -- An instance with visible messages is in a ready set and may also be in oq:due (for its
     -- delayed ones): count it on the ready pass only.
-    if what == 'ready' or not redis.call('ZSCORE', k_ready(pin_of(id)), id) then count_unlocked(id) end
+    -- Parked orphans (possibly in oq:due for their delayed messages) count on the orphans pass.
+    if what == 'ready' or not (redis.call('ZSCORE', k_ready(pin_of(id)), id) or redis.call('ZSCORE', K_ORPHANS, id)) then
+      count_unlocked(id)
+    end
   end
 end
-return { #ids, visible, delayed, locked, oldest, expired }
+return { #ids, visible, delayed, locked, oldest, expired, orphaned }

@@ -4,7 +4,7 @@
 -- Loaded as a Redis Functions library (Redis 7+) this code runs once; as EVAL scripts it runs on
 -- every call. So nothing here may depend on the call: dx_setup(ARGV[1]) sets P and the keys
 -- derived from it at the start of every call, in both modes.
-local P, K_PINS, K_DUE, K_LOCKED, K_TOKENS, K_SEQ, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY
+local P, K_PINS, K_DUE, K_LOCKED, K_TOKENS, K_SEQ, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP, K_ORPHANS
 local setup_hooks = {} -- per-call setup of the other lib files (lib_worker.lua)
 
 local function dx_setup(prefix)
@@ -18,6 +18,8 @@ local function dx_setup(prefix)
   K_WAKE_FILTERS = P .. 'wake:filters'
   K_IDX_INSTANCES = P .. 'idx:instances'
   K_IDX_EXPIRY = P .. 'idx:expiry'
+  K_IDX_REAP = P .. 'idx:reap'
+  K_ORPHANS = P .. 'oq:orphans'
   for _, hook in ipairs(setup_hooks) do hook() end
 end
 
@@ -43,6 +45,23 @@ local function k_idx_status(s) return P .. 'idx:status:' .. s end
 
 -- Errors: a reply "DX_<CODE> message" that redisprovider maps to a ProviderError.
 local function fail(code, msg) return redis.error_reply('DX_' .. code .. ' ' .. msg) end
+
+-- At most once per attempt. redisprovider retries a write whose reply was lost (the call may have
+-- run) with the same attempt key, KEYS[2]: a run that finds the key returns the reply stored there
+-- by the run that succeeded and changes nothing; a successful run stores its reply (an integer)
+-- for ATTEMPT_TTL_MS, longer than redisprovider retries (attemptWindow). Error replies are not
+-- stored: a failed run wrote nothing (principle 8). Cost: one GET, and one SET on success.
+local ATTEMPT_TTL_MS = 20000
+local function dx_once(op, KEYS, ARGV)
+  local att = KEYS[2]
+  if att then
+    local prev = redis.call('GET', att)
+    if prev then return tonumber(prev) end
+  end
+  local r = op(KEYS, ARGV)
+  if att and type(r) == 'number' then redis.call('SET', att, r, 'PX', ATTEMPT_TTL_MS) end
+  return r
+end
 
 -- Wake up to n long-polling fetchers waiting on key. The list is capped and expires, so tokens
 -- nobody takes cost at most a few spurious wakes, never a spin.
@@ -142,10 +161,38 @@ local function oq_unindex(id)
   redis.call('ZREM', K_DUE, id)
 end
 
+-- Orphan messages: messages for an instance that does not exist, in a batch without a start (and
+-- not only QueueMessages, which are dropped). As in duroxide, they wait for a start of that
+-- instance and are delivered in its first batch (an event raised just before the start is not
+-- lost), but only for ORPHAN_TTL_MS: fetch parks them (orphan_park), out of the ready indexes,
+-- their message keys expire, and oq:orphans (score = expiry) keeps them countable (admin_queues)
+-- and deletable (admin_orphans). A start enqueued for the instance adopts them (oq_enqueue).
+local ORPHAN_TTL_MS = 3600000
+
+-- Park instance id's messages as orphans; the first park sets their expiry. Cost: O(1).
+local function orphan_park(id, now)
+  if redis.call('ZADD', K_ORPHANS, 'NX', now + ORPHAN_TTL_MS, id) == 1 then
+    redis.call('PEXPIRE', k_msgs(id), ORPHAN_TTL_MS)
+    redis.call('PEXPIRE', k_vis(id), ORPHAN_TTL_MS)
+  end
+end
+
+-- Forget orphans whose messages expired (at most 100 per call; their keys are gone already).
+local function orphan_sweep(now)
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_ORPHANS, '-inf', now, 'LIMIT', 0, 100)) do
+    redis.call('ZREM', K_ORPHANS, id)
+    redis.call('DEL', k_msgs(id), k_vis(id)) -- in case the server's expiry is late
+  end
+end
+
 -- Add one orchestrator message. visible_at <= now means visible at once. Returns the instance's
 -- pin key when the message is visible now for an unlocked instance (a fetcher should be woken).
 local function oq_enqueue(id, json, tcode, visible_at, now)
   local s = redis.call('INCR', K_SEQ)
+  if tcode == 'S' and redis.call('ZREM', K_ORPHANS, id) == 1 then -- the start adopts parked orphans
+    redis.call('PERSIST', k_msgs(id))
+    redis.call('PERSIST', k_vis(id))
+  end
   if visible_at < now then visible_at = now end
   redis.call('HSET', k_msgs(id), 'm' .. s, json, 'a' .. s, 0, 't' .. s, tcode)
   redis.call('ZADD', k_vis(id), visible_at, s)
@@ -269,14 +316,19 @@ local function words(s)
   return out
 end
 
--- Retention (principle 7). Once a root instance and all its sub-orchestrations are Completed or
--- Failed, every key of the tree gets a TTL of ttl ms and the tree's ids are queued in
--- idx:expiry, from which orch_fetch drops expired ids out of the listing indexes. Running
--- instances never expire. Cost: O(depth + tree size + executions of the tree), paid only by the
--- terminal ack that finishes a tree.
+-- Retention (principle 7), O(depth) per ack. An instance is settled when it is Completed or
+-- Failed and so is its whole subtree: each instance hash counts in 'open' its direct children
+-- that are not settled. When an instance's settled state changes, its parent's count moves by
+-- one, which may change the parent's state, and so on up (tree_settle_changed): O(depth), never
+-- O(tree). When a root settles, its own keys get the retention TTL and it is queued in
+-- idx:expiry; once they expired, fetches reap its descendants (sweep_expired, bounded per call):
+-- a running tree never expires and a finished one goes as a whole, no ack walking the tree. The
+-- counts are kept with or without retention, so turning retention on later is safe.
 
-local function instance_keys(id)
-  local keys = { k_inst(id), k_execs(id), k_cs(id), k_kv(id), k_kd(id), k_children(id), k_msgs(id), k_vis(id) }
+-- An instance's keys; with_children false leaves out its children set (reaping needs it).
+local function instance_keys(id, with_children)
+  local keys = { k_inst(id), k_execs(id), k_cs(id), k_kv(id), k_kd(id), k_msgs(id), k_vis(id) }
+  if with_children then keys[#keys + 1] = k_children(id) end
   for _, e in ipairs(redis.call('ZRANGE', k_execs(id), 0, -1)) do
     keys[#keys + 1] = k_exec(id, e)
     keys[#keys + 1] = k_hist(id, e)
@@ -285,56 +337,72 @@ local function instance_keys(id)
   return keys
 end
 
-local function is_finished(id)
-  local st = redis.call('HGET', k_inst(id), 'status')
-  return st == 'Completed' or st == 'Failed'
+local function settled(id)
+  local r = redis.call('HMGET', k_inst(id), 'status', 'open')
+  return (r[1] == 'Completed' or r[1] == 'Failed') and (tonumber(r[2]) or 0) <= 0
 end
 
--- The ids of id's tree, root first.
-local function tree_of(id)
-  local root = id
-  for _ = 1, 100 do
-    local parent = redis.call('HGET', k_inst(root), 'parent')
-    if not parent or redis.call('EXISTS', k_inst(parent)) == 0 then break end
-    root = parent
-  end
-  local ids, i = { root }, 1
-  while i <= #ids do
-    for _, c in ipairs(redis.call('SMEMBERS', k_children(ids[i]))) do ids[#ids + 1] = c end
-    i = i + 1
-  end
-  return ids
+-- A root settled: its keys expire after ttl (its children set stays for the reaping).
+local function retain_root(id, now, ttl)
+  for _, k in ipairs(instance_keys(id, false)) do redis.call('PEXPIRE', k, ttl) end
+  redis.call('ZADD', K_IDX_EXPIRY, now + ttl, id)
 end
 
-local function retain_tree(id, now, ttl)
-  local ids = tree_of(id)
-  for _, x in ipairs(ids) do
-    if not is_finished(x) then return end
-  end
-  for _, x in ipairs(ids) do
-    for _, k in ipairs(instance_keys(x)) do redis.call('PEXPIRE', k, ttl) end
-    redis.call('ZADD', K_IDX_EXPIRY, now + ttl, x)
-  end
+-- A root runs again (a new child, a new execution): it keeps its keys.
+local function unretain_root(id)
+  if redis.call('PTTL', k_inst(id)) < 0 then return end
+  for _, k in ipairs(instance_keys(id, true)) do redis.call('PERSIST', k) end
+  redis.call('ZREM', K_IDX_EXPIRY, id)
 end
 
--- A tree with an instance running again (a new child, a new execution) loses its TTL.
-local function unretain_tree(id)
-  for _, x in ipairs(tree_of(id)) do
-    if redis.call('PTTL', k_inst(x)) >= 0 then
-      for _, k in ipairs(instance_keys(x)) do redis.call('PERSIST', k) end
-      redis.call('ZREM', K_IDX_EXPIRY, x)
+-- Instance id became settled (is_settled) or unsettled: update the open counts of its ancestors
+-- as far as their own state changes; a root whose state changes is retained (ttl > 0) or
+-- unretained. An instance whose parent no longer exists counts as a root. Cost: O(depth).
+local function tree_settle_changed(id, is_settled, now, ttl)
+  local x = id
+  for _ = 1, 1000 do
+    local parent = redis.call('HGET', k_inst(x), 'parent')
+    if not parent or redis.call('EXISTS', k_inst(parent)) == 0 then
+      if not is_settled then
+        unretain_root(x)
+      elseif ttl > 0 then
+        retain_root(x, now, ttl)
+      end
+      return
     end
+    local was = settled(parent)
+    redis.call('HINCRBY', k_inst(parent), 'open', is_settled and -1 or 1)
+    if settled(parent) == was then return end
+    x = parent
   end
 end
 
--- Drop ids whose keys expired from the listing indexes (bounded per call).
+-- Delete a reaped descendant of an expired root and queue its children. Cost: O(its keys).
+local function reap(id)
+  for _, c in ipairs(redis.call('SMEMBERS', k_children(id))) do redis.call('SADD', K_IDX_REAP, c) end
+  local st = redis.call('HGET', k_inst(id), 'status')
+  if st then redis.call('ZREM', k_idx_status(st), id) end
+  redis.call('ZREM', K_IDX_INSTANCES, id)
+  redis.call('ZREM', k_ready(pin_of(id)), id)
+  redis.call('ZREM', K_DUE, id)
+  local tok = redis.call('HGET', k_lock(id), 'tok')
+  if tok then redis.call('HDEL', K_TOKENS, tok) end
+  redis.call('ZREM', K_LOCKED, id)
+  redis.call('DEL', k_lock(id), unpack(instance_keys(id, true)))
+end
+
+-- Drop roots whose retention expired from the listing indexes and reap their descendants; at most
+-- 100 of each per call.
 local function sweep_expired(now)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_IDX_EXPIRY, '-inf', now, 'LIMIT', 0, 100)) do
     if redis.call('EXISTS', k_inst(id)) == 0 then
       redis.call('ZREM', K_IDX_INSTANCES, id)
       redis.call('ZREM', k_idx_status('Completed'), id)
       redis.call('ZREM', k_idx_status('Failed'), id)
+      for _, c in ipairs(redis.call('SMEMBERS', k_children(id))) do redis.call('SADD', K_IDX_REAP, c) end
+      redis.call('DEL', k_children(id))
     end
     redis.call('ZREM', K_IDX_EXPIRY, id)
   end
+  for _, id in ipairs(redis.call('SPOP', K_IDX_REAP, 100)) do reap(id) end
 end

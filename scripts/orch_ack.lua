@@ -55,12 +55,20 @@ oq_delete_many(id, words(lk[3]))
 
 -- 2. Instance and execution records.
 local prev = current_exec(id)
+-- Retention bookkeeping (lib.lua): whether the instance was settled before this turn. Only a
+-- status change (given, or a new execution's) can change that here.
+local changes_status = status ~= '' or prev == nil or tonumber(exec) > prev
+local was_settled = has_inst and changes_status and settled(id)
 if not has_inst and name ~= '' and ver ~= '' then
   redis.call('HSET', ikey, 'name', name, 'ver', ver, 'created', now, 'updated', now, 'status', 'Running')
   if parent ~= '' then
     redis.call('HSET', ikey, 'parent', parent)
     redis.call('SADD', k_children(parent), id)
-    if retention > 0 and redis.call('PTTL', k_inst(parent)) >= 0 then unretain_tree(parent) end -- a finished parent waits for its new child
+    if redis.call('EXISTS', k_inst(parent)) == 1 then -- a new child runs: its parent is not settled
+      local parent_settled = settled(parent)
+      redis.call('HINCRBY', k_inst(parent), 'open', 1)
+      if parent_settled then tree_settle_changed(parent, false, now, retention) end
+    end
   end
   redis.call('ZADD', K_IDX_INSTANCES, now, id)
   redis.call('ZADD', k_idx_status('Running'), now, id)
@@ -149,13 +157,10 @@ local function ready(pin)
 end
 for _, o in ipairs(oitems) do ready(oq_enqueue(o[1], o[2], o[3], tonumber(o[4]), now)) end
 
--- 10. Retention: a finished tree gets a TTL; an instance running again keeps its data.
-if retention > 0 and has_inst and is_current then
-  if is_finished(id) then
-    retain_tree(id, now, retention)
-  elseif redis.call('PTTL', ikey) >= 0 then
-    unretain_tree(id)
-  end
+-- 10. Retention: a settled tree's root gets a TTL; an instance running again keeps its data.
+if has_inst and is_current and changes_status then
+  local now_settled = settled(id)
+  if now_settled ~= was_settled then tree_settle_changed(id, now_settled, now, retention) end
 end
 
 -- 11. Release the lock; messages that arrived meanwhile make the instance ready again.

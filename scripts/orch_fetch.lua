@@ -9,7 +9,7 @@
 --   fields {name, ver} (empty when not created), messages {json...}, history (event JSON lines),
 --   kv {key, "<ms>|<value>", ...}}.
 -- Errors: none.
--- Cost: O(expired locks + expired retained instances + due instances + distinct pins + orphan instances skipped + messages
+-- Cost: O(expired locks + expired retained instances + due instances + distinct pins + orphan instances skipped (<= 100) + messages
 --   and history of the chosen instance); an empty fetch also registers its filter (O(log N)). Independent of queue length and of instances the filter
 --   excludes (ready instances are indexed by pin).
 local token, lock_ms = ARGV[2], tonumber(ARGV[3])
@@ -28,8 +28,9 @@ local now = now_ms()
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_LOCKED, '-inf', now, 'LIMIT', 0, 100)) do
   oq_unlock(id, redis.call('HGET', k_lock(id), 'tok'), now)
 end
--- Drop instances whose retention expired from the listing indexes.
+-- Drop instances whose retention expired from the listing indexes, and expired orphans.
 sweep_expired(now)
+orphan_sweep(now)
 -- Make due delayed messages visible.
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'LIMIT', 0, 100)) do
   if is_locked(id) then redis.call('ZREM', K_DUE, id) else oq_reindex(id, now) end
@@ -58,6 +59,8 @@ local function next_candidate()
   return best, best_pin
 end
 
+local orphans = 0 -- orphan instances handled by this call, at most ORPHAN_BATCH
+local ORPHAN_BATCH = 100
 while true do
   local id, pin = next_candidate()
   if id == nil then
@@ -83,7 +86,8 @@ while true do
   local ok = #seqs > 0
   if ok and not has_inst and exec == nil then
     -- Not created yet: needs a start item in the batch. A batch of QueueMessages only is dropped
-    -- (duroxide's rule); other messages wait, unindexed, until a start arrives for the instance.
+    -- (duroxide's rule); other messages are parked as orphans (lib.lua) until a start arrives
+    -- or they expire.
     local types = {}
     for _, s in ipairs(seqs) do types[#types + 1] = redis.call('HGET', k_msgs(id), 't' .. s) end
     local has_start, only_queue = false, true
@@ -96,7 +100,13 @@ while true do
       if only_queue then
         oq_delete_many(id, seqs)
         oq_reindex(id, now)
+      else
+        orphan_park(id, now)
       end
+      -- Bounded work per call: after ORPHAN_BATCH orphans, report work due now; the caller
+      -- fetches again at once, and Redis serves others in between.
+      orphans = orphans + 1
+      if orphans >= ORPHAN_BATCH then return { '', now, now } end
     end
   end
 

@@ -1,0 +1,135 @@
+package redisprovider_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
+	"github.com/google/uuid"
+)
+
+// newProxiedProvider returns a provider whose own client reaches Redis (DXREDIS_TEST_ADDR, else
+// an embedded miniredis) through a dropProxy, and a second provider on the same namespace that
+// talks to Redis directly (to look at what was stored).
+func newProxiedProvider(t *testing.T) (*redisprovider.Provider, *redisprovider.Provider, *dropProxy) {
+	t.Helper()
+	ctx := context.Background()
+	addr := os.Getenv("DXREDIS_TEST_ADDR")
+	if addr == "" {
+		addr = miniredis.RunT(t).Addr()
+	}
+	proxy := startDropProxy(t, addr)
+	ns := "t-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+	viaProxy, err := redisprovider.New(ctx, redisprovider.Options{Addr: proxy.addr(), Namespace: ns, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := redisprovider.New(ctx, redisprovider.Options{Addr: addr, Namespace: ns, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dropNamespace(t, direct); _ = viaProxy.Close(); _ = direct.Close() })
+	return viaProxy, direct, proxy
+}
+
+// TestLostReplyIsNotAppliedTwice: when Redis runs a write and its reply is lost (the connection
+// drops after the command was sent), the provider neither stores an enqueue twice nor reports a
+// committed ack as ErrInvalidLockToken: go-redis must not re-send the script by itself, and the
+// provider's own retry carries the call's attempt id.
+func TestLostReplyIsNotAppliedTwice(t *testing.T) {
+	ctx := context.Background()
+	p, direct, proxy := newProxiedProvider(t)
+	const inst = "lost-reply"
+
+	// EnqueueForOrchestrator: one start, even though its first reply was lost.
+	proxy.dropReplies(1, inst)
+	if err := p.EnqueueForOrchestrator(ctx, obStart(inst), 0); err != nil {
+		t.Fatalf("enqueue with a lost reply: %v", err)
+	}
+	if proxy.dropped.Load() != 1 {
+		t.Fatalf("the proxy dropped %d replies, want 1", proxy.dropped.Load())
+	}
+	it, err := direct.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil)
+	if err != nil || it == nil {
+		t.Fatalf("fetch: %v %v", it, err)
+	}
+	if n := len(it.Item.Messages); n != 1 {
+		t.Fatalf("enqueue with a lost reply stored %d copies, want 1", n)
+	}
+
+	// AckOrchestrationItem: the turn committed; the lost reply must not turn into an error.
+	proxy.dropReplies(1, it.LockToken)
+	if err := p.AckOrchestrationItem(ctx, it.LockToken, obTurn1(inst, "0.1.30", true)); err != nil {
+		t.Fatalf("ack with a lost reply: %v", err)
+	}
+	if h, _ := direct.Read(ctx, inst); len(h) != 2 {
+		t.Fatalf("history after the ack: %d events, want 2", len(h))
+	}
+	// An independent second ack with the same token still fails, permanently.
+	err = p.AckOrchestrationItem(ctx, it.LockToken, obTurn1(inst, "0.1.30", true))
+	if !errors.Is(err, provider.ErrInvalidLockToken) || provider.IsRetryable(err) {
+		t.Fatalf("second ack with the same token: %v, want permanent ErrInvalidLockToken", err)
+	}
+
+	// AckWorkItem: completion enqueued once, item gone, success reported.
+	w, err := direct.FetchWorkItem(ctx, 30*time.Second, 0, nil, provider.TagFilterDefaultOnly())
+	if err != nil || w == nil {
+		t.Fatalf("fetch work: %v %v", w, err)
+	}
+	proxy.dropReplies(1, w.LockToken)
+	if err := p.AckWorkItem(ctx, w.LockToken, ptr(obCompletion(inst))); err != nil {
+		t.Fatalf("work ack with a lost reply: %v", err)
+	}
+	it, err = direct.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil)
+	if err != nil || it == nil || len(it.Item.Messages) != 1 {
+		t.Fatalf("after the work ack: %+v %v, want one completion", it, err)
+	}
+
+	// EnqueueForWorker: one item.
+	act := provider.WorkItem{Kind: provider.ActivityExecute{Instance: inst + "-w", ExecutionID: 1, ID: 9, Name: "A", Input: "{}"}}
+	proxy.dropReplies(1, inst+"-w")
+	if err := p.EnqueueForWorker(ctx, act); err != nil {
+		t.Fatalf("enqueue for worker with a lost reply: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		w, err := direct.FetchWorkItem(ctx, 30*time.Second, 0, nil, provider.TagFilterDefaultOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (w != nil) != (i == 0) {
+			t.Fatalf("worker fetch %d after one enqueue: %+v", i+1, w)
+		}
+	}
+	if got := proxy.dropped.Load(); got != 4 {
+		t.Fatalf("the proxy dropped %d replies, want 4", got)
+	}
+}
+
+// TestOutcomeUnknownAndNeverSent: a write whose replies are lost on every retry ends with a
+// retryable ErrOutcomeUnknown (and was applied once); a write that cannot reach Redis at all is
+// retryable without that kind.
+func TestOutcomeUnknownAndNeverSent(t *testing.T) {
+	ctx := context.Background()
+	p, direct, proxy := newProxiedProvider(t)
+	proxy.dropReplies(100, "always-lost")
+	err := p.EnqueueForOrchestrator(ctx, obStart("always-lost"), 0)
+	if !errors.Is(err, provider.ErrOutcomeUnknown) || !provider.IsRetryable(err) {
+		t.Fatalf("enqueue whose replies are all lost: %v, want retryable ErrOutcomeUnknown", err)
+	}
+	it, err := direct.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil)
+	if err != nil || it == nil || len(it.Item.Messages) != 1 {
+		t.Fatalf("after the unknown outcome: %+v %v, want the start stored once", it, err)
+	}
+
+	proxy.close() // nothing listens any more: every dial fails
+	err = p.EnqueueForOrchestrator(ctx, obStart("never-sent"), 0)
+	if err == nil || !provider.IsRetryable(err) || errors.Is(err, provider.ErrOutcomeUnknown) {
+		t.Fatalf("enqueue that never reached Redis: %v, want retryable without ErrOutcomeUnknown", err)
+	}
+}
