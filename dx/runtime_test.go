@@ -344,3 +344,24 @@ func TestNoGoroutinesOutliveShutdown(t *testing.T) {
 		}
 	}
 }
+
+func TestActivityInputThatDoesNotDecodeFailsOnce(t *testing.T) {
+	p := newProvider(t)
+	rt := dx.NewRuntime(p, testOptions())
+	var runs atomic.Int32
+	dx.RegisterActivity(rt, "Typed", func(ctx context.Context, in struct{ N int }) (int, error) {
+		runs.Add(1)
+		return in.N, nil
+	})
+	dx.Register(rt, "O", func(ctx dx.Context, _ dx.Raw) (string, error) {
+		_, err := dx.Call[int](ctx, "Typed", "not an object").Await(ctx)
+		return "", err
+	})
+	startRuntime(t, rt)
+	c := dx.NewClient(p)
+	id, _ := c.Start(waitCtx(t), "O", nil)
+	st := waitStatus(t, c, id)
+	if st.State != dx.StateFailed || !strings.Contains(st.Err.Error(), "input does not decode") || runs.Load() != 0 {
+		t.Fatalf("state %s err %v runs %d", st.State, st.Err, runs.Load())
+	}
+}
