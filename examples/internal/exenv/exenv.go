@@ -32,6 +32,7 @@ func Addr() string {
 func Connect(ctx context.Context, name string) (p *redisprovider.Provider, close func(), err error) {
 	addr := Addr()
 	var mr *miniredis.Miniredis
+	redis.SetLogger(silent{}) // go-redis logs every failed dial; the probe's failure is said below
 	probe := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 300 * time.Millisecond, MaxRetries: -1})
 	perr := probe.Ping(ctx).Err()
 	_ = probe.Close()
@@ -102,3 +103,7 @@ func run(name string, opts dx.Options, register func(*dx.Runtime), drive func(ct
 	}()
 	return drive(ctx, dx.NewClient(p))
 }
+
+type silent struct{}
+
+func (silent) Printf(context.Context, string, ...any) {}
