@@ -1,0 +1,196 @@
+package dxtest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// The virtual clock. The runtime's Options.Clock and miniredis's TIME (which the provider's scripts
+// read for visibility and lock expiry) show the same time, which stands still until the
+// environment moves both. Wait moves it when the store shows that nothing can happen: no
+// orchestration turn or activity locked (running), none ready to run, nothing delayed already due.
+// It then jumps to the earliest delayed item (a timer's TimerFired, a delayed retry) or After
+// callback, and wakes the orchestration fetchers so they look again at once.
+
+// idleScript reads, in one atomic step, whether work is running or ready, and when the earliest
+// delayed item comes due (-1: none). It reads the keys described in keys.go and keys_worker.go:
+// orchestrator locked/ready/due sets, worker locked/due sets and wq:tags (queued items per tag).
+var idleScript = redis.NewScript(`
+local P = ARGV[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('ZCARD', P .. 'oq:locked') > 0 or redis.call('ZCARD', P .. 'wq:locked') > 0 then return {1, -1} end
+for _, pin in ipairs(redis.call('SMEMBERS', P .. 'oq:pins')) do
+  if redis.call('ZCARD', P .. 'oq:ready:' .. pin) > 0 then return {1, -1} end
+end
+local queued = 0
+for _, n in ipairs(redis.call('HVALS', P .. 'wq:tags')) do queued = queued + tonumber(n) end
+if queued > redis.call('ZCARD', P .. 'wq:due') then return {1, -1} end
+local nxt = -1
+for _, k in ipairs({P .. 'oq:due', P .. 'wq:due'}) do
+  local r = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')
+  if r[2] then
+    local s = tonumber(r[2])
+    if s <= now then return {1, -1} end
+    if nxt < 0 or s < nxt then nxt = s end
+  end
+end
+return {0, nxt}
+`)
+
+// idle reports whether nothing can happen without the clock moving, and the next due time.
+func (e *Env) idle() (idle bool, next time.Time, err error) {
+	r, err := idleScript.Run(e.ctx, e.Provider.Client(), nil, e.Provider.Keyspace().Prefix(0)).Int64Slice()
+	if err != nil {
+		return false, time.Time{}, err
+	}
+	if r[0] != 0 {
+		return false, time.Time{}, nil
+	}
+	if r[1] >= 0 {
+		next = time.UnixMilli(r[1]).UTC()
+	}
+	return true, next, nil
+}
+
+// Advance moves the virtual clock forward by d at once: timers due by then fire.
+func (e *Env) Advance(d time.Duration) {
+	e.t.Helper()
+	if d < 0 {
+		e.t.Fatalf("dxtest: Advance(%v): the clock only moves forward", d)
+	}
+	e.setTime(e.Now().Add(d))
+}
+
+// After runs fn (on the test's goroutine, inside a wait) when the virtual clock reaches d from now,
+// e.g. to raise an event two hours into an orchestration:
+//
+//	env.After(2*time.Hour, func() { env.RaiseEvent(id, "Approved", true) })
+func (e *Env) After(d time.Duration, fn func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.callbacks = append(e.callbacks, callback{at: e.now.Add(d), fn: fn})
+	slices.SortStableFunc(e.callbacks, func(a, b callback) int { return a.at.Compare(b.at) })
+}
+
+func (e *Env) setTime(t time.Time) {
+	e.mu.Lock()
+	if t.After(e.now) {
+		e.now = t
+		e.mr.SetTime(t)
+	}
+	e.mu.Unlock()
+	// Wake the orchestration fetchers blocked on their long poll: what they wait for may be due now.
+	wake := e.Provider.Keyspace().WakeOrch(0)
+	_ = e.Provider.Client().LPush(e.ctx, wake, "1").Err()
+	_ = e.Provider.Client().PExpire(e.ctx, wake, 5*time.Second).Err()
+}
+
+// runDueCallbacks runs the After callbacks whose time has come.
+func (e *Env) runDueCallbacks() bool {
+	ran := false
+	for {
+		e.mu.Lock()
+		if len(e.callbacks) == 0 || e.callbacks[0].at.After(e.now) {
+			e.mu.Unlock()
+			return ran
+		}
+		cb := e.callbacks[0]
+		e.callbacks = e.callbacks[1:]
+		e.mu.Unlock()
+		cb.fn()
+		ran = true
+	}
+}
+
+// stuckAfter is how long (real time) the store must stay idle with nothing scheduled before a wait
+// declares the instance stuck (another goroutine of the test may still be about to send something).
+const stuckAfter = 500 * time.Millisecond
+
+// waitFor polls done until it holds, moving the clock when skip is set, and fails the test on a
+// misconfiguration, on an instance that can no longer move, or after the timeout.
+func (e *Env) waitFor(what, instance string, skip bool, done func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(e.timeout)
+	var stuckSince time.Time
+	for {
+		e.runDueCallbacks()
+		if done() {
+			return
+		}
+		e.mu.Lock()
+		problems := slices.Clone(e.problems)
+		e.mu.Unlock()
+		if len(problems) > 0 {
+			e.t.Fatalf("dxtest: while waiting for %s: %s", what, strings.Join(problems, "; "))
+		}
+		if skip {
+			idle, next, err := e.idle()
+			if err != nil {
+				e.t.Fatalf("dxtest: reading the queues: %v", err)
+			}
+			if idle && done() {
+				return // it happened before the store went idle: no need to move the clock
+			}
+			e.mu.Lock()
+			if len(e.callbacks) > 0 && (next.IsZero() || e.callbacks[0].at.Before(next)) {
+				next = e.callbacks[0].at
+			}
+			e.mu.Unlock()
+			switch {
+			case idle && !next.IsZero():
+				stuckSince = time.Time{}
+				e.setTime(next)
+				continue
+			case idle:
+				if stuckSince.IsZero() {
+					stuckSince = time.Now()
+				} else if time.Since(stuckSince) > stuckAfter {
+					e.t.Fatalf("dxtest: while waiting for %s: nothing is running or scheduled, so it can never happen\n%s",
+						what, e.describe(instance))
+				}
+			default:
+				stuckSince = time.Time{}
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("dxtest: timed out after %v waiting for %s\n%s", e.timeout, what, e.describe(instance))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// describe renders an instance's state for a failure message.
+func (e *Env) describe(instance string) string {
+	st, err := e.Client.Status(e.ctx, instance)
+	if err != nil {
+		return fmt.Sprintf("  (status unavailable: %v)", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "  instance %s: %s, virtual time %s", instance, st.State, e.Now().Format(time.RFC3339))
+	if st.CustomStatus != nil {
+		fmt.Fprintf(&b, ", custom status %q", *st.CustomStatus)
+	}
+	hist, _ := e.Client.History(e.ctx, instance, 0)
+	var waits []string
+	for _, ev := range hist {
+		if k, ok := ev.Kind.(provider.ExternalSubscribedEvent); ok && pendingWaits(hist, k.Name) > 0 && !slices.Contains(waits, k.Name) {
+			waits = append(waits, k.Name)
+		}
+	}
+	if len(waits) > 0 {
+		fmt.Fprintf(&b, "\n  it waits for events %q (raise them with env.RaiseEvent, or from env.After)", waits)
+	}
+	from := max(0, len(hist)-8)
+	fmt.Fprintf(&b, "\n  last events:")
+	for _, ev := range hist[from:] {
+		fmt.Fprintf(&b, "\n    %d %s", ev.EventID, ev.EventType())
+	}
+	return b.String()
+}

@@ -1,0 +1,22 @@
+// Package dxtest tests orchestrations: an in-process runtime on an embedded miniredis with a
+// virtual clock and activity mocks, and a replayer that checks recorded histories against the
+// current code.
+//
+//	func TestCheckout(t *testing.T) {
+//		env := dxtest.New(t)
+//		dx.Register(env.Runtime, "Checkout", Checkout)
+//		env.OnActivity("Charge").Return(Receipt{ID: "r-1"})
+//
+//		id := env.Start("Checkout", Order{ID: "o-7"})
+//		got := dxtest.Result[Receipt](env, id) // a 24 h timer in Checkout takes milliseconds
+//		if got.ID != "r-1" { ... }
+//	}
+//
+// Time stands still until a wait (Wait, Result, Err) finds nothing left to do but wait for a timer;
+// then the clock jumps to that timer. Events the code waits for are raised from the test once the
+// code waits (WaitForEventWait, WaitForCustomStatus), or at a virtual time with After.
+//
+// Replay, ReplayFile and ReplayInstance replay recorded histories against the code registered on a
+// runtime, so that a change that would break running instances fails CI with the event where the
+// code diverges.
+package dxtest

@@ -1,0 +1,422 @@
+package dxtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/google/uuid"
+
+	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
+)
+
+// Env is a test environment: a runtime and a client on an embedded miniredis, with a virtual clock.
+// Register orchestrations and activities on Runtime (or mock activities with OnActivity), then start
+// instances with Start and read their results with Result, Err, Status and friends. Every method
+// fails the test (t.Fatal) when something goes wrong, so tests need no error checks.
+type Env struct {
+	// Runtime is the runtime under test: register orchestrations and activities on it before the
+	// first Start. It is started by the first call that needs it.
+	Runtime *dx.Runtime
+	// Client is a client of the same store.
+	Client *dx.Client
+	// Provider is the store: a redisprovider on the embedded miniredis.
+	Provider *redisprovider.Provider
+
+	t       testing.TB
+	ctx     context.Context
+	mr      *miniredis.Miniredis
+	timeout time.Duration
+
+	mu        sync.Mutex
+	now       time.Time
+	started   bool
+	mocks     map[string]*ActivityMock
+	callbacks []callback
+	problems  []string
+}
+
+type callback struct {
+	at time.Time
+	fn func()
+}
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	runtime dx.Options
+	start   time.Time
+	timeout time.Duration
+}
+
+// WithRuntimeOptions sets the runtime's options (for instance WorkerTagFilter). Fields left zero get
+// the test defaults: fast polling, a quiet logger (set DXTEST_LOG=1 to see the runtime's log).
+// Clock is always the environment's virtual clock.
+func WithRuntimeOptions(o dx.Options) Option { return func(c *config) { c.runtime = o } }
+
+// WithStartTime sets the virtual clock's start (default: the real time when New is called).
+func WithStartTime(t time.Time) Option { return func(c *config) { c.start = t } }
+
+// WithTimeout bounds, in real time, how long each wait may take before the test fails (default 10 s).
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// New returns a test environment on a fresh embedded miniredis. Everything it started is stopped
+// when the test ends.
+func New(t testing.TB, opts ...Option) *Env {
+	t.Helper()
+	cfg := config{start: time.Now(), timeout: 10 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e := &Env{t: t, timeout: cfg.timeout, now: cfg.start.UTC().Truncate(time.Millisecond), mocks: map[string]*ActivityMock{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	e.ctx = ctx
+
+	e.mr = miniredis.NewMiniRedis()
+	if err := e.mr.Start(); err != nil {
+		t.Fatalf("dxtest: start miniredis: %v", err)
+	}
+	t.Cleanup(e.mr.Close)
+	e.mr.SetTime(e.now)
+
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("DXTEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	ns := "dxtest-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: e.mr.Addr(), Namespace: ns, Logger: log})
+	if err != nil {
+		t.Fatalf("dxtest: provider: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	e.Provider = p
+
+	ro := cfg.runtime
+	if ro.PollTimeout == 0 {
+		ro.PollTimeout = 100 * time.Millisecond
+	}
+	if ro.MinPollInterval == 0 {
+		ro.MinPollInterval = time.Millisecond
+	}
+	if ro.UnregisteredBackoff == 0 {
+		ro.UnregisteredBackoff = 10 * time.Millisecond
+	}
+	if ro.Logger == nil {
+		ro.Logger = log
+	}
+	ro.Metrics = &watch{env: e, next: ro.Metrics}
+	ro.Clock = e.Now
+	e.Runtime = dx.NewRuntime(p, ro)
+	e.Client = dx.NewClient(p)
+	t.Cleanup(e.stop) // runs before the provider and miniredis close (cleanups run last-in first-out)
+	return e
+}
+
+// Now returns the virtual clock's time. It moves only when the environment skips ahead (while a
+// test waits for an instance to finish, see Wait) or when Advance moves it.
+func (e *Env) Now() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.now
+}
+
+func (e *Env) ensureStarted() {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started {
+		return
+	}
+	if err := e.Runtime.Start(e.ctx); err != nil {
+		e.t.Fatalf("dxtest: start runtime: %v", err)
+	}
+	e.started = true
+}
+
+func (e *Env) stop() {
+	e.mu.Lock()
+	started := e.started
+	e.mu.Unlock()
+	if !started {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Runtime.Shutdown(ctx); err != nil {
+		e.t.Errorf("dxtest: runtime shutdown: %v (an activity ignored its cancelled context?)", err)
+	}
+}
+
+// Start starts an instance of the orchestration name with input and returns its id (options:
+// dx.WithInstanceID, dx.WithVersion).
+func (e *Env) Start(name string, input any, opts ...dx.Option) string {
+	e.t.Helper()
+	e.ensureStarted()
+	id, err := e.Client.Start(e.ctx, name, input, opts...)
+	if err != nil {
+		e.t.Fatalf("dxtest: start %s: %v", name, err)
+	}
+	return id
+}
+
+// RaiseEvent raises the external event name on an instance. Only a wait already pending receives
+// it: wait for the subscription first (WaitForEventWait, or a custom status the code sets).
+func (e *Env) RaiseEvent(instance, name string, data any) {
+	e.t.Helper()
+	e.ensureStarted()
+	if err := e.Client.RaiseEvent(e.ctx, instance, name, data); err != nil {
+		e.t.Fatalf("dxtest: raise %s on %s: %v", name, instance, err)
+	}
+}
+
+// Enqueue appends a message to an instance's queue (read by dx.Dequeue).
+func (e *Env) Enqueue(instance, queue string, data any) {
+	e.t.Helper()
+	e.ensureStarted()
+	if err := e.Client.EnqueueEvent(e.ctx, instance, queue, data); err != nil {
+		e.t.Fatalf("dxtest: enqueue on %s/%s: %v", instance, queue, err)
+	}
+}
+
+// Cancel cancels an instance.
+func (e *Env) Cancel(instance, reason string) {
+	e.t.Helper()
+	e.ensureStarted()
+	if err := e.Client.Cancel(e.ctx, instance, reason); err != nil {
+		e.t.Fatalf("dxtest: cancel %s: %v", instance, err)
+	}
+}
+
+// Status reads an instance's status now, without waiting.
+func (e *Env) Status(instance string) dx.Status {
+	e.t.Helper()
+	st, err := e.Client.Status(e.ctx, instance)
+	if err != nil {
+		e.t.Fatalf("dxtest: status of %s: %v", instance, err)
+	}
+	return st
+}
+
+// Wait waits until the instance finishes and returns its final status. While it waits, the virtual
+// clock skips ahead whenever nothing else can happen (no turn or activity running or ready), to the
+// next timer or After callback, so an orchestration that sleeps for a day finishes in milliseconds.
+// It fails the test when the instance cannot finish (it waits for something nobody will send), when
+// an activity or orchestration it needs is not registered, or after the timeout.
+func (e *Env) Wait(instance string) dx.Status {
+	e.t.Helper()
+	e.ensureStarted()
+	var st dx.Status
+	e.waitFor(fmt.Sprintf("instance %s to finish", instance), instance, true, func() bool {
+		st = e.Status(instance)
+		return st.Terminal()
+	})
+	return st
+}
+
+// Result waits for the instance to finish (see Env.Wait) and returns its output decoded into T. It
+// fails the test when the instance failed.
+func Result[T any](e *Env, instance string) T {
+	e.t.Helper()
+	st := e.Wait(instance)
+	var out T
+	if st.State != dx.StateCompleted {
+		e.t.Fatalf("dxtest: instance %s failed, want it completed: %v", instance, st.Err)
+		return out
+	}
+	v, err := dx.Result[T](e.ctx, e.Client, instance)
+	if err != nil {
+		e.t.Fatalf("dxtest: output of %s: %v", instance, err)
+	}
+	return v
+}
+
+// Err waits for the instance to finish (see Env.Wait) and returns its failure, nil when it
+// completed. The error is a *dx.Error (errors.Is(err, dx.ErrCanceled) for a cancelled instance).
+func (e *Env) Err(instance string) error {
+	e.t.Helper()
+	if st := e.Wait(instance); st.State == dx.StateFailed {
+		return st.Err
+	}
+	return nil
+}
+
+// CustomStatus reads the instance's custom status now ("" when unset).
+func (e *Env) CustomStatus(instance string) string {
+	e.t.Helper()
+	if s := e.Status(instance).CustomStatus; s != nil {
+		return *s
+	}
+	return ""
+}
+
+// WaitForCustomStatus waits, without moving the clock, until the instance's custom status is want.
+func (e *Env) WaitForCustomStatus(instance, want string) {
+	e.t.Helper()
+	e.ensureStarted()
+	e.waitFor(fmt.Sprintf("custom status %q on %s", want, instance), instance, false, func() bool {
+		st := e.Status(instance)
+		if st.Terminal() && (st.CustomStatus == nil || *st.CustomStatus != want) {
+			e.t.Fatalf("dxtest: instance %s finished (%s) while a test waited for custom status %q (it is %s)",
+				instance, describeEnd(st), want, showStatus(st.CustomStatus))
+		}
+		return st.CustomStatus != nil && *st.CustomStatus == want
+	})
+}
+
+// WaitForEventWait waits, without moving the clock, until the instance waits for the external
+// event name (dx.WaitEvent), so that RaiseEvent will be delivered.
+func (e *Env) WaitForEventWait(instance, name string) {
+	e.t.Helper()
+	e.ensureStarted()
+	e.waitFor(fmt.Sprintf("%s to wait for event %q", instance, name), instance, false, func() bool {
+		if st := e.Status(instance); st.Terminal() {
+			e.t.Fatalf("dxtest: instance %s finished (%s) while a test waited for it to wait for event %q",
+				instance, describeEnd(st), name)
+		}
+		return pendingWaits(e.History(instance), name) > 0
+	})
+}
+
+// pendingWaits counts the waits for event name that are neither satisfied nor cancelled.
+func pendingWaits(hist []provider.Event, name string) int {
+	open := 0
+	cancelled := map[uint64]bool{}
+	for _, ev := range hist {
+		if _, ok := ev.Kind.(provider.ExternalSubscribedCancelledEvent); ok && ev.SourceEventID != nil {
+			cancelled[*ev.SourceEventID] = true
+		}
+	}
+	for _, ev := range hist {
+		switch k := ev.Kind.(type) {
+		case provider.ExternalSubscribedEvent:
+			if k.Name == name && !cancelled[ev.EventID] {
+				open++
+			}
+		case provider.ExternalEventEvent:
+			if k.Name == name && open > 0 {
+				open-- // delivered to the oldest pending wait
+			}
+		}
+	}
+	return open
+}
+
+// KV reads a key of the instance's KV store ("" and false when absent).
+func (e *Env) KV(instance, key string) (string, bool) {
+	e.t.Helper()
+	v, ok, err := e.Client.KV(e.ctx, instance, key)
+	if err != nil && !errors.Is(err, provider.ErrNotFound) {
+		e.t.Fatalf("dxtest: KV %s of %s: %v", key, instance, err)
+	}
+	return v, ok
+}
+
+// KVAll reads the instance's whole KV store.
+func (e *Env) KVAll(instance string) map[string]string {
+	e.t.Helper()
+	m, err := e.Client.KVAll(e.ctx, instance)
+	if err != nil {
+		e.t.Fatalf("dxtest: KV of %s: %v", instance, err)
+	}
+	return m
+}
+
+// History reads the instance's current execution's events.
+func (e *Env) History(instance string) []provider.Event {
+	e.t.Helper()
+	h, err := e.Client.History(e.ctx, instance, 0)
+	if err != nil {
+		e.t.Fatalf("dxtest: history of %s: %v", instance, err)
+	}
+	return h
+}
+
+// EventTypes lists the event types of the instance's current execution, e.g. to compare with a
+// golden list: "OrchestrationStarted ActivityScheduled ActivityCompleted OrchestrationCompleted".
+func (e *Env) EventTypes(instance string) string {
+	e.t.Helper()
+	var b []string
+	for _, ev := range e.History(instance) {
+		b = append(b, ev.EventType())
+	}
+	return strings.Join(b, " ")
+}
+
+// Replay replays the instance's recorded history (every execution) against the code registered
+// on Runtime and fails the test on nondeterminism, so a test can check that an instance started
+// by older code still replays (see also Replayer).
+func (e *Env) Replay(instance string) {
+	e.t.Helper()
+	hist, err := ReadHistory(e.ctx, e.Provider, instance)
+	if err != nil {
+		e.t.Fatalf("dxtest: %v", err)
+	}
+	if err := dx.Replay(e.Runtime, hist); err != nil {
+		e.t.Fatalf("dxtest: %v", err)
+	}
+}
+
+func describeEnd(st dx.Status) string {
+	if st.State == dx.StateFailed {
+		return "failed: " + st.Err.Error()
+	}
+	return "completed with output " + st.Output
+}
+
+func showStatus(s *string) string {
+	if s == nil {
+		return "unset"
+	}
+	return fmt.Sprintf("%q", *s)
+}
+
+// problem records a misconfiguration seen by the runtime; the next wait fails the test with it.
+func (e *Env) problem(msg string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, p := range e.problems {
+		if p == msg {
+			return
+		}
+	}
+	e.problems = append(e.problems, msg)
+}
+
+// watch is the runtime's Metrics: it notices items abandoned for want of a handler.
+type watch struct {
+	env  *Env
+	next dx.Metrics
+}
+
+func (w *watch) Count(name string, n int64, l dx.Labels) {
+	if name == dx.MetricUnregistered {
+		if l.Activity != "" {
+			w.env.problem(fmt.Sprintf("activity %q is neither registered nor mocked: dx.RegisterActivity(env.Runtime, %q, fn) or env.OnActivity(%q).Return(...)",
+				l.Activity, l.Activity, l.Activity))
+		} else {
+			w.env.problem(fmt.Sprintf("orchestration %q version %q is not registered: dx.Register(env.Runtime, %q, fn)",
+				l.Orchestration, l.Version, l.Orchestration))
+		}
+	}
+	if w.next != nil {
+		w.next.Count(name, n, l)
+	}
+}
+
+func (w *watch) Observe(name string, d time.Duration, l dx.Labels) {
+	if w.next != nil {
+		w.next.Observe(name, d, l)
+	}
+}

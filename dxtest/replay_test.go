@@ -1,0 +1,68 @@
+package dxtest_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/dxtest"
+)
+
+func greetRuntime(rt *dx.Runtime, activity string) {
+	dx.Register(rt, "Hello", func(ctx dx.Context, name string) (string, error) {
+		if ctx.ExecutionID() < 2 { // a continue-as-new: the replayer must replay every execution
+			return "", dx.ContinueAsNew(ctx, name+"1")
+		}
+		return dx.Call[string](ctx, activity, name).Await(ctx)
+	})
+}
+
+// The replayer passes unchanged code and catches a renamed activity, from Redis and from a file.
+func TestReplayerCatchesRenamedActivity(t *testing.T) {
+	env := dxtest.New(t)
+	greetRuntime(env.Runtime, "Greet")
+	env.OnActivity("Greet").Return("hi")
+	id := env.Start("Hello", "ada", dx.WithInstanceID("hello-1"))
+	if got := dxtest.Result[string](env, id); got != "hi" {
+		t.Fatalf("got %q", got)
+	}
+	env.Replay(id) // the code that wrote it replays it
+
+	hist, err := dxtest.ReadHistory(context.Background(), env.Provider, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hist[0].ExecutionID != 1 || hist[len(hist)-1].ExecutionID != 2 {
+		t.Fatalf("ReadHistory did not read both executions: %d..%d", hist[0].ExecutionID, hist[len(hist)-1].ExecutionID)
+	}
+	path := filepath.Join(t.TempDir(), "hello.jsonl")
+	if err := dxtest.WriteHistoryFile(path, hist); err != nil {
+		t.Fatal(err)
+	}
+
+	same := dx.NewRuntime(nil, dx.Options{})
+	greetRuntime(same, "Greet")
+	dxtest.ReplayFile(t, same, path)
+	dxtest.ReplayInstance(t, same, env.Provider, id)
+
+	renamed := dx.NewRuntime(nil, dx.Options{})
+	greetRuntime(renamed, "SayHello")
+	err = dxtest.Replay(renamed, hist)
+	var re *dx.ReplayError
+	if !errors.As(err, &re) {
+		t.Fatalf("renamed activity: got %v, want a *dx.ReplayError", err)
+	}
+	if re.Instance != id || re.ExecutionID != 2 || re.EventID != 2 ||
+		re.History != `activity Greet("ada1")` || re.Code != `calls activity SayHello("ada1")` {
+		t.Fatalf("got %#v", re)
+	}
+	msg := failure(t, func(ft *fakeT) { dxtest.ReplayFile(ft, renamed, path) })
+	for _, want := range []string{path + " no longer replays", "nondeterminism at event 2", `history: activity Greet("ada1")`, `code:    calls activity SayHello("ada1")`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("ReplayFile message lacks %q:\n%s", want, msg)
+		}
+	}
+}

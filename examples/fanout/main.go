@@ -1,0 +1,66 @@
+// Command fanout processes several files in parallel (fan-out), waits for all of them (fan-in) and
+// reports the ones that failed instead of failing the whole job.
+//
+//	go run ./examples/fanout
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/examples/internal/exenv"
+)
+
+// Report is the job's result.
+type Report struct {
+	Lines  int               `json:"lines"`
+	Failed map[string]string `json:"failed"` // file -> error
+}
+
+// CountLines is the activity; it fails for files it cannot read.
+func CountLines(ctx context.Context, file string) (int, error) {
+	if strings.HasPrefix(file, "missing") {
+		return 0, fmt.Errorf("%s: no such file", file)
+	}
+	return len(file) * 10, nil
+}
+
+// Process starts one activity per file at once, then awaits each: a failure is recorded, not fatal.
+func Process(ctx dx.Context, files []string) (Report, error) {
+	futures := make([]dx.Future[int], len(files))
+	for i, f := range files {
+		futures[i] = dx.Call[int](ctx, "CountLines", f)
+	}
+	r := Report{Failed: map[string]string{}}
+	for i, f := range futures {
+		n, err := f.Await(ctx)
+		if err != nil {
+			r.Failed[files[i]] = err.Error()
+			continue
+		}
+		r.Lines += n
+	}
+	return r, nil
+}
+
+func register(rt *dx.Runtime) {
+	dx.RegisterActivity(rt, "CountLines", CountLines)
+	dx.Register(rt, "Process", Process)
+}
+
+func main() {
+	exenv.Main("fanout", dx.Options{WorkerConcurrency: 4}, register, func(ctx context.Context, c *dx.Client) error {
+		id, err := c.Start(ctx, "Process", []string{"a.csv", "bb.csv", "missing.csv", "dddd.csv"})
+		if err != nil {
+			return err
+		}
+		r, err := dx.Result[Report](ctx, c, id)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%d lines; %d file(s) failed: %v\n", r.Lines, len(r.Failed), r.Failed)
+		return nil
+	})
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/duroxide-go/dxredis/dx"
+
+	"github.com/duroxide-go/dxredis/dxtest"
+)
+
+func TestPartialFailureIsReported(t *testing.T) {
+	env := dxtest.New(t)
+	register(env.Runtime)
+	r := dxtest.Result[Report](env, env.Start("Process", []string{"a.csv", "missing.csv", "bb.csv"}))
+	if r.Lines != 50+60 || len(r.Failed) != 1 || r.Failed["missing.csv"] != "missing.csv: no such file" {
+		t.Fatalf("report %+v", r)
+	}
+}
+
+func TestEveryFileFails(t *testing.T) {
+	env := dxtest.New(t)
+	env.OnActivity("CountLines").ReturnError(errors.New("disk on fire"))
+	dx.Register(env.Runtime, "Process", Process)
+	r := dxtest.Result[Report](env, env.Start("Process", []string{"a", "b"}))
+	if r.Lines != 0 || len(r.Failed) != 2 || r.Failed["b"] != "disk on fire" {
+		t.Fatalf("report %+v", r)
+	}
+}
