@@ -105,8 +105,8 @@ func checkWorkload(t *testing.T, wl, mode string, res Result) {
 	}
 	switch wl {
 	case "hello":
-		if res.Activities != 4 {
-			t.Errorf("hello ran %d activities, want 4", res.Activities)
+		if res.Activities != int64(res.N) {
+			t.Errorf("hello ran %d activities, want %d", res.Activities, res.N)
 		}
 	case "fanout":
 		if res.Activities != 4*3 {
