@@ -102,6 +102,10 @@ type engine struct {
 	cancels []*future // futures cancelled by code this turn, in cancellation order
 	dropped []*action // activities and sub-orchestrations whose cancellation is new this turn
 
+	parentInstance *string
+	parentID       *uint64
+	kept           bool // resumed from the previous turn: nothing of this turn is a replay
+
 	out        *coroutine // the orchestration function's coroutine
 	abortErr   *provider.ErrorDetails
 	teardown   bool // the turn is over: durable operations are ignored
@@ -150,7 +154,9 @@ func (e *engine) emit(a *action) {
 	e.actions = append(e.actions, a)
 }
 
-// run executes the turn. fn is the orchestration function taking the JSON input.
+// run executes a turn from scratch: the orchestration function replays the whole history. The
+// engine's goroutines stay parked afterwards: the caller keeps the engine for the instance's next
+// turn (resume) or ends them with stop.
 func (e *engine) run(fn func(Context, string) (string, error)) outcome {
 	if e.abortErr != nil {
 		return outcome{result: turnFailed, details: *e.abortErr}
@@ -174,39 +180,66 @@ func (e *engine) run(fn func(Context, string) (string, error)) outcome {
 	e.out = main
 	ctx := &octx{eng: e, co: main}
 	input := e.input
-	mainFn := func(co *coroutine) {
+	main.start(func(co *coroutine) {
 		out, err := fn(ctx, input)
 		co.output, co.err = out, err
+	})
+	if o, stop := e.walk(e.history, e.persisted, true); stop {
+		return o
 	}
-	main.start(mainFn)
-	defer e.stop()
+	return e.settle()
+}
 
-	mustPoll := true
-	finished := false
-	for i := range e.history {
-		if i >= e.persisted {
+// resume executes a turn of an engine kept from the instance's previous turn: its code is parked
+// where that turn left it, so only this turn's new events (already in e.delta) are applied.
+func (e *engine) resume() outcome {
+	if e.abortErr != nil {
+		return outcome{result: turnFailed, details: *e.abortErr}
+	}
+	e.replaying = false
+	if o, stop := e.walk(slices.Clone(e.delta), 0, false); stop {
+		return o
+	}
+	return e.settle()
+}
+
+// walk applies events in order, polling the code before an event whenever something was delivered
+// since the last poll (and, when pollFirst, before the first one), and once more at the end. Events
+// before index persisted are a replay. stop reports an outcome that ends the turn at once.
+func (e *engine) walk(events []provider.Event, persisted int, pollFirst bool) (o outcome, stop bool) {
+	mustPoll := pollFirst
+	for i := range events {
+		if i >= persisted {
 			e.replaying = false
 		}
 		if mustPoll {
 			if o, stop := e.poll(); stop {
-				return o
+				return o, true
 			}
 			mustPoll = false
-			if main.done {
-				finished = true
-				break
+			if e.out.done {
+				// The function returned: the rest of the history is not applied (duroxide).
+				e.replaying = false
+				return outcome{}, false
 			}
 		}
-		if d := e.apply(&e.history[i], &mustPoll); d != nil {
-			return outcome{result: turnFailed, details: *d}
+		if d := e.apply(&events[i], &mustPoll); d != nil {
+			return outcome{result: turnFailed, details: *d}, true
 		}
 	}
 	e.replaying = false
-	if mustPoll && !finished {
+	if mustPoll {
 		if o, stop := e.poll(); stop {
-			return o
+			return o, true
 		}
 	}
+	return outcome{}, false
+}
+
+// settle turns what the code emitted into new events, lets subscriptions satisfied at once go on,
+// and decides the outcome.
+func (e *engine) settle() outcome {
+	main := e.out
 	// Dequeues the code cancelled stop taking messages before new subscriptions are bound.
 	for _, f := range e.cancels {
 		if f.act != nil && f.act.kind == actDequeue && f.act.scheduleID != 0 {
@@ -217,7 +250,7 @@ func (e *engine) run(fn func(Context, string) (string, error)) outcome {
 	// Quiescence: a subscription created this turn may be satisfied at once (a queue message that
 	// arrived earlier), which lets the code go on and emit more.
 	for range maxQuiescence {
-		if main.done || len(e.emitted) == 0 && !e.anyRunnable() {
+		if main.done || !e.anyRunnable() {
 			break
 		}
 		before := len(e.pending)
@@ -666,9 +699,13 @@ func (e *engine) recordCancellations() *provider.ErrorDetails {
 		}
 		slices.Sort(ids)
 		ids = slices.Compact(ids)
-		// Reconcile with the persisted record: every dropped future it holds must be dropped again.
+		// Reconcile with the persisted record: every dropped future it holds must be dropped again
+		// (a kept engine replays nothing, so there is nothing to reconcile).
 		recorded := map[uint64]bool{}
 		for _, ev := range e.history[:e.persisted] {
+			if e.kept {
+				break
+			}
 			if g.isEvent(ev.Kind) && ev.SourceEventID != nil && dropReason(ev.Kind) == reasonDropped {
 				recorded[*ev.SourceEventID] = true
 			}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,12 @@ type sim struct {
 	kv       map[string]provider.KVEntry
 	last     turnOutput
 	clock    time.Time
+	eng      *engine // with simKeep: the engine kept from the previous turn
 }
+
+// simKeep runs the sims' turns on kept engines (the executor cache) instead of replaying; the
+// stored history is still replayed from scratch after every turn to check they agree.
+var simKeep bool
 
 func newSim(t testing.TB) *sim {
 	rt := NewRuntime(nil, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), BlockingGuard: 2 * time.Second})
@@ -41,9 +47,16 @@ func (s *sim) env() turnEnv { return s.rt.turnEnv() }
 func (s *sim) turn(msgs ...provider.WorkItem) turnOutput {
 	s.t.Helper()
 	item := &provider.OrchestrationItem{Instance: s.instance, ExecutionID: s.exec, History: s.history, Messages: msgs, KVSnapshot: s.kv}
-	out := runTurn(s.env(), item)
+	env := s.env()
+	env.keep, env.cached = simKeep, s.eng
+	out := runTurn(env, item)
 	if out.plan != planAck {
 		s.t.Fatalf("turn plan %v, want ack", out.plan)
+	}
+	s.eng = out.eng
+	if s.eng != nil {
+		s.eng.commit()
+		s.t.Cleanup(s.eng.stop)
 	}
 	s.last = out
 	if _, ok := startOf(msgs).(provider.ContinueAsNew); ok {
@@ -172,6 +185,24 @@ func timerIDs(evs []provider.Event) []uint64 {
 		}
 	}
 	return ids
+}
+
+// TestKeptEngines runs the engine tests again with every turn on the engine kept from the previous
+// turn, as the executor cache does.
+func TestKeptEngines(t *testing.T) {
+	simKeep = true
+	defer func() { simKeep = false }()
+	for name, test := range map[string]func(*testing.T){
+		"SelectSeveralLosers": TestSelectSeveralLosers, "SelectLoserCancelledInContinuingTurn": TestSelectLoserCancelledInContinuingTurn,
+		"BranchesSelectAndJoin": TestBranchesSelectAndJoin, "DeepNesting": TestDeepNesting, "ThousandFutureJoin": TestThousandFutureJoin,
+		"UnconsumedFuturesCancelledOnReturn": TestUnconsumedFuturesCancelledOnReturn, "ExplicitCancel": TestExplicitCancel,
+		"CancelInstanceTerminalBookkeeping": TestCancelInstanceTerminalBookkeeping, "CompletionForWrongKindAborts": TestCompletionForWrongKindAborts,
+		"PanicFailsOrchestration": TestPanicFailsOrchestration, "QueueMessagesCarriedAcrossContinueAsNew": TestQueueMessagesCarriedAcrossContinueAsNew,
+		"ExternalEventBeforeSubscriptionNotDelivered": TestExternalEventBeforeSubscriptionNotDelivered, "CustomStatusAndKV": TestCustomStatusAndKV,
+		"RetryWithTimeoutHistory": TestRetryWithTimeoutHistory, "NoGoroutinesLeftBehind": TestNoGoroutinesLeftBehind,
+	} {
+		t.Run(name, test)
+	}
 }
 
 func TestSelectSeveralLosers(t *testing.T) {
@@ -739,3 +770,64 @@ func TestPayloadsNotHTMLEscaped(t *testing.T) {
 		t.Fatalf("activity input %s", got)
 	}
 }
+
+func TestKeptEngineRunsOnlyNewEvents(t *testing.T) {
+	s := newSim(t)
+	starts := 0
+	Register(s.rt, "Seq", func(ctx Context, _ Raw) (int, error) {
+		starts++
+		sum := 0
+		for i := range 3 {
+			v, err := Call[int](ctx, "A", i).Await(ctx)
+			if err != nil {
+				return 0, err
+			}
+			sum += v
+		}
+		return sum, nil
+	})
+	env := s.env()
+	env.keep = true
+	item := &provider.OrchestrationItem{Instance: "inst", ExecutionID: 1, Messages: []provider.WorkItem{{Kind: provider.StartOrchestration{
+		Instance: "inst", Orchestration: "Seq", Input: "null", ExecutionID: 1}}}}
+	var history []provider.Event
+	for turn := 0; ; turn++ {
+		item.History = history
+		out := runTurn(env, item)
+		history = append(history, out.ack.HistoryDelta...)
+		if out.terminal {
+			break
+		}
+		if out.eng == nil {
+			t.Fatal("a continuing turn did not hand its engine back")
+		}
+		out.eng.commit()
+		env.cached = out.eng
+		last := history[len(history)-1]
+		item.Messages = []provider.WorkItem{s.completed(last.EventID, fmt.Sprint(turn+1))}
+	}
+	if starts != 1 {
+		t.Fatalf("the function started %d times; a kept engine must not replay", starts)
+	}
+	if got := types(history); got != "OrchestrationStarted ActivityScheduled ActivityCompleted(2) ActivityScheduled ActivityCompleted(4) ActivityScheduled ActivityCompleted(6) OrchestrationCompleted" {
+		t.Fatal(got)
+	}
+	// A kept engine whose history is not the fetched one is dropped and the turn replays.
+	stale := newSim(t)
+	Register(stale.rt, "Seq", func(ctx Context, _ Raw) (int, error) { return Call[int](ctx, "A", 0).Await(ctx) })
+	env2 := stale.env()
+	env2.keep = true
+	item2 := &provider.OrchestrationItem{Instance: "inst", ExecutionID: 1, Messages: item.Messages[:0:0]}
+	item2.Messages = []provider.WorkItem{{Kind: provider.StartOrchestration{Instance: "inst", Orchestration: "Seq", Input: "null", ExecutionID: 1}}}
+	first := runTurn(env2, item2)
+	first.eng.commit()
+	env2.cached = first.eng
+	moved := append(slices.Clone(first.ack.HistoryDelta), provider.Event{EventID: 3, SourceEventID: ptr(uint64(2)),
+		InstanceID: "inst", ExecutionID: 1, Kind: provider.ActivityCompletedEvent{Result: "5"}})
+	out := runTurn(env2, &provider.OrchestrationItem{Instance: "inst", ExecutionID: 1, History: moved})
+	if !out.terminal || out.ack.HistoryDelta[0].Kind.(provider.OrchestrationCompletedEvent).Output != "5" {
+		t.Fatalf("stale engine: %s", types(out.ack.HistoryDelta))
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

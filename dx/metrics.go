@@ -34,6 +34,7 @@ const (
 	MetricAckFailures      = "dx_ack_failures_total"          // Count: failed acknowledgements
 	MetricPoison           = "dx_poison_total"                // Count: items failed as poison
 	MetricUnregistered     = "dx_unregistered_abandons_total" // Count: items abandoned for want of a handler here
+	MetricCacheHits        = "dx_executor_cache_hits_total"   // Count: turns that found their instance kept (resumed, or dropped as stale)
 )
 
 // Orchestration goroutines stuck outside dx are not a metric call: read StuckGoroutines.

@@ -69,7 +69,18 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 		return
 	}
 	began := time.Now()
-	out := runTurn(rt.turnEnv(), item)
+	env := rt.turnEnv()
+	env.cached, env.keep = rt.cache.take(item.Instance), rt.cache != nil
+	out := runTurn(env, item)
+	kept := false
+	defer func() {
+		if !kept && out.eng != nil {
+			out.eng.stop()
+		}
+	}()
+	if env.cached != nil {
+		rt.opts.Metrics.Count(MetricCacheHits, 1, Labels{Orchestration: item.OrchestrationName})
+	}
 	if out.plan == planAbandon {
 		delay := rt.unregisteredDelay(locked.AttemptCount)
 		log.Warn("dx: orchestration (or this version) not registered on this node; abandoning with backoff",
@@ -86,6 +97,11 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	}
 	if !rt.ackTurn(bg, log, fl, token, out.ack, labels) {
 		return
+	}
+	if out.eng != nil {
+		out.eng.commit()
+		rt.cache.put(out.eng)
+		kept = true
 	}
 	rt.opts.Metrics.Count(MetricTurns, 1, labels)
 	switch o.result {

@@ -59,6 +59,11 @@ type Options struct {
 	// (it waits on a channel, a lock, time.Sleep...) instead of hanging a dispatcher forever.
 	// Default 5 s; negative disables the guard.
 	BlockingGuard time.Duration
+	// ExecutorCacheSize is how many instances keep their live orchestration state between turns
+	// (default 1000; negative disables the cache). A turn of a kept instance runs only its new
+	// events instead of replaying the whole history; each kept instance holds its orchestration's
+	// parked goroutines.
+	ExecutorCacheSize int
 	// Logger receives the runtime's records (default slog.Default()).
 	Logger *slog.Logger
 	// Metrics, when set, receives the runtime's measurements (see Metrics).
@@ -96,6 +101,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = 10
 	}
+	if o.ExecutorCacheSize == 0 {
+		o.ExecutorCacheSize = 1000
+	}
 	if o.NodeID == "" {
 		o.NodeID = "dx-" + uuid.NewString()
 	}
@@ -123,9 +131,10 @@ func renewEvery(timeout, buffer time.Duration) time.Duration {
 // Runtime runs registered orchestrations and activities on a provider: it fetches orchestration
 // turns and activities, runs them and acknowledges the results. Register everything before Start.
 type Runtime struct {
-	p    provider.Provider
-	opts Options
-	reg  *registry
+	p     provider.Provider
+	opts  Options
+	reg   *registry
+	cache *engineCache
 
 	mu       sync.Mutex
 	stop     context.CancelFunc // stops fetching
@@ -143,7 +152,8 @@ type flight struct {
 
 // NewRuntime returns a runtime over p (any provider.Provider, such as redisprovider's).
 func NewRuntime(p provider.Provider, opts Options) *Runtime {
-	return &Runtime{p: p, opts: opts.withDefaults(), reg: newRegistry(), inflight: map[*flight]struct{}{}}
+	o := opts.withDefaults()
+	return &Runtime{p: p, opts: o, reg: newRegistry(), cache: newEngineCache(o.ExecutorCacheSize), inflight: map[*flight]struct{}{}}
 }
 
 // ErrRunning is returned by Start when the runtime is already running.
@@ -228,6 +238,7 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 		}
 	}
 	abort()
+	rt.cache.clear()
 	rt.mu.Lock()
 	rt.running = false
 	rt.mu.Unlock()

@@ -23,6 +23,7 @@ const (
 )
 
 type turnOutput struct {
+	eng      *engine // the engine, kept for the instance's next turn (see turnEnv.keep)
 	plan     turnPlan
 	ack      provider.OrchestrationAck
 	outcome  outcome
@@ -34,6 +35,8 @@ type turnOutput struct {
 
 // turnEnv is what a turn needs from the runtime.
 type turnEnv struct {
+	cached *engine // the engine kept from the instance's previous turn, if any
+	keep   bool    // hand the engine back for the next turn instead of ending its goroutines
 	reg    *registry
 	clock  func() time.Time
 	guard  time.Duration
@@ -113,6 +116,13 @@ func runTurn(env turnEnv, item *provider.OrchestrationItem) turnOutput {
 		parentInstance, parentID, parentExec = st.ParentInstance, st.ParentID, st.ParentExecutionID
 	}
 
+	if c := env.cached; c != nil {
+		if start == nil && c.holds(item) {
+			return c.continueTurn(env, completions)
+		}
+		c.stop() // stale: the history moved on elsewhere, or a new execution starts
+	}
+
 	handler, ok := env.reg.resolve(name, version)
 	if !ok {
 		return turnOutput{plan: planAbandon, name: name, version: deref(version)}
@@ -125,6 +135,7 @@ func runTurn(env turnEnv, item *provider.OrchestrationItem) turnOutput {
 		extCancelled: map[uint64]bool{}, queueArrivals: map[string][]string{}, queueCancelled: map[uint64]bool{},
 		queueResolved: map[uint64]bool{}, kv: map[string]string{}, kvUpdated: map[string]uint64{},
 	}
+	e.parentInstance, e.parentID = parentInstance, parentID
 	e.logger = env.logger.With("instance", instance, "execution", execID, "orchestration", name, "version", resolved)
 	for k, v := range item.KVSnapshot {
 		e.kv[k] = v.Value
@@ -145,11 +156,55 @@ func runTurn(env turnEnv, item *provider.OrchestrationItem) turnOutput {
 	e.prepCompletions(completions)
 	e.history = append(e.history[:len(e.history):len(e.history)], e.delta[len(e.history)-e.persisted:]...)
 
-	o := e.run(handler.fn)
-	out := turnOutput{plan: planAck, outcome: o, name: name, version: resolved, exec: execID}
-	out.ack = e.ackFor(o, name, resolved, parentInstance, parentID)
+	return e.output(env, e.run(handler.fn))
+}
+
+// output builds the turn's ack. The engine is handed to the caller (to keep for the instance's next
+// turn) only when env.keep asks for it and the execution goes on; otherwise its goroutines end here.
+func (e *engine) output(env turnEnv, o outcome) turnOutput {
+	out := turnOutput{plan: planAck, outcome: o, name: e.name, version: e.version, exec: e.executionID}
+	out.ack = e.ackFor(o, e.name, e.version, e.parentInstance, e.parentID)
 	out.terminal = o.result != turnContinue
+	if env.keep && !out.terminal {
+		out.eng = e
+	} else {
+		e.stop()
+	}
 	return out
+}
+
+// holds reports whether the kept engine is exactly at the fetched item's history: same instance,
+// execution and events (ids, kinds and timestamps), so a stale engine, or one of an instance deleted
+// and re-created under the same id, is never resumed.
+func (e *engine) holds(item *provider.OrchestrationItem) bool {
+	if e.instance != item.Instance || e.executionID != item.ExecutionID || len(e.history) != len(item.History) || e.out.done {
+		return false
+	}
+	for i := range e.history {
+		a, b := &e.history[i], &item.History[i]
+		if a.EventID != b.EventID || a.TimestampMs != b.TimestampMs || a.EventType() != b.EventType() {
+			return false
+		}
+	}
+	return true
+}
+
+// continueTurn runs a turn on a kept engine: only the new messages are applied.
+func (e *engine) continueTurn(env turnEnv, completions []provider.WorkItem) turnOutput {
+	e.persisted = len(e.history)
+	e.delta, e.pending, e.cancels, e.dropped = nil, nil, nil, nil
+	e.abortErr, e.continueAs = nil, nil
+	e.kept = true
+	e.clock = env.clock
+	e.prepCompletions(completions)
+	return e.output(env, e.resume())
+}
+
+// commit records that the turn's ack succeeded: its events are now part of the stored history.
+func (e *engine) commit() {
+	e.history = e.allEvents()
+	e.persisted = len(e.history)
+	e.delta = nil
 }
 
 func deref(s *string) string {
@@ -569,7 +624,7 @@ func (e *engine) unmatchedQueueMessages() []provider.CarriedEvent {
 			if consumed[k.Name] < active[k.Name] {
 				consumed[k.Name]++
 			} else {
-				out = append(out, provider.CarriedEvent{Name: k.Name, Data: k.Data})
+				out = append(out, provider.CarriedEvent(k))
 			}
 		}
 	}

@@ -3,7 +3,6 @@ package dx
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -192,5 +191,3 @@ func (r replayHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	return replayHandler{r.e, r.h.WithAttrs(as)}
 }
 func (r replayHandler) WithGroup(g string) slog.Handler { return replayHandler{r.e, r.h.WithGroup(g)} }
-
-var errNoHandler = errors.New("no handler registered")
