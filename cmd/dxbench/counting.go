@@ -14,6 +14,10 @@ import (
 // runtime's): it counts every provider call they make (round trips at the interface: a fetch
 // that blocks is one call) and lets a workload observe turns without asking Redis anything.
 // The load generator's own starts go to the unwrapped provider and are not counted.
+//
+// Embedding hides the wrapped provider's optional extensions from type assertions: when the dx
+// runtime starts using one (an ack that also fetches the next item, say), forward it here,
+// counted, or the benchmark measures the runtime without it.
 type countingProvider struct {
 	provider.Provider
 	calls atomic.Int64
