@@ -72,7 +72,8 @@ waits for it is recorded but not delivered. --data is the event's data as JSON (
 		usage:   "ID QUEUE [--data JSON]",
 		summary: "Append a message to a running instance's queue QUEUE (read in order by Dequeue).",
 		details: `Messages wait in the queue until the orchestration dequeues them. --data is the message as
-JSON (default null).`,
+JSON (default null). Like raise and cancel, it refuses an instance that does not exist yet (a
+start no runtime has run) or has finished.`,
 		nargs: 2,
 		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
 			data := fs.String("data", "null", "the message, as `JSON`")

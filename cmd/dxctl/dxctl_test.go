@@ -804,8 +804,15 @@ func TestRaiseEnqueueCancel(t *testing.T) {
 	}
 	f.fails(`instance "approve-1" has already finished (Completed)`, "raise", id, "approve")
 
-	// enqueue reaches the instance's queue.
+	// enqueue reaches the instance's queue (once a runtime has run its start: dxctl refuses
+	// instances it cannot find).
 	id = f.startInstance("Inbox")
+	for st, err := c.Status(ctx, id); st.State == dx.StateNotFound; st, err = c.Status(ctx, id) {
+		if err != nil || ctx.Err() != nil {
+			t.Fatalf("instance %s never appeared: %v %v", id, err, ctx.Err())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	var js map[string]string
 	if err := json.Unmarshal([]byte(f.ok("--json", "enqueue", id, "inbox", "--data", `{"item":"ink","qty":1}`)), &js); err != nil ||
 		js["instance_id"] != id || js["queue"] != "inbox" {
