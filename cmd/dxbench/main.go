@@ -1,7 +1,9 @@
-// Command dxbench is dxredis's load generator. It plays duroxide's runtime dispatchers over the
-// provider.Provider interface (orchestration dispatchers that fetch, replay, decide and ack turns;
-// worker dispatchers that run activities) against a Redis server, and reports throughput,
-// latency and what each orchestration costs Redis.
+// Command dxbench is dxredis's load generator. By default (-mode runtime) it runs the workloads'
+// orchestrations on the real dx runtime (dx.NewRuntime, started through dx.NewClient); -mode
+// provider plays duroxide's runtime dispatchers directly over the provider.Provider interface
+// (orchestration dispatchers that fetch, replay, decide and ack turns; worker dispatchers that run
+// activities), and -mode both runs each workload both ways, side by side. It reports throughput,
+// latency and what each orchestration costs Redis and the client.
 //
 // Workloads (-workload): hello (W1: one activity per orchestration), fanout (W2: 10 parallel
 // activities), timer (W3: one 100 ms durable timer, with 1,000 other timers pending), longhistory
@@ -47,6 +49,7 @@ type config struct {
 	addrSet           bool
 	miniredis         bool
 	workload          string
+	mode              string
 	n                 int
 	nSet              bool
 	orchConcurrency   int
@@ -72,6 +75,7 @@ type config struct {
 // be measured (e.g. memory on miniredis) are null.
 type Result struct {
 	Workload                  string   `json:"workload"`
+	Mode                      string   `json:"mode"`
 	N                         int      `json:"n"`
 	Seconds                   *float64 `json:"seconds"`
 	OrchPerSec                *float64 `json:"orch_per_sec"`
@@ -79,22 +83,25 @@ type Result struct {
 	P50Ms                     *float64 `json:"p50_ms"`
 	P99Ms                     *float64 `json:"p99_ms"`
 	RedisCmdsPerOrch          *float64 `json:"redis_cmds_per_orch"`
+	RoundTripsPerOrch         *float64 `json:"round_trips_per_orch"`
 	RedisBytesPerOrch         *float64 `json:"redis_bytes_per_orch"`
+	RedisCPUUsecPerOrch       *float64 `json:"redis_cpu_usec_per_orch"`
+	ClientCPUUsecPerOrch      *float64 `json:"client_cpu_usec_per_orch"`
 	BaselineScriptCallsPerSec *float64 `json:"baseline_script_calls_per_sec"`
 
-	Backend           string   `json:"backend"`
-	Error             string   `json:"error,omitempty"`
-	Completed         int      `json:"completed"`
-	Turns             int64    `json:"turns"`
-	Activities        int64    `json:"activities"`
-	TurnsPerSec       *float64 `json:"turns_per_sec,omitempty"`
-	Rate              float64  `json:"rate,omitempty"`
-	RoundTripsPerOrch *float64 `json:"round_trips_per_orch,omitempty"`
-	RedisUsecPerOrch  *float64 `json:"redis_script_usec_per_orch,omitempty"`
-	RedisCPUCores     *float64 `json:"redis_cpu_cores,omitempty"`
-	ClientCPUCores    *float64 `json:"client_cpu_cores,omitempty"`
-	Errors            int      `json:"errors"`
-	ErrorDetail       string   `json:"error_detail,omitempty"`
+	Backend                string   `json:"backend"`
+	Error                  string   `json:"error,omitempty"`
+	Completed              int      `json:"completed"`
+	Turns                  int64    `json:"turns"`
+	Activities             int64    `json:"activities"`
+	TurnsPerSec            *float64 `json:"turns_per_sec,omitempty"`
+	Rate                   float64  `json:"rate,omitempty"`
+	RedisRoundTripsPerOrch *float64 `json:"redis_round_trips_per_orch,omitempty"`
+	RedisUsecPerOrch       *float64 `json:"redis_script_usec_per_orch,omitempty"`
+	RedisCPUCores          *float64 `json:"redis_cpu_cores,omitempty"`
+	ClientCPUCores         *float64 `json:"client_cpu_cores,omitempty"`
+	Errors                 int      `json:"errors"`
+	ErrorDetail            string   `json:"error_detail,omitempty"`
 
 	LatenessP50Ms    *float64 `json:"lateness_p50_ms,omitempty"`
 	LatenessP99Ms    *float64 `json:"lateness_p99_ms,omitempty"`
@@ -118,6 +125,8 @@ type Result struct {
 	TurnGrowth  *float64     `json:"turn_growth_500_vs_first,omitempty"`
 
 	Results []*Result `json:"results,omitempty"`
+	// ProviderOnly is, with -mode both, the same workload's -mode provider report.
+	ProviderOnly *Result `json:"provider_only,omitempty"`
 
 	diff       statsDiff
 	enqueueDur time.Duration
@@ -140,6 +149,7 @@ type bench struct {
 	p        *redisprovider.Provider
 	admin    *redis.Client
 	hook     *countingHook
+	logger   *slog.Logger // the dx runtime's
 	backend  string
 	mini     bool // miniredis (embedded or not): numbers mean nothing, no targets
 	embedded bool // dxbench's own miniredis, gone when it exits
@@ -182,13 +192,15 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("dxbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "dxbench plays duroxide's dispatchers against Redis and reports throughput, latency and\n"+
-			"what each orchestration costs Redis. Usage: dxbench [flags]\n\nFlags:\n")
+		fmt.Fprint(fs.Output(), "dxbench runs orchestrations on the dx runtime (or plays duroxide's dispatchers, -mode provider)\n"+
+			"against Redis and reports throughput, latency and what each orchestration costs Redis and the client.\n"+
+			"Usage: dxbench [flags]\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.addr, "addr", defaultAddr, "Redis address; without it, an embedded miniredis is used when nothing answers at the default")
 	fs.BoolVar(&cfg.miniredis, "miniredis", false, "run on an embedded miniredis (numbers mean nothing; for smoke tests)")
 	fs.StringVar(&cfg.workload, "workload", "hello", "hello | fanout | timer | longhistory | wake | idle | all")
+	fs.StringVar(&cfg.mode, "mode", modeRuntime, "runtime (the dx runtime runs real orchestrations) | provider (dispatchers played over the provider) | both (each workload both ways, side by side); wake and idle always measure the provider")
 	fs.IntVar(&cfg.n, "n", 2000, "orchestrations per workload (without -n: longhistory 20, wake 500)")
 	fs.IntVar(&cfg.orchConcurrency, "orch-concurrency", 4, "orchestration dispatcher goroutines")
 	fs.IntVar(&cfg.workerConcurrency, "worker-concurrency", 4, "worker dispatcher goroutines")
@@ -234,6 +246,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		cfg.fanoutWidth < 1, cfg.lhSteps < 1, cfg.rate < 0, cfg.timerRate < 0, cfg.timerBackground < 0:
 		return nil, errors.New("-n, -orch-concurrency, -worker-concurrency, -fanout-width and -lh-activities must be positive; sizes and rates not negative")
 	}
+	if cfg.mode != modeRuntime && cfg.mode != modeProvider && cfg.mode != modeBoth {
+		return nil, fmt.Errorf("unknown -mode %q (runtime, provider, both)", cfg.mode)
+	}
 	if _, ok := workloads[cfg.workload]; !ok && cfg.workload != "all" {
 		return nil, fmt.Errorf("unknown -workload %q (hello, fanout, timer, longhistory, wake, idle, all)", cfg.workload)
 	}
@@ -241,8 +256,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 }
 
 type workloadDef struct {
-	defaultN int // used when -n is not given; 0 = -n's default
-	run      func(b *bench, ctx context.Context, n int) (*Result, error)
+	defaultN     int  // used when -n is not given; 0 = -n's default
+	providerOnly bool // measures the provider's fetch path: the same in every mode
+	run          func(b *bench, ctx context.Context, mode string, n int) (*Result, error)
 }
 
 var workloads = map[string]workloadDef{
@@ -250,8 +266,8 @@ var workloads = map[string]workloadDef{
 	"fanout":      {run: (*bench).runFanout},
 	"timer":       {run: (*bench).runTimer},
 	"longhistory": {defaultN: 20, run: (*bench).runLongHistory},
-	"wake":        {defaultN: 500, run: (*bench).runWake},
-	"idle":        {run: (*bench).runIdle},
+	"wake":        {defaultN: 500, providerOnly: true, run: (*bench).runWake},
+	"idle":        {providerOnly: true, run: (*bench).runIdle},
 }
 
 // allOrder is the order of -workload all: idle first (nothing else in the namespace yet), timer
@@ -301,6 +317,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		level = slog.LevelError // miniredis has no CONFIG GET maxmemory-policy; that warning is noise here
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	b.logger = logger
 	b.p, err = redisprovider.New(ctx, redisprovider.Options{Addr: cfg.addr, Namespace: cfg.ns, Logger: logger})
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", cfg.addr, err)
@@ -327,8 +344,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		defer cleanup()
 	}
 
-	fmt.Fprintf(stdout, "dxbench: %s at %s, namespace %s, GOMAXPROCS %d, %d orchestration + %d worker dispatchers\n",
-		b.backend, cfg.addr, cfg.ns, runtime.GOMAXPROCS(0), cfg.orchConcurrency, cfg.workerConcurrency)
+	fmt.Fprintf(stdout, "dxbench: %s at %s, namespace %s, GOMAXPROCS %d, %d orchestration + %d worker dispatchers, %s\n",
+		b.backend, cfg.addr, cfg.ns, runtime.GOMAXPROCS(0), cfg.orchConcurrency, cfg.workerConcurrency, modeWords[cfg.mode])
 	if b.mini {
 		fmt.Fprintln(stdout, "dxbench: WARNING: miniredis — these numbers mean nothing about Redis; use a real server (-addr).")
 	}
@@ -352,13 +369,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		if !cfg.nSet && def.defaultN > 0 {
 			n = def.defaultN
 		}
-		res, werr := def.run(b, ctx, n)
-		if werr != nil {
-			res = &Result{Workload: name, N: n, Backend: b.backend, Error: werr.Error(), BaselineScriptCallsPerSec: num(b.baseline)}
-			failed = append(failed, name)
-			fmt.Fprintf(stdout, "\n== %s: FAILED: %v\n", name, werr)
-		} else {
-			b.printSummary(res)
+		modes := []string{cfg.mode}
+		switch {
+		case def.providerOnly:
+			modes = []string{modeProvider}
+		case cfg.mode == modeBoth:
+			modes = []string{modeProvider, modeRuntime}
+		}
+		var res, prev *Result
+		for _, mode := range modes {
+			r, werr := def.run(b, ctx, mode, n)
+			if werr != nil {
+				r = &Result{Workload: name, Mode: mode, N: n, Backend: b.backend, Error: werr.Error(), BaselineScriptCallsPerSec: num(b.baseline)}
+				failed = append(failed, name+" ("+mode+")")
+				fmt.Fprintf(stdout, "\n== %s (%s): FAILED: %v\n", name, mode, werr)
+			} else {
+				r.ProviderOnly = prev
+				b.printSummary(r)
+			}
+			res, prev = r, r
+			if ctx.Err() != nil {
+				break
+			}
 		}
 		results = append(results, res)
 		if ctx.Err() != nil {
@@ -408,7 +440,7 @@ func dropCommand(cfg *config) string {
 // combine builds -workload all's last line: the headline fields are W1's (hello), every
 // workload's own report is in results.
 func combine(results []*Result, b *bench) *Result {
-	out := &Result{Workload: "all", Backend: b.backend, BaselineScriptCallsPerSec: num(b.baseline), Results: results}
+	out := &Result{Workload: "all", Mode: b.cfg.mode, Backend: b.backend, BaselineScriptCallsPerSec: num(b.baseline), Results: results}
 	for _, r := range results {
 		out.N += r.N
 		out.Completed += r.Completed
@@ -422,6 +454,8 @@ func combine(results []*Result, b *bench) *Result {
 			out.Seconds, out.OrchPerSec, out.ActivitiesPerSec = r.Seconds, r.OrchPerSec, r.ActivitiesPerSec
 			out.P50Ms, out.P99Ms = r.P50Ms, r.P99Ms
 			out.RedisCmdsPerOrch, out.RedisBytesPerOrch, out.RoundTripsPerOrch = r.RedisCmdsPerOrch, r.RedisBytesPerOrch, r.RoundTripsPerOrch
+			out.RedisCPUUsecPerOrch, out.ClientCPUUsecPerOrch = r.RedisCPUUsecPerOrch, r.ClientCPUUsecPerOrch
+			out.ProviderOnly = r.ProviderOnly
 		}
 	}
 	return out
@@ -434,7 +468,7 @@ func (b *bench) printSummary(r *Result) {
 	if r.Workload != "idle" {
 		fmt.Fprintf(w, ": %d/%d orchestrations completed", r.Completed, r.N)
 	}
-	fmt.Fprintf(w, " (%s)\n", r.Backend)
+	fmt.Fprintf(w, " (%s; %s)\n", r.Backend, modeWords[r.Mode])
 	line := func(label, format string, args ...any) {
 		fmt.Fprintf(w, "  %-17s "+format+"\n", append([]any{label}, args...)...)
 	}
@@ -509,9 +543,17 @@ func (b *bench) printSummary(r *Result) {
 		if r.TurnGrowth != nil {
 			target(*r.TurnGrowth <= 3, fmt.Sprintf("turn latency @500 events within 3x of first (%.2fx)", *r.TurnGrowth))
 		}
-		line("redis per orch", "%s round trips, %s commands (script-internal included), %s bytes, %s us in scripts",
-			fmtNum(r.RoundTripsPerOrch), fmtNum(r.RedisCmdsPerOrch), fmtNum(r.RedisBytesPerOrch), fmtNum(r.RedisUsecPerOrch))
-		line("cpu", "redis %s cores, dxbench %s cores", fmtNum2(r.RedisCPUCores), fmtNum2(r.ClientCPUCores))
+		line("per orch", "%s round trips (dispatchers' provider calls; %s Redis round trips, starts included)",
+			fmtNum(r.RoundTripsPerOrch), fmtNum(r.RedisRoundTripsPerOrch))
+		line("redis per orch", "%s commands (script-internal included), %s bytes, %s us in scripts",
+			fmtNum(r.RedisCmdsPerOrch), fmtNum(r.RedisBytesPerOrch), fmtNum(r.RedisUsecPerOrch))
+		line("cpu", "redis %s cores (%s us per orch), dxbench %s cores (%s us per orch)", fmtNum2(r.RedisCPUCores),
+			fmtNum(r.RedisCPUUsecPerOrch), fmtNum2(r.ClientCPUCores), fmtNum(r.ClientCPUUsecPerOrch))
+		if p := r.ProviderOnly; p != nil {
+			line("runtime/provider", "orch/s %s, activities/s %s, round trips %s, client cpu us %s, redis cpu us %s (ratios, this run)",
+				ratio(r.OrchPerSec, p.OrchPerSec), ratio(r.ActivitiesPerSec, p.ActivitiesPerSec), ratio(r.RoundTripsPerOrch, p.RoundTripsPerOrch),
+				ratio(r.ClientCPUUsecPerOrch, p.ClientCPUUsecPerOrch), ratio(r.RedisCPUUsecPerOrch, p.RedisCPUUsecPerOrch))
+		}
 		line("commands", "%s", r.diff.topCommands(8))
 		switch r.Workload {
 		case "hello":
@@ -521,7 +563,7 @@ func (b *bench) printSummary(r *Result) {
 				target(val(r.P50Ms) < 2, fmt.Sprintf("W1 p50 start->complete < 2 ms at %.0f/s", r.Rate))
 			}
 			if r.RoundTripsPerOrch != nil {
-				target(*r.RoundTripsPerOrch <= 7, "W1 <= 7 round trips per orchestration")
+				target(*r.RoundTripsPerOrch <= 5, "W1 <= 5 round trips per orchestration")
 			}
 		case "fanout":
 			target(val(r.ActivitiesPerSec) >= 10000, "W2 >= 10000 activities/s")
@@ -540,4 +582,19 @@ func fmtNum2(p *float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.2f", *p)
+}
+
+// modeWords say in the report what drove a workload.
+var modeWords = map[string]string{
+	modeRuntime:  "dx runtime",
+	modeProvider: "provider only, dispatchers played by dxbench",
+	modeBoth:     "provider only, then dx runtime",
+}
+
+// ratio renders a/b ("n/a" when either is missing or b is 0).
+func ratio(a, b *float64) string {
+	if a == nil || b == nil || *b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2fx", *a / *b)
 }

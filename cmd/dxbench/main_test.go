@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -20,8 +21,9 @@ var tiny = []string{"-n", "4", "-lh-activities", "5", "-fanout-width", "3", "-ti
 	"-timer-delay", "20ms", "-idle", "300ms", "-baseline", "100ms", "-stall", "20s", "-timeout", "1m"}
 
 // requiredKeys are the fields every last line carries (spec of the JSON report).
-var requiredKeys = []string{"workload", "n", "seconds", "orch_per_sec", "activities_per_sec", "p50_ms", "p99_ms",
-	"redis_cmds_per_orch", "redis_bytes_per_orch", "baseline_script_calls_per_sec"}
+var requiredKeys = []string{"workload", "mode", "n", "seconds", "orch_per_sec", "activities_per_sec", "p50_ms", "p99_ms",
+	"redis_cmds_per_orch", "round_trips_per_orch", "redis_bytes_per_orch", "redis_cpu_usec_per_orch",
+	"client_cpu_usec_per_orch", "baseline_script_calls_per_sec"}
 
 // runBench runs dxbench and returns its stdout, stderr and decoded last line.
 func runBench(t *testing.T, args ...string) (string, string, Result) {
@@ -70,34 +72,81 @@ func checkCompleted(t *testing.T, r Result) {
 }
 
 func TestWorkloadsOnMiniredis(t *testing.T) {
-	for _, wl := range []string{"hello", "fanout", "timer", "longhistory", "wake", "idle"} {
-		t.Run(wl, func(t *testing.T) {
-			t.Parallel()
-			mr := miniredis.RunT(t)
-			_, _, res := runBench(t, append([]string{"-addr", mr.Addr(), "-workload", wl}, tiny...)...)
-			if res.Workload != wl || res.Backend != "miniredis" {
-				t.Errorf("workload %q backend %q", res.Workload, res.Backend)
-			}
-			checkCompleted(t, res)
-			switch wl {
-			case "fanout":
-				if res.Activities != 4*3 {
-					t.Errorf("fanout ran %d activities, want 12", res.Activities)
+	for _, mode := range []string{"provider", "runtime"} {
+		for _, wl := range []string{"hello", "fanout", "timer", "longhistory", "wake", "idle"} {
+			t.Run(mode+"/"+wl, func(t *testing.T) {
+				t.Parallel()
+				mr := miniredis.RunT(t)
+				_, _, res := runBench(t, append([]string{"-addr", mr.Addr(), "-workload", wl, "-mode", mode}, tiny...)...)
+				if res.Workload != wl || res.Backend != "miniredis" {
+					t.Errorf("workload %q backend %q", res.Workload, res.Backend)
 				}
-			case "longhistory":
-				if res.Activities != 4*5 || len(res.TurnLatency) == 0 || res.TurnLatency[0].HistoryEvents != 0 {
-					t.Errorf("longhistory: %d activities, buckets %+v", res.Activities, res.TurnLatency)
-				}
-			case "timer":
-				if res.LatenessP50Ms == nil || *res.LatenessP50Ms < -1 {
-					t.Errorf("timer lateness %v", res.LatenessP50Ms)
-				}
-			case "wake":
-				if res.WakeSamples != 8 {
-					t.Errorf("wake: %d samples, want 8", res.WakeSamples)
-				}
-			}
-		})
+				checkWorkload(t, wl, mode, res)
+			})
+		}
+	}
+}
+
+// checkWorkload checks one workload's report: everything completed, the counts its
+// orchestrations imply, and fields that are sane (never a timing threshold).
+func checkWorkload(t *testing.T, wl, mode string, res Result) {
+	t.Helper()
+	checkCompleted(t, res)
+	// wake and idle measure the provider's fetch path: the same in both modes.
+	wantMode := mode
+	if wl == "wake" || wl == "idle" {
+		wantMode = "provider"
+	}
+	if res.Mode != wantMode {
+		t.Errorf("%s: mode %q, want %q", wl, res.Mode, wantMode)
+	}
+	if wl != "idle" && wl != "wake" {
+		checkCosts(t, res)
+	}
+	switch wl {
+	case "hello":
+		if res.Activities != int64(res.N) {
+			t.Errorf("hello ran %d activities, want %d", res.Activities, res.N)
+		}
+	case "fanout":
+		if res.Activities != 4*3 {
+			t.Errorf("fanout ran %d activities, want 12", res.Activities)
+		}
+	case "longhistory":
+		if res.Activities != 4*5 || len(res.TurnLatency) == 0 || res.TurnLatency[0].HistoryEvents != 0 {
+			t.Errorf("longhistory: %d activities, buckets %+v", res.Activities, res.TurnLatency)
+		}
+	case "timer":
+		if res.LatenessP50Ms == nil || *res.LatenessP50Ms < -1 {
+			t.Errorf("timer lateness %v", res.LatenessP50Ms)
+		}
+	case "wake":
+		if res.WakeSamples != 8 {
+			t.Errorf("wake: %d samples, want 8", res.WakeSamples)
+		}
+	}
+}
+
+// checkCosts checks the per-orchestration cost fields of an orchestration workload.
+func checkCosts(t *testing.T, res Result) {
+	t.Helper()
+	positive := map[string]*float64{"round_trips_per_orch": res.RoundTripsPerOrch, "redis_cmds_per_orch": res.RedisCmdsPerOrch,
+		"client_cpu_usec_per_orch": res.ClientCPUUsecPerOrch, "activities_per_sec": res.ActivitiesPerSec}
+	if res.Workload == "timer" {
+		delete(positive, "activities_per_sec") // W3 runs no activity
+	}
+	for k, v := range positive {
+		if v == nil || *v <= 0 {
+			t.Errorf("%s/%s: %s = %v, want a positive number", res.Mode, res.Workload, k, fmtNum(v))
+		}
+	}
+	// A turn needs a fetch and an ack: at least two dispatcher calls per orchestration, and a
+	// hello needs no more than a few dozen (empty polls included).
+	if rt := res.RoundTripsPerOrch; rt != nil && (*rt < 2 || (res.Workload == "hello" && *rt > 50)) {
+		t.Errorf("%s/%s: %v round trips per orchestration", res.Mode, res.Workload, *rt)
+	}
+	if res.Backend == "miniredis" && (res.RedisCPUUsecPerOrch != nil || res.RedisBytesPerOrch != nil) {
+		t.Errorf("%s/%s: miniredis reports no CPU or memory, got %v, %v", res.Mode, res.Workload, fmtNum(res.RedisCPUUsecPerOrch), fmtNum(res.RedisBytesPerOrch))
 	}
 }
 
@@ -278,6 +327,46 @@ func TestBucketOf(t *testing.T) {
 	for events, want := range map[int]int{0: 0, 1: -1, 96: 1, 105: 1, 106: -1, 240: 2, 500: 3, 526: -1, 1001: 4} {
 		if got := bucketOf(events); got != want {
 			t.Errorf("bucketOf(%d) = %d, want %d", events, got, want)
+		}
+	}
+}
+
+// Without -mode, dxbench drives the real dx runtime; -mode both runs the provider-only
+// dispatchers first and reports them beside the runtime's numbers.
+func TestModes(t *testing.T) {
+	mr := miniredis.RunT(t)
+	out, _, res := runBench(t, append([]string{"-addr", mr.Addr(), "-workload", "hello"}, tiny...)...)
+	if res.Mode != "runtime" || !strings.Contains(out, "dx runtime") {
+		t.Errorf("default mode %q:\n%s", res.Mode, out)
+	}
+	out, _, res = runBench(t, append([]string{"-addr", mr.Addr(), "-workload", "fanout", "-mode", "both"}, tiny...)...)
+	checkWorkload(t, "fanout", "runtime", res)
+	if res.ProviderOnly == nil {
+		t.Fatalf("-mode both: no provider_only in the last line:\n%s", out)
+	}
+	checkWorkload(t, "fanout", "provider", *res.ProviderOnly)
+	if !strings.Contains(out, "runtime/provider") {
+		t.Errorf("-mode both: no comparison in the summary:\n%s", out)
+	}
+	if err := run(context.Background(), []string{"-mode", "nope"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil ||
+		!strings.Contains(err.Error(), "-mode") {
+		t.Errorf("-mode nope: %v", err)
+	}
+}
+
+// On a real server (DXREDIS_TEST_ADDR; a fresh namespace that dxbench deletes) every cost field
+// is measured.
+func TestRuntimeModeOnRedis(t *testing.T) {
+	addr := os.Getenv("DXREDIS_TEST_ADDR")
+	if addr == "" {
+		t.Skip("DXREDIS_TEST_ADDR not set")
+	}
+	_, _, res := runBench(t, "-addr", addr, "-workload", "hello", "-n", "50", "-baseline", "100ms", "-stall", "20s", "-timeout", "1m")
+	checkWorkload(t, "hello", "runtime", res)
+	for k, v := range map[string]*float64{"redis_cpu_usec_per_orch": res.RedisCPUUsecPerOrch, "redis_bytes_per_orch": res.RedisBytesPerOrch,
+		"baseline_script_calls_per_sec": res.BaselineScriptCallsPerSec} {
+		if v == nil {
+			t.Errorf("%s not measured on %s", k, res.Backend)
 		}
 	}
 }

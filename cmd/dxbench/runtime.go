@@ -246,13 +246,48 @@ func decideTurn(item *provider.LockedOrchestrationItem, code orchestration, now 
 	return t, ack
 }
 
+// turnObs is what a workload sees of one orchestration turn, in either mode: the fake
+// runtime's dispatchers fill it from their own turn, the dx runtime's through countingProvider.
+type turnObs struct {
+	instance      string
+	historyEvents int      // events in the fetched history
+	firedAt       []uint64 // fire_at_ms of the TimerFired messages the turn fetched
+	timersArmed   int      // TimerFired items the turn's ack scheduled (set once acked)
+	completed     bool     // the ack carried status Completed (set once acked)
+	// fetchStart is when the fetch call began, fetched when it returned, ackStart when the ack
+	// call began and done when it returned (the last two set once acked).
+	fetchStart, fetched, ackStart, done time.Time
+}
+
+// observe fills what a fetched item says.
+func observe(item *provider.LockedOrchestrationItem, fetchStart, fetched time.Time) *turnObs {
+	o := &turnObs{instance: item.Item.Instance, historyEvents: len(item.Item.History), fetchStart: fetchStart, fetched: fetched}
+	for _, m := range item.Item.Messages {
+		if tf, ok := m.Kind.(provider.TimerFired); ok {
+			o.firedAt = append(o.firedAt, tf.FireAtMs)
+		}
+	}
+	return o
+}
+
+// observeAck fills what an acknowledged turn says.
+func (o *turnObs) observeAck(ack *provider.OrchestrationAck, ackStart, done time.Time) {
+	o.completed = ack.Metadata.Status == provider.StatusCompleted
+	for _, m := range ack.OrchestratorItems {
+		if _, ok := m.Kind.(provider.TimerFired); ok {
+			o.timersArmed++
+		}
+	}
+	o.ackStart, o.done = ackStart, done
+}
+
 // turnHooks let a workload observe turns. Every hook is optional and runs on the dispatcher's
 // goroutine.
 type turnHooks struct {
 	// fetched runs right after a fetch returned an item.
-	fetched func(item *provider.LockedOrchestrationItem, t *turn, at time.Time)
-	// acked runs after a successful ack: fetchStart is when the fetch call began.
-	acked func(item *provider.LockedOrchestrationItem, t *turn, fetchStart, fetched, ackStart, done time.Time)
+	fetched func(o *turnObs)
+	// acked runs after a successful ack.
+	acked func(o *turnObs)
 }
 
 // dispatchers runs the orchestration and worker dispatchers of one workload.
@@ -375,9 +410,10 @@ func (d *dispatchers) orchLoop(ctx context.Context, poll time.Duration) {
 			sleepCtx(ctx, minPollInterval-time.Since(start))
 			continue
 		}
-		t, ack := decideTurn(item, d.code, fetched)
+		_, ack := decideTurn(item, d.code, fetched)
+		obs := observe(item, start, fetched)
 		if d.hooks.fetched != nil {
-			d.hooks.fetched(item, t, fetched)
+			d.hooks.fetched(obs)
 		}
 		ackStart := time.Now()
 		err = d.ack(ctx, item.LockToken, ack)
@@ -397,7 +433,8 @@ func (d *dispatchers) orchLoop(ctx context.Context, poll time.Duration) {
 		consecutive = 0
 		d.turns.Add(1)
 		if d.hooks.acked != nil {
-			d.hooks.acked(item, t, start, fetched, ackStart, done)
+			obs.observeAck(&ack, ackStart, done)
+			d.hooks.acked(obs)
 		}
 	}
 }

@@ -102,10 +102,29 @@ type runState struct {
 	lat       latencies    // start -> complete
 	done      chan struct{}
 	doneOnce  sync.Once
+
+	// Instances the dx client started get ids of its own (UUIDs): register maps them to
+	// indexes; a completion seen before its id was registered waits in early.
+	mu    sync.Mutex
+	ids   map[string]int
+	early map[string]time.Time
 }
 
 func newRunState(prefix string, n int) *runState {
-	return &runState{prefix: prefix, n: n, starts: make([]atomic.Int64, n), done: make(chan struct{})}
+	return &runState{prefix: prefix, n: n, starts: make([]atomic.Int64, n), done: make(chan struct{}),
+		ids: map[string]int{}, early: map[string]time.Time{}}
+}
+
+// register maps an instance id the client chose to index i.
+func (r *runState) register(id string, i int) {
+	r.mu.Lock()
+	r.ids[id] = i
+	t1, done := r.early[id]
+	delete(r.early, id)
+	r.mu.Unlock()
+	if done {
+		r.completeIndex(i, t1)
+	}
 }
 
 func (r *runState) instance(i int) string { return r.prefix + strconv.Itoa(i) }
@@ -123,8 +142,19 @@ func (r *runState) index(instance string) (int, bool) {
 func (r *runState) complete(instance string, t1 time.Time) {
 	i, ok := r.index(instance)
 	if !ok {
-		return
+		r.mu.Lock()
+		if i, ok = r.ids[instance]; !ok {
+			r.early[instance] = t1
+		}
+		r.mu.Unlock()
+		if !ok {
+			return
+		}
 	}
+	r.completeIndex(i, t1)
+}
+
+func (r *runState) completeIndex(i int, t1 time.Time) {
 	if t0 := r.starts[i].Load(); t0 != 0 {
 		r.lat.add(t1.Sub(time.Unix(0, t0)))
 	}
@@ -152,9 +182,9 @@ func startItem(instance, name string, input string) provider.WorkItem {
 		Input: input, Version: &v, ExecutionID: 1}}
 }
 
-// enqueueStarts enqueues the StartOrchestration of every instance of r: all at once over
-// several client goroutines when rate is 0, else paced at rate per second from begin.
-func enqueueStarts(ctx context.Context, p provider.Provider, r *runState, name string, rate float64, begin time.Time) error {
+// enqueueStarts starts every instance of r with start: all at once over several client
+// goroutines when rate is 0, else paced at rate per second from begin.
+func enqueueStarts(ctx context.Context, r *runState, rate float64, begin time.Time, start func(i int) error) error {
 	workers := 8
 	if rate > 0 {
 		workers = 4
@@ -174,10 +204,9 @@ func enqueueStarts(ctx context.Context, p provider.Provider, r *runState, name s
 				if rate > 0 {
 					sleepCtx(ctx, time.Until(begin.Add(time.Duration(float64(i)/rate*float64(time.Second)))))
 				}
-				t0 := time.Now()
-				r.starts[i].Store(t0.UnixNano())
-				if err := enqueueOrch(ctx, p, startItem(r.instance(i), name, `{"n":`+strconv.Itoa(i)+`}`)); err != nil {
-					errc <- fmt.Errorf("enqueue start %d: %w", i, err)
+				r.starts[i].Store(time.Now().UnixNano())
+				if err := start(i); err != nil {
+					errc <- fmt.Errorf("start %d: %w", i, err)
 					return
 				}
 				r.started.Add(1)
@@ -189,16 +218,20 @@ func enqueueStarts(ctx context.Context, p provider.Provider, r *runState, name s
 	return <-errc
 }
 
+// startInput is the input of the i-th measured instance.
+func startInput(i int) string { return `{"n":` + strconv.Itoa(i) + `}` }
+
 // orchSpec describes a workload of n orchestrations driven to completion.
 type orchSpec struct {
 	name, orchName string
 	n              int
-	code           orchestration
+	code           orchestration // the fake runtime's orchestration (-mode provider)
 	rate           float64
 	workers        bool
 	hooks          turnHooks // extra observers, called after the completion bookkeeping
-	// setup runs with the dispatchers running, before the measured window (W3's background timers).
-	setup func(ctx context.Context, d *dispatchers) error
+	// setup runs with the dispatchers running, before the measured window (W3's background
+	// timers); start starts an instance of orchName with the given id and input "{}".
+	setup func(ctx context.Context, start func(id string) error) error
 	// sample runs every 100 ms during the measured window.
 	sample func()
 }
@@ -207,72 +240,117 @@ type orchSpec struct {
 type measured struct {
 	r          *runState
 	d          *dispatchers
+	mode       string
 	before     serverStats
 	after      serverStats
 	cpuBefore  time.Duration
 	cpuAfter   time.Duration
+	calls      int64 // provider calls of the dispatchers over the window (countingProvider)
 	begin, end time.Time
 	enqueueDur time.Duration // rate 0: time to enqueue every start before dispatching
 }
 
-// runOrchestrations drives one workload of orchestrations from start to completion.
-func (b *bench) runOrchestrations(parent context.Context, spec orchSpec) (*measured, error) {
+// driver runs one workload's dispatchers in one mode and starts its instances.
+type driver struct {
+	start      func() error // starts the dispatchers
+	stop       func()       // stops them and waits
+	startIndex func(i int) error
+	startNamed func(id string) error
+}
+
+// runOrchestrations drives one workload of orchestrations from start to completion, through
+// the fake runtime (-mode provider) or the dx runtime (-mode runtime).
+func (b *bench) runOrchestrations(parent context.Context, mode string, spec orchSpec) (*measured, error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	r := newRunState(spec.name+"-", spec.n)
-	d := newDispatchers(b.p, spec.code, b.cfg.payloadBytes, func(err error) { cancel(err) })
+	cp := &countingProvider{Provider: b.p}
+	d := newDispatchers(cp, spec.code, b.cfg.payloadBytes, func(err error) { cancel(err) })
 	d.actDelay = b.cfg.activityDelay
-	d.hooks.fetched = spec.hooks.fetched
-	d.hooks.acked = func(item *provider.LockedOrchestrationItem, t *turn, fs, f, as, done time.Time) {
-		if t.completed {
-			r.complete(item.Item.Instance, done)
+	fetched := spec.hooks.fetched
+	acked := func(o *turnObs) {
+		if o.completed {
+			r.complete(o.instance, o.done)
 		}
 		if spec.hooks.acked != nil {
-			spec.hooks.acked(item, t, fs, f, as, done)
+			spec.hooks.acked(o)
 		}
 	}
-	m := &measured{r: r, d: d}
-	dctx, stopDispatchers := context.WithCancel(ctx)
-	defer func() { stopDispatchers(); d.wait() }()
-	startDispatchers := func() {
-		d.startOrch(dctx, b.cfg.orchConcurrency, dispatcherPoll)
-		if spec.workers {
-			d.startWorkers(dctx, b.cfg.workerConcurrency, dispatcherPoll)
+	var drv driver
+	if mode == modeRuntime {
+		drv = b.runtimeDriver(ctx, spec, r, cp, d, fetched, acked)
+	} else {
+		d.hooks = turnHooks{fetched: fetched, acked: acked}
+		dctx, stop := context.WithCancel(ctx)
+		drv = driver{
+			start: func() error {
+				d.startOrch(dctx, b.cfg.orchConcurrency, dispatcherPoll)
+				if spec.workers {
+					d.startWorkers(dctx, b.cfg.workerConcurrency, dispatcherPoll)
+				}
+				return nil
+			},
+			stop: func() { stop(); d.wait() },
+			startIndex: func(i int) error {
+				return enqueueOrch(ctx, b.p, startItem(r.instance(i), spec.orchName, startInput(i)))
+			},
+			startNamed: func(id string) error { return enqueueOrch(ctx, b.p, startItem(id, spec.orchName, "{}")) },
 		}
 	}
+	m := &measured{r: r, d: d, mode: mode}
 	running := false
-	if spec.setup != nil {
-		startDispatchers()
+	defer func() {
+		if running {
+			drv.stop()
+		}
+	}()
+	startDispatchers := func() error {
+		if running {
+			return nil
+		}
 		running = true
-		if err := spec.setup(ctx, d); err != nil {
+		return drv.start()
+	}
+	if spec.setup != nil {
+		if err := startDispatchers(); err != nil {
+			return nil, err
+		}
+		if err := spec.setup(ctx, drv.startNamed); err != nil {
 			return nil, err
 		}
 	}
 	m.before, m.cpuBefore = readStats(ctx, b.admin, b.hook), processCPU()
+	calls0 := cp.calls.Load()
 	enqErr := make(chan error, 1)
 	if spec.rate <= 0 {
 		t := time.Now()
-		if err := enqueueStarts(ctx, b.p, r, spec.orchName, 0, t); err != nil {
+		if err := enqueueStarts(ctx, r, 0, t, drv.startIndex); err != nil {
 			return nil, causeOr(ctx, err)
 		}
 		m.enqueueDur = time.Since(t)
 		enqErr <- nil
-		if !running {
-			startDispatchers()
+		if err := startDispatchers(); err != nil {
+			return nil, err
 		}
 		m.begin = time.Now()
 	} else {
-		if !running {
-			startDispatchers()
+		if err := startDispatchers(); err != nil {
+			return nil, err
 		}
 		m.begin = time.Now()
-		go func() { enqErr <- enqueueStarts(ctx, b.p, r, spec.orchName, spec.rate, m.begin) }()
+		go func() { enqErr <- enqueueStarts(ctx, r, spec.rate, m.begin, drv.startIndex) }()
 	}
 	if err := b.waitDone(ctx, spec.name, m, enqErr, spec.sample); err != nil {
 		return m, err
 	}
 	m.after, m.cpuAfter = readStats(ctx, b.admin, b.hook), processCPU()
+	m.calls = cp.calls.Load() - calls0
 	m.end = time.Unix(0, r.lastDone.Load())
+	if mode == modeRuntime {
+		if err := b.verifyCompleted(ctx, r); err != nil {
+			return m, err
+		}
+	}
 	return m, nil
 }
 
@@ -341,7 +419,7 @@ func orNone(s string) string {
 
 // report turns a measured window into a Result with the fields every orchestration workload has.
 func (b *bench) report(name string, m *measured) *Result {
-	res := &Result{Workload: name, N: m.r.n, Backend: b.backend, Completed: int(m.r.completed.Load()),
+	res := &Result{Workload: name, Mode: m.mode, N: m.r.n, Backend: b.backend, Completed: int(m.r.completed.Load()),
 		Turns: m.d.turns.Load(), Activities: m.d.activities.Load(), BaselineScriptCallsPerSec: num(b.baseline)}
 	res.Errors, res.ErrorDetail = m.d.errorSummary()
 	secs := m.end.Sub(m.begin).Seconds()
@@ -355,8 +433,9 @@ func (b *bench) report(name string, m *measured) *Result {
 	diff := diffStats(m.before, m.after)
 	n := float64(m.r.n)
 	res.RedisCmdsPerOrch = num(float64(diff.commands) / n)
+	res.RoundTripsPerOrch = num(float64(m.calls) / n)
 	if diff.cmdstats {
-		res.RoundTripsPerOrch = num(float64(diff.roundTrips) / n)
+		res.RedisRoundTripsPerOrch = num(float64(diff.roundTrips) / n)
 		res.RedisUsecPerOrch = num(float64(diff.usec["evalsha"]+diff.usec["eval"]+diff.usec["fcall"]) / n)
 	}
 	if diff.memOK {
@@ -364,9 +443,11 @@ func (b *bench) report(name string, m *measured) *Result {
 	}
 	if diff.cpuOK && diff.seconds > 0 {
 		res.RedisCPUCores = num(diff.cpuSeconds / diff.seconds)
+		res.RedisCPUUsecPerOrch = num(diff.cpuSeconds * 1e6 / n)
 	}
-	if diff.seconds > 0 {
-		res.ClientCPUCores = num((m.cpuAfter - m.cpuBefore).Seconds() / diff.seconds)
+	if cpu := m.cpuAfter - m.cpuBefore; cpu > 0 && diff.seconds > 0 {
+		res.ClientCPUCores = num(cpu.Seconds() / diff.seconds)
+		res.ClientCPUUsecPerOrch = num(float64(cpu.Microseconds()) / n)
 	}
 	res.diff = diff
 	res.enqueueDur = m.enqueueDur
@@ -375,8 +456,8 @@ func (b *bench) report(name string, m *measured) *Result {
 
 // --- W1 hello, W2 fanout, W4 longhistory -------------------------------------------------------
 
-func (b *bench) runHello(ctx context.Context, n int) (*Result, error) {
-	m, err := b.runOrchestrations(ctx, orchSpec{name: "hello", orchName: "Hello", n: n, code: helloOrch{},
+func (b *bench) runHello(ctx context.Context, mode string, n int) (*Result, error) {
+	m, err := b.runOrchestrations(ctx, mode, orchSpec{name: "hello", orchName: "Hello", n: n, code: helloOrch{},
 		rate: b.cfg.rate, workers: true})
 	if err != nil {
 		return nil, err
@@ -386,8 +467,8 @@ func (b *bench) runHello(ctx context.Context, n int) (*Result, error) {
 	return res, nil
 }
 
-func (b *bench) runFanout(ctx context.Context, n int) (*Result, error) {
-	m, err := b.runOrchestrations(ctx, orchSpec{name: "fanout", orchName: "FanOut", n: n,
+func (b *bench) runFanout(ctx context.Context, mode string, n int) (*Result, error) {
+	m, err := b.runOrchestrations(ctx, mode, orchSpec{name: "fanout", orchName: "FanOut", n: n,
 		code: fanoutOrch{width: b.cfg.fanoutWidth}, rate: b.cfg.rate, workers: true})
 	if err != nil {
 		return nil, err
@@ -414,17 +495,17 @@ func bucketOf(events int) int {
 	return -1
 }
 
-func (b *bench) runLongHistory(ctx context.Context, n int) (*Result, error) {
+func (b *bench) runLongHistory(ctx context.Context, mode string, n int) (*Result, error) {
 	type bucket struct{ total, fetch, ack latencies }
 	buckets := make([]bucket, len(historyBuckets))
-	hooks := turnHooks{acked: func(item *provider.LockedOrchestrationItem, t *turn, fs, f, as, done time.Time) {
-		if i := bucketOf(len(item.Item.History)); i >= 0 {
-			buckets[i].total.add(done.Sub(fs))
-			buckets[i].fetch.add(f.Sub(fs))
-			buckets[i].ack.add(done.Sub(as))
+	hooks := turnHooks{acked: func(o *turnObs) {
+		if i := bucketOf(o.historyEvents); i >= 0 {
+			buckets[i].total.add(o.done.Sub(o.fetchStart))
+			buckets[i].fetch.add(o.fetched.Sub(o.fetchStart))
+			buckets[i].ack.add(o.done.Sub(o.ackStart))
 		}
 	}}
-	m, err := b.runOrchestrations(ctx, orchSpec{name: "longhistory", orchName: "LongHistory", n: n,
+	m, err := b.runOrchestrations(ctx, mode, orchSpec{name: "longhistory", orchName: "LongHistory", n: n,
 		code: longOrch{steps: b.cfg.lhSteps}, rate: b.cfg.rate, workers: true, hooks: hooks})
 	if err != nil {
 		return nil, err
@@ -458,37 +539,40 @@ func (b *bench) runLongHistory(ctx context.Context, n int) (*Result, error) {
 
 // --- W3 timer ---------------------------------------------------------------------------------
 
-func (b *bench) runTimer(ctx context.Context, n int) (*Result, error) {
-	const bgPrefix = "timerbg-"
+// timerBgPrefix starts the ids of W3's background instances, which wait 1 h instead of
+// -timer-delay.
+const timerBgPrefix = "timerbg-"
+
+func (b *bench) runTimer(ctx context.Context, mode string, n int) (*Result, error) {
 	var lateness latencies
 	var created, fired, bgArmed atomic.Int64
 	var pendSum, pendSamples, pendMax int64
 	bg := b.cfg.timerBackground
-	code := timerOrch{delay: b.cfg.timerDelay, bgDelay: time.Hour, bgPrefix: bgPrefix}
+	code := timerOrch{delay: b.cfg.timerDelay, bgDelay: time.Hour, bgPrefix: timerBgPrefix}
 	hooks := turnHooks{
-		fetched: func(item *provider.LockedOrchestrationItem, t *turn, at time.Time) {
-			if strings.HasPrefix(t.instance, bgPrefix) {
+		fetched: func(o *turnObs) {
+			if strings.HasPrefix(o.instance, timerBgPrefix) {
 				return
 			}
-			for _, fireAt := range t.firedNow {
-				lateness.addMs(float64(at.UnixMicro())/1000 - float64(fireAt))
+			for _, fireAt := range o.firedAt {
+				lateness.addMs(float64(o.fetched.UnixMicro())/1000 - float64(fireAt))
 				fired.Add(1)
 			}
 		},
-		acked: func(item *provider.LockedOrchestrationItem, t *turn, fs, f, as, done time.Time) {
-			if strings.HasPrefix(t.instance, bgPrefix) {
-				bgArmed.Add(int64(len(t.orchItems)))
+		acked: func(o *turnObs) {
+			if strings.HasPrefix(o.instance, timerBgPrefix) {
+				bgArmed.Add(int64(o.timersArmed))
 				return
 			}
-			created.Add(int64(len(t.orchItems)))
+			created.Add(int64(o.timersArmed))
 		},
 	}
 	spec := orchSpec{name: "timer", orchName: "Timer", n: n, code: code, rate: b.cfg.timerRate, workers: false, hooks: hooks}
 	if bg > 0 {
-		spec.setup = func(ctx context.Context, d *dispatchers) error {
+		spec.setup = func(ctx context.Context, start func(id string) error) error {
 			// Background instances arm a 1 h timer each and stay Running: the pending timers the
 			// measured ones share the store with.
-			prefix := fmt.Sprintf("%s%d-", bgPrefix, time.Now().UnixNano())
+			prefix := fmt.Sprintf("%s%d-", timerBgPrefix, time.Now().UnixNano())
 			var next atomic.Int64
 			var wg sync.WaitGroup
 			var firstErr atomic.Value
@@ -497,7 +581,7 @@ func (b *bench) runTimer(ctx context.Context, n int) (*Result, error) {
 				go func() {
 					defer wg.Done()
 					for i := next.Add(1) - 1; i < int64(bg) && ctx.Err() == nil; i = next.Add(1) - 1 {
-						if err := enqueueOrch(ctx, b.p, startItem(prefix+strconv.FormatInt(i, 10), "Timer", "{}")); err != nil {
+						if err := start(prefix + strconv.FormatInt(i, 10)); err != nil {
 							firstErr.CompareAndSwap(nil, err)
 							return
 						}
@@ -527,7 +611,7 @@ func (b *bench) runTimer(ctx context.Context, n int) (*Result, error) {
 		pendSamples++
 		pendMax = max(pendMax, p)
 	}
-	m, err := b.runOrchestrations(ctx, spec)
+	m, err := b.runOrchestrations(ctx, mode, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -549,7 +633,7 @@ func (b *bench) runTimer(ctx context.Context, n int) (*Result, error) {
 
 // runWake measures enqueue -> fetch-return latency with one fetcher long-polling (poll 5 s):
 // for each instance, StartOrchestration, then (once that turn is acked) ExternalRaised "go".
-func (b *bench) runWake(parent context.Context, n int) (*Result, error) {
+func (b *bench) runWake(parent context.Context, _ string, n int) (*Result, error) {
 	const poll = 5 * time.Second
 	const settle = 3 * time.Millisecond // let the fetcher get back into its blocking wait
 	ctx, cancel := context.WithCancelCause(parent)
@@ -558,27 +642,29 @@ func (b *bench) runWake(parent context.Context, n int) (*Result, error) {
 	var wake latencies
 	var enqueuedAt atomic.Int64
 	acked := make(chan struct{}, 1)
-	d := newDispatchers(b.p, waitOrch{}, b.cfg.payloadBytes, func(err error) { cancel(err) })
-	d.hooks.fetched = func(item *provider.LockedOrchestrationItem, t *turn, at time.Time) {
+	cp := &countingProvider{Provider: b.p}
+	d := newDispatchers(cp, waitOrch{}, b.cfg.payloadBytes, func(err error) { cancel(err) })
+	d.hooks.fetched = func(o *turnObs) {
 		if t0 := enqueuedAt.Swap(0); t0 != 0 {
-			wake.add(at.Sub(time.Unix(0, t0)))
+			wake.add(o.fetched.Sub(time.Unix(0, t0)))
 		}
 	}
-	d.hooks.acked = func(item *provider.LockedOrchestrationItem, t *turn, fs, f, as, done time.Time) {
-		if t.completed {
-			r.complete(item.Item.Instance, done)
+	d.hooks.acked = func(o *turnObs) {
+		if o.completed {
+			r.complete(o.instance, o.done)
 		}
 		select {
 		case acked <- struct{}{}:
 		default:
 		}
 	}
-	m := &measured{r: r, d: d}
+	m := &measured{r: r, d: d, mode: modeProvider}
 	dctx, stop := context.WithCancel(ctx)
 	defer func() { stop(); d.wait() }()
 	d.startOrch(dctx, 1, poll)
 	sleepCtx(ctx, 50*time.Millisecond)
 	m.before, m.cpuBefore = readStats(ctx, b.admin, b.hook), processCPU()
+	calls0 := cp.calls.Load()
 	m.begin = time.Now()
 	step := func(item provider.WorkItem, i int, start bool) error {
 		sleepCtx(ctx, settle)
@@ -618,6 +704,7 @@ func (b *bench) runWake(parent context.Context, n int) (*Result, error) {
 		}
 	}
 	m.after, m.cpuAfter = readStats(ctx, b.admin, b.hook), processCPU()
+	m.calls = cp.calls.Load() - calls0
 	m.end = time.Unix(0, r.lastDone.Load())
 	res := b.report("wake", m)
 	res.WakeP50Ms, res.WakeP99Ms = wake.p50p99()
@@ -632,9 +719,9 @@ func (b *bench) runWake(parent context.Context, n int) (*Result, error) {
 
 // runIdle counts what one idle orchestration fetcher (and, when the worker side works, one idle
 // worker fetcher) costs Redis: poll 2 s, for -idle.
-func (b *bench) runIdle(ctx context.Context, _ int) (*Result, error) {
+func (b *bench) runIdle(ctx context.Context, _ string, _ int) (*Result, error) {
 	const poll = 2 * time.Second
-	res := &Result{Workload: "idle", Backend: b.backend, BaselineScriptCallsPerSec: num(b.baseline)}
+	res := &Result{Workload: "idle", Mode: modeProvider, Backend: b.backend, BaselineScriptCallsPerSec: num(b.baseline)}
 	polls := b.cfg.idle.Seconds() / poll.Seconds()
 	measure := func(worker bool) (statsDiff, error) {
 		dctx, stop := context.WithCancel(ctx)

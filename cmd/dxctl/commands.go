@@ -16,7 +16,9 @@ import (
 	"github.com/duroxide-go/dxredis/redisprovider"
 )
 
-var commands = []command{
+// commands are dxctl's commands in the order help lists them: inspection and administration,
+// then the client commands (client.go).
+var commands = append([]command{
 	{
 		name:    "instances",
 		usage:   "[--status S] [--limit N] [--cursor C]",
@@ -152,7 +154,7 @@ server's whole keyspace (every primary's, on a cluster) for the namespace's keys
 			return func(ctx context.Context, a *app, _ []string) error { return a.drop(ctx, *yes) }
 		},
 	},
-}
+}, clientCommands...)
 
 // statuses are the values of --status.
 var statuses = []string{provider.StatusRunning, provider.StatusCompleted, provider.StatusFailed, provider.StatusContinuedAsNew}

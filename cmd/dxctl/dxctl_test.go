@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/duroxide-go/dxredis/dx"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 	"github.com/redis/go-redis/v9"
@@ -603,7 +605,8 @@ func TestEmptyNamespace(t *testing.T) {
 	f := newFixture(t)
 	f.populate()
 	for _, args := range [][]string{{"instances"}, {"--json", "instances"}, {"queues"}, {"metrics"}, {"show", "order-1"},
-		{"delete", "order-1"}, {"purge", "--completed-before", "0s"}, {"prune", "order-1", "--keep", "1"}, {"drop", "--yes"}} {
+		{"delete", "order-1"}, {"purge", "--completed-before", "0s"}, {"prune", "order-1", "--keep", "1"}, {"drop", "--yes"},
+		{"raise", "order-2", "ev"}, {"enqueue", "order-2", "q"}, {"cancel", "order-2"}, {"wait", "order-1"}} {
 		var out, errOut bytes.Buffer
 		code := run(append([]string{"--addr", f.addr, "--ns", "ctI"}, args...), nil, &out, &errOut)
 		if code != 1 || out.Len() != 0 || !strings.Contains(errOut.String(), `namespace "ctI" holds nothing`) ||
@@ -678,4 +681,183 @@ type noDelete struct{ redis.UniversalClient }
 
 func (c noDelete) Del(ctx context.Context, keys ...string) *redis.IntCmd {
 	return redis.NewIntResult(int64(len(keys)), nil)
+}
+
+// runtime starts a dx runtime over the fixture's namespace with the orchestrations the
+// start/raise/enqueue/cancel/wait tests use, and a client for the test's own checks.
+func (f *fixture) runtime() *dx.Client {
+	f.t.Helper()
+	rt := dx.NewRuntime(f.p, dx.Options{PollTimeout: 200 * time.Millisecond, MinPollInterval: 5 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	dx.RegisterActivity(rt, "Greet", func(_ context.Context, name string) (string, error) { return "Hello, " + name + "!", nil })
+	dx.Register(rt, "Hello", func(ctx dx.Context, name string) (string, error) {
+		return dx.Call[string](ctx, "Greet", name).Await(ctx)
+	})
+	dx.RegisterVersion(rt, "Hello", "0.9.0", func(ctx dx.Context, name string) (string, error) { return "old " + name, nil })
+	dx.Register(rt, "Fail", func(ctx dx.Context, _ dx.Raw) (string, error) { return "", errors.New("out of paper") })
+	type order struct {
+		Item string `json:"item"`
+		Qty  int    `json:"qty"`
+	}
+	// Approve waits for the event "approve" (its custom status says when it waits) and returns its data.
+	dx.Register(rt, "Approve", func(ctx dx.Context, _ dx.Raw) (order, error) {
+		ctx.SetCustomStatus("waiting")
+		return dx.WaitEvent[order](ctx, "approve").Await(ctx)
+	})
+	// Inbox returns the first message of its queue "inbox".
+	dx.Register(rt, "Inbox", func(ctx dx.Context, _ dx.Raw) (order, error) {
+		return dx.Dequeue[order](ctx, "inbox").Await(ctx)
+	})
+	if err := rt.Start(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = rt.Shutdown(ctx)
+	})
+	return dx.NewClient(f.p)
+}
+
+// start runs dxctl start and returns the id it printed (its whole output).
+func (f *fixture) startInstance(args ...string) string {
+	f.t.Helper()
+	out := f.ok(append([]string{"start"}, args...)...)
+	id := strings.TrimSpace(out)
+	if id == "" || strings.ContainsAny(id, " \n") {
+		f.t.Fatalf("dxctl start %q printed %q, want the instance id alone", args, out)
+	}
+	return id
+}
+
+func TestStartAndWait(t *testing.T) {
+	f := newFixture(t)
+	f.runtime()
+	// start works on an empty namespace: it creates the first instance.
+	id := f.startInstance("Hello", "--input", `"world"`)
+	out := f.ok("wait", id, "--timeout", "20s")
+	if !regexpLine(out, `^Status:\s+Completed$`) || !regexpLine(out, `^Output:\s+"Hello, world!"$`) || !strings.Contains(out, id) {
+		t.Fatalf("wait:\n%s", out)
+	}
+
+	// --id, --version; --json output of start and wait.
+	var started struct {
+		ID string `json:"instance_id"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("--json", "start", "Hello", "--id", "hello-2", "--version", "0.9.0", "--input", `"two"`)), &started); err != nil || started.ID != "hello-2" {
+		t.Fatalf("start --json: %+v, %v", started, err)
+	}
+	var st struct {
+		ID      string          `json:"instance_id"`
+		Status  string          `json:"status"`
+		Name    string          `json:"orchestration_name"`
+		Version string          `json:"orchestration_version"`
+		Output  json.RawMessage `json:"output"`
+		Error   *string         `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("wait", "hello-2", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.ID != "hello-2" || st.Status != "Completed" || st.Name != "Hello" || st.Version != "0.9.0" || string(st.Output) != `"old two"` || st.Error != nil {
+		t.Fatalf("wait --json: %+v (output %s)", st, st.Output)
+	}
+	f.fails(`instance "hello-2" already exists`, "start", "Hello", "--id", "hello-2")
+}
+
+// wait exits 2 for a failed instance (its error on stdout) and 1 when --timeout passes first.
+func TestWaitFailedAndTimeout(t *testing.T) {
+	f := newFixture(t)
+	f.runtime()
+	id := f.startInstance("Fail")
+	out, errOut, code := f.dxctl("wait", id)
+	if code != 2 || errOut != "" || !regexpLine(out, `^Status:\s+Failed$`) || !regexpLine(out, `^Error:\s+out of paper$`) {
+		t.Fatalf("wait on a failed instance: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	out, _, code = f.dxctl("--json", "wait", id)
+	var st map[string]any
+	if err := json.Unmarshal([]byte(out), &st); code != 2 || err != nil || st["status"] != "Failed" || st["error"] != "out of paper" {
+		t.Fatalf("wait --json on a failed instance: exit %d, %v, %v", code, st, err)
+	}
+
+	id = f.startInstance("Approve")
+	f.fails(fmt.Sprintf("instance %q is still Running after --timeout 300ms", id), "wait", id, "--timeout", "300ms")
+	f.fails(`instance "nope" does not exist after --timeout 100ms`, "wait", "nope", "--timeout", "100ms")
+}
+
+func TestRaiseEnqueueCancel(t *testing.T) {
+	f := newFixture(t)
+	c := f.runtime()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	// raise reaches a waiting instance (an event raised before the wait is not delivered: wait
+	// for the custom status its first turn sets).
+	id := f.startInstance("Approve", "--id", "approve-1")
+	if _, err := c.WaitForStatusChange(ctx, id, 0); err != nil {
+		t.Fatal(err)
+	}
+	if out := f.ok("raise", id, "approve", "--data", `{"item":"paper","qty":3}`); !strings.Contains(out, `"approve"`) || !strings.Contains(out, id) {
+		t.Fatalf("raise: %q", out)
+	}
+	if out := f.ok("wait", id); !regexpLine(out, `^Output:\s+\{"item":"paper","qty":3\}$`) {
+		t.Fatalf("wait after raise:\n%s", out)
+	}
+	f.fails(`instance "approve-1" has already finished (Completed)`, "raise", id, "approve")
+
+	// enqueue reaches the instance's queue (once a runtime has run its start: dxctl refuses
+	// instances it cannot find).
+	id = f.startInstance("Inbox")
+	for st, err := c.Status(ctx, id); st.State == dx.StateNotFound; st, err = c.Status(ctx, id) {
+		if err != nil || ctx.Err() != nil {
+			t.Fatalf("instance %s never appeared: %v %v", id, err, ctx.Err())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var js map[string]string
+	if err := json.Unmarshal([]byte(f.ok("--json", "enqueue", id, "inbox", "--data", `{"item":"ink","qty":1}`)), &js); err != nil ||
+		js["instance_id"] != id || js["queue"] != "inbox" {
+		t.Fatalf("enqueue --json: %v, %v", js, err)
+	}
+	if out := f.ok("wait", id); !regexpLine(out, `^Output:\s+\{"item":"ink","qty":1\}$`) {
+		t.Fatalf("wait after enqueue:\n%s", out)
+	}
+
+	// cancel fails a waiting instance with a Cancelled error carrying the reason.
+	id = f.startInstance("Approve")
+	if _, err := c.WaitForStatusChange(ctx, id, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.ok("cancel", id, "--reason", "no longer needed")
+	out, _, code := f.dxctl("wait", id)
+	if code != 2 || !regexpLine(out, `^Status:\s+Failed$`) || !strings.Contains(out, "no longer needed") {
+		t.Fatalf("wait after cancel: exit %d\n%s", code, out)
+	}
+
+	f.fails(`instance "nope" not found in namespace "ctl"`, "raise", "nope", "approve")
+	f.fails(`instance "nope" not found`, "enqueue", "nope", "inbox")
+	f.fails(`instance "nope" not found`, "cancel", "nope")
+}
+
+// JSON inputs are checked before anything is sent (no server needed).
+func TestInvalidJSON(t *testing.T) {
+	f := newFixture(t)
+	f.fails(`--input is not valid JSON`, "start", "Hello", "--input", `{"a":`)
+	f.fails(`--input is not valid JSON`, "start", "Hello", "--input", `world`)
+	f.fails(`--data is not valid JSON`, "raise", "x", "ev", "--data", `{nope}`)
+	f.fails(`--data is not valid JSON`, "enqueue", "x", "q", "--data", `[1,`)
+	f.fails(`--version "two" is not a semantic version`, "start", "Hello", "--version", "two")
+	f.fails("want 2 argument(s)", "raise", "x")
+	f.fails("want 1 argument(s)", "start")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"--addr", "127.0.0.1:1", "start", "Hello", "--input", "{"}, nil, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "not valid JSON") {
+		t.Fatalf("invalid JSON with no server: exit %d, stderr %q", code, errOut.String())
+	}
+	// The global --version still prints dxctl's version; start's --version is the orchestration's.
+	if out := f.ok("--version"); !strings.HasPrefix(out, "dxctl ") {
+		t.Fatalf("--version: %q", out)
+	}
+	if h := f.ok("help", "start"); !strings.Contains(h, "--version V") || strings.Contains(h, "print dxctl's version") {
+		t.Fatalf("help start:\n%s", h)
+	}
 }

@@ -1,6 +1,7 @@
 // Command dxctl inspects and administers a dxredis namespace: list instances, show one with its
 // executions and history, queue depths and ages, system metrics, and delete, purge, prune or drop
-// the whole namespace.
+// the whole namespace. Through the dx client it also starts instances, raises events, enqueues
+// messages, cancels instances and waits for them to finish.
 //
 //	dxctl [--addr 127.0.0.1:6379] [--ns dx] [--json] <command> [arguments]
 //
@@ -84,13 +85,26 @@ func envOr(name, def string) string {
 	return def
 }
 
-// globalFlags registers the options every command accepts, before or after its name.
+// globalFlags registers the options every command accepts, before or after its name, except
+// those the command defines itself (start's --version is the orchestration's): register the
+// command's flags first.
 func (a *app) globalFlags(fs *flag.FlagSet) {
-	fs.StringVar(&a.addr, "addr", a.addr, "Redis address `host:port` (default from DXCTL_ADDR, else 127.0.0.1:6379)")
-	fs.StringVar(&a.ns, "ns", a.ns, "`namespace` to administer (default from DXCTL_NS, else dx)")
-	fs.BoolVar(&a.json, "json", a.json, "print JSON instead of tables")
-	fs.DurationVar(&a.timeout, "timeout", a.timeout, "give up after this `duration`")
-	fs.BoolVar(&a.version, "version", a.version, "print dxctl's version and exit")
+	free := func(name string) bool { return fs.Lookup(name) == nil }
+	if free("addr") {
+		fs.StringVar(&a.addr, "addr", a.addr, "Redis address `host:port` (default from DXCTL_ADDR, else 127.0.0.1:6379)")
+	}
+	if free("ns") {
+		fs.StringVar(&a.ns, "ns", a.ns, "`namespace` to administer (default from DXCTL_NS, else dx)")
+	}
+	if free("json") {
+		fs.BoolVar(&a.json, "json", a.json, "print JSON instead of tables")
+	}
+	if free("timeout") {
+		fs.DurationVar(&a.timeout, "timeout", a.timeout, "give up after this `duration` (wait: how long to wait)")
+	}
+	if free("version") {
+		fs.BoolVar(&a.version, "version", a.version, "print dxctl's version and exit")
+	}
 }
 
 // run is dxctl: it parses args, runs one command and returns the exit status.
@@ -98,6 +112,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	a := &app{addr: envOr("DXCTL_ADDR", defaultAddr), ns: envOr("DXCTL_NS", defaultNS),
 		password: os.Getenv("DXCTL_PASSWORD"), timeout: defaultTimeout, stdin: stdin, stdout: stdout, stderr: stderr}
 	fail := func(err error) int {
+		var status exitStatus
+		if errors.As(err, &status) {
+			return int(status) // what it means is on stdout already
+		}
 		msg := strings.Join(strings.Fields(a.explain(err).Error()), " ") // one line, whatever the error holds
 		hint := ""
 		var ue usageError
@@ -136,8 +154,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	cfs := flag.NewFlagSet("dxctl "+cmd.name, flag.ContinueOnError)
 	cfs.SetOutput(io.Discard)
-	a.globalFlags(cfs)
 	exec := cmd.setup(cfs)
+	a.globalFlags(cfs)
 	pos, err := parseInterspersed(cfs, rest)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -286,7 +304,8 @@ func helpCommand(args []string, stdout io.Writer, fail func(error) int) int {
 	return 0
 }
 
-const overviewHead = `dxctl inspects and administers a dxredis namespace.
+const overviewHead = `dxctl inspects and administers a dxredis namespace, and starts, signals, cancels and waits
+on its instances.
 
 Usage:
   dxctl [global flags] <command> [arguments and flags]
@@ -297,8 +316,9 @@ Global flags (accepted before or after the command):
 
 const overviewTail = `
 Errors print one line on stderr and exit with status 1 (unknown instance, Redis unreachable,
-bad flag or argument, a namespace that holds nothing at all). The password comes from
-$DXCTL_PASSWORD. "dxctl help <command>" shows a command's details.
+bad flag or argument, a namespace that holds nothing at all); "wait" exits with status 2 when
+the instance failed. The password comes from $DXCTL_PASSWORD. "dxctl help <command>" shows a
+command's details.
 `
 
 func printOverview(w io.Writer) {
@@ -322,7 +342,13 @@ func printCommandHelp(w io.Writer, c *command) {
 		writeFlags(w, fs, "  ")
 	}
 	fmt.Fprintf(w, "\nGlobal flags (before or after the command):\n")
-	writeFlags(w, globalFlagSet(), "  ")
+	own, globals := c.flagSet(), flag.NewFlagSet("dxctl", flag.ContinueOnError)
+	globalFlagSet().VisitAll(func(f *flag.Flag) {
+		if own.Lookup(f.Name) == nil { // a command's own flag replaces the global one
+			globals.Var(f.Value, f.Name, f.Usage)
+		}
+	})
+	writeFlags(w, globals, "  ")
 }
 
 // globalFlagSet holds the global flags with their built-in defaults, for help.

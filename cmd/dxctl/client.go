@@ -1,0 +1,249 @@
+package main
+
+// Commands that act on instances through the dx client: start, raise, enqueue, cancel, wait.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+
+	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+var clientCommands = []command{
+	{
+		name:    "start",
+		usage:   "NAME [--id ID] [--version V] [--input JSON]",
+		summary: "Start an instance of the orchestration NAME and print its id.",
+		details: `A runtime serving the namespace runs it. The id is --id's, else a new UUID; --version picks
+the orchestration version (default: the latest the runtime has registered); --input is the
+orchestration's input as JSON (default null). Here --version is the orchestration's version:
+"dxctl --version start ..." still prints dxctl's own. Works on an empty namespace.`,
+		nargs: 1,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			id := fs.String("id", "", "the new instance's `ID` (default: a new UUID)")
+			version := fs.String("version", "", "orchestration version `V`, a semantic version such as 2.0.0 (default: the latest)")
+			input := fs.String("input", "null", "the orchestration's input, as `JSON`")
+			return func(ctx context.Context, a *app, args []string) error {
+				if err := checkJSON("input", *input); err != nil {
+					return err
+				}
+				var opts []dx.Option
+				if *id != "" {
+					opts = append(opts, dx.WithInstanceID(*id))
+				}
+				if *version != "" {
+					if _, err := semver.StrictNewVersion(*version); err != nil {
+						return usagef("start: --version %q is not a semantic version like 1.2.0", *version)
+					}
+					opts = append(opts, dx.WithVersion(*version))
+				}
+				return a.start(ctx, args[0], *id, *input, opts)
+			}
+		},
+	},
+	{
+		name:    "raise",
+		usage:   "ID EVENT [--data JSON]",
+		summary: "Raise the external event EVENT on a running instance.",
+		details: `Only a wait already pending receives it (WaitEvent): an event raised before the orchestration
+waits for it is recorded but not delivered. --data is the event's data as JSON (default null).`,
+		nargs: 2,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			data := fs.String("data", "null", "the event's data, as `JSON`")
+			return func(ctx context.Context, a *app, args []string) error {
+				if err := checkJSON("data", *data); err != nil {
+					return err
+				}
+				return a.send(ctx, args[0], func(c *dx.Client) error {
+					return c.RaiseEvent(ctx, args[0], args[1], json.RawMessage(*data))
+				}, fmt.Sprintf("raised event %q on instance %q", args[1], args[0]), map[string]string{"event": args[1]})
+			}
+		},
+	},
+	{
+		name:    "enqueue",
+		usage:   "ID QUEUE [--data JSON]",
+		summary: "Append a message to a running instance's queue QUEUE (read in order by Dequeue).",
+		details: `Messages wait in the queue until the orchestration dequeues them. --data is the message as
+JSON (default null). Like raise and cancel, it refuses an instance that does not exist yet (a
+start no runtime has run) or has finished.`,
+		nargs: 2,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			data := fs.String("data", "null", "the message, as `JSON`")
+			return func(ctx context.Context, a *app, args []string) error {
+				if err := checkJSON("data", *data); err != nil {
+					return err
+				}
+				return a.send(ctx, args[0], func(c *dx.Client) error {
+					return c.EnqueueEvent(ctx, args[0], args[1], json.RawMessage(*data))
+				}, fmt.Sprintf("enqueued a message on queue %q of instance %q", args[1], args[0]), map[string]string{"queue": args[1]})
+			}
+		},
+	},
+	{
+		name:    "cancel",
+		usage:   "ID [--reason R]",
+		summary: "Cancel a running instance: it fails with a Cancelled error, with its activities and sub-orchestrations.",
+		details: `The cancellation is queued: the instance fails at its next turn, once a runtime takes it
+("dxctl wait ID" shows it).`,
+		nargs: 1,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			reason := fs.String("reason", "cancelled with dxctl", "the cancellation reason `R`")
+			return func(ctx context.Context, a *app, args []string) error {
+				return a.send(ctx, args[0], func(c *dx.Client) error { return c.Cancel(ctx, args[0], *reason) },
+					fmt.Sprintf("cancellation of instance %q requested", args[0]), map[string]string{"reason": *reason})
+			}
+		},
+	},
+	{
+		name:    "wait",
+		usage:   "ID [--timeout D]",
+		summary: "Wait until an instance finishes and print its status with its output or error.",
+		details: `Waits up to the global --timeout (default 30s) for the instance to complete or fail, following
+it across continue-as-new; an instance whose start no runtime has run yet is waited for too.
+Exit status: 0 when it completed, 2 when it failed (cancelled included; the error is printed on
+stdout), 1 when --timeout passed first or on any other error.`,
+		nargs: 1,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(ctx context.Context, a *app, args []string) error { return a.wait(ctx, args[0]) }
+		},
+	},
+}
+
+// checkJSON refuses a flag value that is not JSON, before anything is sent.
+func checkJSON(flagName, v string) error {
+	if !json.Valid([]byte(v)) {
+		return usagef("--%s is not valid JSON: %s (a JSON string needs its quotes: --%s '\"text\"')", flagName, shorten(v, 60), flagName)
+	}
+	return nil
+}
+
+// exitStatus ends dxctl with a status other than 1 and nothing more on stderr.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// userWords strips the dx package's prefix from a client error.
+func userWords(err error) error {
+	if _, ok := provider.AsProviderError(err); ok {
+		return err // explain rewrites it
+	}
+	return errors.New(strings.TrimPrefix(err.Error(), "dx: "))
+}
+
+func (a *app) start(ctx context.Context, name, wantID, input string, opts []dx.Option) error {
+	if err := a.connect(ctx); err != nil { // an empty namespace is fine: this creates its first instance
+		return err
+	}
+	id, err := dx.NewClient(a.p).Start(ctx, name, json.RawMessage(input), opts...)
+	if errors.Is(err, dx.ErrInstanceExists) {
+		return fmt.Errorf("start: instance %q already exists in namespace %q", wantID, a.ns)
+	}
+	if err != nil {
+		return userWords(err)
+	}
+	if a.json {
+		return a.printJSON(map[string]string{"instance_id": id})
+	}
+	_, err = fmt.Fprintln(a.stdout, id)
+	return err
+}
+
+// send checks that instance exists and is running, runs do and reports what it did.
+func (a *app) send(ctx context.Context, instance string, do func(*dx.Client) error, done string, extra map[string]string) error {
+	if err := a.open(ctx); err != nil {
+		return err
+	}
+	c := dx.NewClient(a.p)
+	st, err := c.Status(ctx, instance)
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.State == dx.StateNotFound:
+		return fmt.Errorf("instance %q not found in namespace %q (an instance exists once a runtime has run its start)", instance, a.ns)
+	case st.Terminal():
+		return fmt.Errorf("instance %q has already finished (%s)", instance, st.State)
+	}
+	if err := do(c); err != nil {
+		return userWords(err)
+	}
+	if a.json {
+		out := map[string]string{"instance_id": instance}
+		for k, v := range extra {
+			out[k] = v
+		}
+		return a.printJSON(out)
+	}
+	_, err = fmt.Fprintln(a.stdout, done)
+	return err
+}
+
+// waitOut is an instance's final status as wait prints it.
+type waitOut struct {
+	ID          string          `json:"instance_id"`
+	Status      string          `json:"status"`
+	Name        string          `json:"orchestration_name"`
+	Version     string          `json:"orchestration_version"`
+	ExecutionID uint64          `json:"execution_id"`
+	Output      json.RawMessage `json:"output"` // JSON as stored, or the stored text as a JSON string
+	Error       *string         `json:"error"`
+}
+
+func (a *app) wait(ctx context.Context, instance string) error {
+	if err := a.open(ctx); err != nil {
+		return err
+	}
+	st, err := dx.NewClient(a.p).Wait(ctx, instance)
+	if ctx.Err() != nil {
+		if st.State == dx.StateNotFound {
+			return fmt.Errorf("instance %q does not exist after --timeout %v (never started, or no runtime has run its start yet)", instance, a.timeout)
+		}
+		return fmt.Errorf("instance %q is still %s after --timeout %v: rerun with a longer --timeout", instance, st.State, a.timeout)
+	}
+	if err != nil {
+		return err
+	}
+	out := waitOut{ID: instance, Status: string(st.State), Name: st.Name, Version: st.Version, ExecutionID: st.ExecutionID}
+	if st.State == dx.StateCompleted {
+		out.Output = json.RawMessage(st.Output)
+		if !json.Valid(out.Output) {
+			out.Output, _ = json.Marshal(st.Output)
+		}
+	}
+	if st.Err != nil {
+		msg := st.Err.Error()
+		out.Error = &msg
+	}
+	if a.json {
+		if err := a.printJSON(out); err != nil {
+			return err
+		}
+	} else {
+		t := newTable(a.stdout)
+		t.row("Instance:", out.ID)
+		t.row("Orchestration:", strings.TrimSpace(out.Name+" "+out.Version))
+		t.row("Execution:", out.ExecutionID)
+		t.row("Status:", out.Status)
+		if st.State == dx.StateCompleted {
+			t.row("Output:", st.Output)
+		}
+		if out.Error != nil {
+			t.row("Error:", *out.Error)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if st.State == dx.StateFailed {
+		return exitStatus(2)
+	}
+	return nil
+}
