@@ -94,8 +94,13 @@ func (l *loadRun) verify(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	queued := map[string]bool{}
-	for {
+	for tries := 0; ; {
 		it, err := l.p.FetchOrchestrationItem(ctx, time.Minute, 2*loadLock, nil)
+		if err != nil && provider.IsRetryable(err) && tries < 10 {
+			tries++ // a connection the failover closed: retryable, as the contract says
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
