@@ -86,10 +86,8 @@ func (e *Env) setTime(t time.Time) {
 		e.mr.SetTime(t)
 	}
 	e.mu.Unlock()
-	// Wake the orchestration fetchers blocked on their long poll: what they wait for may be due now.
-	wake := e.Provider.Keyspace().WakeOrch(0)
-	_ = e.Provider.Client().LPush(e.ctx, wake, "1").Err()
-	_ = e.Provider.Client().PExpire(e.ctx, wake, 5*time.Second).Err()
+	// Wake the fetchers blocked on their long poll: what they wait for may be due now.
+	e.Provider.Nudge()
 }
 
 // runDueCallbacks runs the After callbacks whose time has come.

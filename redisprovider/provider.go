@@ -35,6 +35,8 @@ type Provider struct {
 	keys     dxredis.Keyspace
 	opts     Options
 	closed   chan struct{}
+	nudgeMu  sync.Mutex
+	nudge    chan struct{} // closed by Nudge: waiting fetches look again
 	once     sync.Once
 }
 
@@ -48,7 +50,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, provider.NewPermanentError("new", err.Error()).WithKind(provider.ErrInvalidInput)
 	}
-	p := &Provider{keys: keys, opts: opts, closed: make(chan struct{}), history: newHistoryCache(opts.HistoryCacheBytes)}
+	p := &Provider{keys: keys, opts: opts, closed: make(chan struct{}), nudge: make(chan struct{}), history: newHistoryCache(opts.HistoryCacheBytes)}
 	p.rdb, p.ownRDB = opts.Client, opts.Client == nil
 	if p.ownRDB {
 		// MaxRetries -1 (in clientOptions): go-redis would re-send a script whose reply was lost

@@ -153,6 +153,7 @@ var testHookTokenDelivered func()
 // by a due time also runs a local timer and returns on time. A token that reaches a BLPOP whose
 // waiter has left (or leaves at that moment) is given back to its list for another waiter.
 func (p *Provider) waitForWork(ctx context.Context, wakeKeys []string, deadline, dueAt time.Time) (waitOutcome, error) {
+	nudged := p.nudged()
 	d := time.Until(deadline)
 	var dueTimer <-chan time.Time
 	if !dueAt.IsZero() {
@@ -238,6 +239,9 @@ func (p *Provider) waitForWork(ctx context.Context, wakeKeys []string, deadline,
 	case <-dueTimer:
 		leave() // a token delivered meanwhile is spent on the fetch that follows
 		return waitWoken, nil
+	case <-nudged:
+		leave()
+		return waitWoken, nil
 	case <-ctx.Done():
 		p.giveBack(leave())
 		return waitEnded, nil
@@ -245,6 +249,26 @@ func (p *Provider) waitForWork(ctx context.Context, wakeKeys []string, deadline,
 		p.giveBack(leave())
 		return waitEnded, nil
 	}
+}
+
+// Nudge makes every fetch of this provider that is waiting for work look again at once, and
+// forgets what idle fetchers remember about due times. Use it after moving the server's clock (a
+// test's virtual clock, such as dxtest's): delayed work may be due now although no enqueue woke a
+// fetcher. It costs nothing in Redis.
+func (p *Provider) Nudge() {
+	p.nudgeMu.Lock()
+	close(p.nudge)
+	p.nudge = make(chan struct{})
+	p.nudgeMu.Unlock()
+	p.idle.mu.Lock()
+	clear(p.idle.until)
+	p.idle.mu.Unlock()
+}
+
+func (p *Provider) nudged() <-chan struct{} {
+	p.nudgeMu.Lock()
+	defer p.nudgeMu.Unlock()
+	return p.nudge
 }
 
 // giveBack returns a wake token (BLPOP's {key, token}, or nil for none) to its list, with the
