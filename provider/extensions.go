@@ -1,5 +1,10 @@
 package provider
 
+import (
+	"context"
+	"time"
+)
+
 // StatusWatcher is an optional extension of Provider (duroxide's contract has no blocking status
 // wait): it tells waiting clients when an instance's status may have changed, so that they need not
 // poll. A provider implements it when it can push such changes cheaply, for example from the ack
@@ -11,4 +16,53 @@ type StatusWatcher interface {
 	// be spurious or merged; the channel is never closed. Many watches share the provider's
 	// resources (one connection per process, not one per watch).
 	WatchStatus(instance string) (changes <-chan struct{}, stop func())
+}
+
+// The extensions below let a runtime that keeps live orchestration state between turns (dx's
+// executor cache) and that acknowledges at full speed do less work per turn. A runtime uses them
+// only when the provider implements them, and works without.
+
+// OrchestrationAckFetcher is an optional extension: one round trip acknowledges a turn and fetches
+// the next one. AckOrchestrationItemAndFetch commits ack exactly as AckOrchestrationItem does and,
+// only when that succeeded, fetches the next available item as FetchOrchestrationItem would with
+// lockTimeout, filter and a poll timeout of 0 (it never waits). next is nil when nothing was
+// available. When the ack fails it returns its error, changes nothing and fetches nothing. The next
+// item follows opts: with opts.Lite it comes as FetchOrchestrationItemLite returns it.
+type OrchestrationAckFetcher interface {
+	AckOrchestrationItemAndFetch(ctx context.Context, lockToken string, ack OrchestrationAck, lockTimeout time.Duration,
+		filter *DispatcherCapabilityFilter, opts FetchOptions) (next *LockedOrchestrationItem, err error)
+}
+
+// WorkAckFetcher is the same for the worker queue: AckWorkItemAndFetch acknowledges as AckWorkItem
+// and, only when that succeeded, fetches the next item as FetchWorkItem would with lockTimeout,
+// session and tags and a poll timeout of 0.
+type WorkAckFetcher interface {
+	AckWorkItemAndFetch(ctx context.Context, lockToken string, completion *WorkItem, lockTimeout time.Duration,
+		session *SessionFetchConfig, tags TagFilter) (next *LockedWorkItem, err error)
+}
+
+// FetchOptions refine a fetch of an extension.
+type FetchOptions struct {
+	// Lite asks for the item without its history and KV snapshot (see LiteFetcher).
+	Lite bool
+}
+
+// LiteFetcher is an optional extension for runtimes that keep each instance's history (and the
+// state replayed from it) between turns: fetching without the history moves O(new messages) bytes
+// per turn instead of O(history).
+//
+// FetchOrchestrationItemLite locks and returns an item exactly as FetchOrchestrationItem does,
+// except that Item.History and Item.KVSnapshot are left empty and Item.HistoryLen and
+// Item.ExecutionTag describe the stored history instead. A caller that holds exactly HistoryLen
+// events of that execution, read under the same ExecutionTag, may run the turn on them; any other
+// caller must read the history (and KV snapshot) with ReadForReplay before running the turn. An
+// item whose HistoryError is set has HistoryLen 0.
+//
+// ReadForReplay returns what FetchOrchestrationItem would have put in the item: the execution's
+// history and the instance's KV snapshot, with the execution's tag. Call it while holding the
+// instance's lock.
+type LiteFetcher interface {
+	FetchOrchestrationItemLite(ctx context.Context, lockTimeout, pollTimeout time.Duration,
+		filter *DispatcherCapabilityFilter) (*LockedOrchestrationItem, error)
+	ReadForReplay(ctx context.Context, instance string, executionID uint64) (history []Event, kv map[string]KVEntry, tag string, err error)
 }

@@ -36,6 +36,12 @@ type OrchestrationItem struct {
 	// KVSnapshot holds the instance's KV store as of the end of the previous execution(s);
 	// values written by the current execution are not in it.
 	KVSnapshot map[string]KVEntry
+	// HistoryLen and ExecutionTag are set by LiteFetcher's fetches, which leave History empty:
+	// the number of stored events of the execution, and a tag that identifies the execution (it
+	// differs for an instance deleted and re-created under the same id). Other fetches may set
+	// them too.
+	HistoryLen   int
+	ExecutionTag string
 }
 
 // LockedOrchestrationItem is what FetchOrchestrationItem returns: the item, the lock token that
