@@ -58,6 +58,13 @@ type FetchOptions struct {
 // caller must read the history (and KV snapshot) with ReadForReplay before running the turn. An
 // item whose HistoryError is set has HistoryLen 0.
 //
+// The tag is chosen by the provider when an execution begins and never changes: an item whose
+// batch begins an execution (a StartOrchestration for an instance with no history, or a
+// ContinueAsNew) already carries the tag that execution gets when the turn is acknowledged, so a
+// runtime that ran the execution's first turn knows it. Every fetch of an existing execution
+// returns its tag; a deleted and re-created instance gets a new one. Non-lite fetches (and
+// AckOrchestrationItemAndFetch without Lite) set HistoryLen and ExecutionTag too.
+//
 // ReadForReplay returns what FetchOrchestrationItem would have put in the item: the execution's
 // history and the instance's KV snapshot, with the execution's tag. Call it while holding the
 // instance's lock.
