@@ -136,7 +136,8 @@ func runTurn(env turnEnv, item *provider.OrchestrationItem) turnOutput {
 		queueResolved: map[uint64]bool{}, kv: map[string]string{}, kvUpdated: map[string]uint64{},
 	}
 	e.parentInstance, e.parentID = parentInstance, parentID
-	e.logger = env.logger.With("instance", instance, "execution", execID, "orchestration", name, "version", resolved)
+	e.tag = item.ExecutionTag
+	e.logBase = env.logger
 	for k, v := range item.KVSnapshot {
 		e.kv[k] = v.Value
 		e.kvUpdated[k] = v.LastUpdatedAtMs
@@ -187,6 +188,13 @@ func (e *engine) holds(item *provider.OrchestrationItem) bool {
 		}
 	}
 	return true
+}
+
+// holdsLite is holds for an item fetched without its history (provider.LiteFetcher): the kept
+// engine must have read or begun the execution under the item's tag and hold exactly its events.
+func (e *engine) holdsLite(item *provider.OrchestrationItem) bool {
+	return e.tag != "" && e.tag == item.ExecutionTag && e.instance == item.Instance &&
+		e.executionID == item.ExecutionID && len(e.history) == item.HistoryLen && !e.out.done
 }
 
 // continueTurn runs a turn on a kept engine: only the new messages are applied.
@@ -408,7 +416,7 @@ func (e *engine) ackFor(o outcome, name, version string, parentInstance *string,
 		e.terminalBreadcrumbs()
 		e.delta = append(e.delta, e.newEvent(nil, provider.OrchestrationContinuedAsNewEvent{Input: o.can.input}))
 		if len(carry) > maxCarryForward {
-			e.logger.Warn("dropping queue messages beyond the carry-forward limit", "dropped", len(carry)-maxCarryForward, "limit", maxCarryForward)
+			e.log().Warn("dropping queue messages beyond the carry-forward limit", "dropped", len(carry)-maxCarryForward, "limit", maxCarryForward)
 			carry = carry[:maxCarryForward]
 		}
 		orch = append(orch, provider.WorkItem{Kind: provider.ContinueAsNew{Instance: e.instance, Orchestration: name,

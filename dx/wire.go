@@ -171,7 +171,7 @@ func describeAction(a *action) string {
 // a record is logged, so a logger kept in a variable behaves too).
 func (e *engine) userLogger() *slog.Logger {
 	if e.userLog == nil {
-		e.userLog = slog.New(replayHandler{e, e.logger.Handler()})
+		e.userLog = slog.New(replayHandler{e, e.log().Handler()})
 	}
 	return e.userLog
 }
