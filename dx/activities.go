@@ -17,10 +17,9 @@ import (
 // The worker dispatcher: fetch an activity, run it with its lock renewed, acknowledge its result.
 
 func (rt *Runtime) workerLoop(ctx, workCtx context.Context) {
-	session := rt.sessionConfig()
 	rt.pollLoop(ctx, "worker", func() (bool, error) {
 		began := time.Now()
-		item, err := rt.p.FetchWorkItem(ctx, rt.opts.WorkerLockTimeout, rt.opts.PollTimeout, session, rt.opts.WorkerTagFilter)
+		item, err := rt.p.FetchWorkItem(ctx, rt.opts.WorkerLockTimeout, rt.opts.PollTimeout, rt.sessionConfig(), rt.opts.WorkerTagFilter)
 		rt.opts.Metrics.Observe(MetricFetchWait, time.Since(began), Labels{Queue: "worker"})
 		if err != nil || item == nil {
 			return false, err
@@ -78,6 +77,15 @@ func (rt *Runtime) processActivity(fetchCtx, workCtx context.Context, locked *pr
 			log().Warn("dx: abandon failed; the lock expires instead", "error", err)
 		}
 		return nil
+	}
+
+	if sid := act.SessionID; sid != nil {
+		if !rt.enterSession(*sid) {
+			log().Debug("dx: session capacity reached after the fetch; abandoning the activity for a moment", "session", *sid)
+			_ = rt.p.AbandonWorkItem(bg, token, 100*time.Millisecond, true)
+			return nil
+		}
+		defer rt.leaveSession(*sid)
 	}
 
 	actCtx, cancel := context.WithCancelCause(workCtx)
@@ -191,8 +199,36 @@ func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger
 	}
 }
 
+// sessionConfig is the session part of a worker fetch: none while this runtime runs activities of
+// MaxSessionsPerRuntime distinct sessions, so that it takes only activities without a session.
 func (rt *Runtime) sessionConfig() *provider.SessionFetchConfig {
+	rt.mu.Lock()
+	full := len(rt.sessions) >= rt.opts.MaxSessionsPerRuntime
+	rt.mu.Unlock()
+	if full {
+		return nil
+	}
 	return &provider.SessionFetchConfig{OwnerID: rt.opts.NodeID, LockTimeout: rt.opts.SessionLockTimeout}
+}
+
+// enterSession counts an activity of session id in progress; it reports false (and counts
+// nothing) when that would exceed MaxSessionsPerRuntime, as when two slots raced past the check.
+func (rt *Runtime) enterSession(id string) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if _, ok := rt.sessions[id]; !ok && len(rt.sessions) >= rt.opts.MaxSessionsPerRuntime {
+		return false
+	}
+	rt.sessions[id]++
+	return true
+}
+
+func (rt *Runtime) leaveSession(id string) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.sessions[id]--; rt.sessions[id] <= 0 {
+		delete(rt.sessions, id)
+	}
 }
 
 type activityResult struct {
