@@ -191,6 +191,14 @@ func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger
 			return next
 		}
 		rt.opts.Metrics.Count(MetricAckFailures, 1, Labels{Queue: "worker", Activity: act.Name})
+		if _, ok := c.Kind.(provider.ActivityCompleted); ok && errors.Is(err, provider.ErrInvalidInput) {
+			// The store refuses the result (e.g. over its size limit): the activity fails instead
+			// of running again and again.
+			log().Warn("dx: the store refused the activity's result; failing the activity", "error", err)
+			c = provider.WorkItem{Kind: provider.ActivityFailed{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID,
+				Details: appError(provider.AppActivityFailed, "the activity's result was refused by the store: "+err.Error())}}
+			continue
+		}
 		if !provider.IsRetryable(err) || i == 5 {
 			log().Warn("dx: activity ack failed; its result is dropped (the activity may run again)", "error", err)
 			return nil

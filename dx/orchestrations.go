@@ -2,6 +2,7 @@ package dx
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -236,6 +237,14 @@ func (rt *Runtime) ackTurn(ctx context.Context, log *slog.Logger, fl *flight, to
 			return next, true
 		}
 		rt.opts.Metrics.Count(MetricAckFailures, 1, Labels{Queue: "orchestrator", Orchestration: labels.Orchestration})
+		if !provider.IsRetryable(err) && !errors.Is(err, provider.ErrInvalidLockToken) {
+			// The store refuses this turn (e.g. a payload over its limit): as duroxide does, fail
+			// the execution with an Infrastructure error instead of running the turn again forever.
+			if fail, ok := infrastructureFailure(ack, err); ok && rt.p.AckOrchestrationItem(bg, token, fail) == nil {
+				log.Error("dx: the store refused the turn; the orchestration failed with an infrastructure error", "error", err)
+				return nil, false
+			}
+		}
 		if !provider.IsRetryable(err) || i == tries {
 			log.Error("dx: orchestration ack failed; abandoning the turn", "error", err, "tries", i)
 			rt.abandonTurn(bg, log, token, 50*time.Millisecond, false)
@@ -244,6 +253,29 @@ func (rt *Runtime) ackTurn(ctx context.Context, log *slog.Logger, fl *flight, to
 		log.Warn("dx: orchestration ack failed, retrying with the same token", "error", err, "try", i)
 		time.Sleep(time.Duration(i) * 20 * time.Millisecond)
 	}
+}
+
+// infrastructureFailure is the ack that ends an execution whose turn the store refused: the
+// turn's start event (if it began the execution) and an OrchestrationFailed with Infrastructure
+// details, on top of the stored history.
+func infrastructureFailure(refused provider.OrchestrationAck, err error) (provider.OrchestrationAck, bool) {
+	if len(refused.HistoryDelta) == 0 {
+		return provider.OrchestrationAck{}, false
+	}
+	first := refused.HistoryDelta[0]
+	var delta []provider.Event
+	if _, ok := first.Kind.(provider.OrchestrationStartedEvent); ok {
+		delta = append(delta, first)
+	}
+	d := provider.ErrorDetails{Kind: provider.InfrastructureError{Operation: "ack_orchestration_item", Message: err.Error()}}
+	failed := first
+	failed.EventID = first.EventID + uint64(len(delta))
+	failed.SourceEventID = nil
+	failed.Kind = provider.OrchestrationFailedEvent{Details: d}
+	msg := displayMessage(d)
+	md := refused.Metadata
+	md.Status, md.Output = provider.StatusFailed, &msg
+	return provider.OrchestrationAck{ExecutionID: refused.ExecutionID, HistoryDelta: append(delta, failed), Metadata: md}, true
 }
 
 func (rt *Runtime) abandonTurn(ctx context.Context, log *slog.Logger, token string, delay time.Duration, ignoreAttempt bool) {

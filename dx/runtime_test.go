@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/duroxide-go/dxredis/dx"
 	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
 )
 
 func TestHelloEndToEnd(t *testing.T) {
@@ -405,5 +408,42 @@ func TestSessionCapPerRuntime(t *testing.T) {
 	}
 	if peak.Load() != 1 {
 		t.Fatalf("%d sessions ran at once, cap 1", peak.Load())
+	}
+}
+
+// TestPayloadsOverTheStoreLimit: a result the store refuses fails the activity, and a turn the
+// store refuses fails the orchestration with an Infrastructure error; neither runs forever.
+func TestPayloadsOverTheStoreLimit(t *testing.T) {
+	ctx := waitCtx(t)
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: miniredis.RunT(t).Addr(), Namespace: "limits",
+		MaxPayloadBytes: 2000, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	rt := dx.NewRuntime(p, testOptions())
+	big := strings.Repeat("x", 5000)
+	dx.RegisterActivity(rt, "Big", func(context.Context, dx.Raw) (string, error) { return big, nil })
+	dx.Register(rt, "BigResult", func(ctx dx.Context, _ dx.Raw) (string, error) {
+		_, err := dx.Call[string](ctx, "Big", nil).Await(ctx)
+		return "", err
+	})
+	dx.Register(rt, "BigStatus", func(ctx dx.Context, _ dx.Raw) (string, error) {
+		ctx.SetCustomStatus(big)
+		return "", ctx.Sleep(time.Millisecond)
+	})
+	startRuntime(t, rt)
+	c := dx.NewClient(p)
+	a, _ := c.Start(ctx, "BigResult", nil)
+	b, _ := c.Start(ctx, "BigStatus", nil)
+	if st := waitStatus(t, c, a); st.State != dx.StateFailed || !strings.Contains(st.Err.Error(), "refused by the store") {
+		t.Fatalf("big result: %s %v", st.State, st.Err)
+	}
+	st := waitStatus(t, c, b)
+	if st.State != dx.StateFailed {
+		t.Fatalf("big status: %s", st.State)
+	}
+	if _, ok := st.Err.Details.Kind.(provider.InfrastructureError); !ok {
+		t.Fatalf("big status: details %+v", st.Err.Details)
 	}
 }
