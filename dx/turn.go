@@ -1,6 +1,7 @@
 package dx
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -163,6 +164,10 @@ func runTurn(env turnEnv, item *provider.OrchestrationItem) turnOutput {
 // output builds the turn's ack. The engine is handed to the caller (to keep for the instance's next
 // turn) only when env.keep asks for it and the execution goes on; otherwise its goroutines end here.
 func (e *engine) output(env turnEnv, o outcome) turnOutput {
+	if msg := e.limitViolation(); msg != "" && o.result != turnFailed {
+		e.log().Error("dx: orchestration exceeds a runtime limit; failing it", "error", msg)
+		o = e.fail(provider.AppOrchestrationFailed, msg)
+	}
 	out := turnOutput{plan: planAck, outcome: o, name: e.name, version: e.version, exec: e.executionID}
 	out.ack = e.ackFor(o, e.name, e.version, e.parentInstance, e.parentID)
 	out.terminal = o.result != turnContinue
@@ -456,6 +461,43 @@ func (e *engine) ackFor(o outcome, name, version string, parentInstance *string,
 }
 
 const maxCarryForward = 100
+
+// duroxide's runtime limits (runtime/limits.rs), checked before each ack: a turn that exceeds one
+// fails the orchestration.
+const (
+	maxCustomStatusBytes = 256 << 10
+	maxTagNameBytes      = 256
+	maxKVValueBytes      = 64 << 10
+	maxKVKeys            = 150
+)
+
+// limitViolation describes the first runtime limit this turn exceeds, or returns "".
+func (e *engine) limitViolation() string {
+	for i := len(e.delta) - 1; i >= 0; i-- {
+		if k, ok := e.delta[i].Kind.(provider.CustomStatusUpdatedEvent); ok {
+			if k.Status != nil && len(*k.Status) > maxCustomStatusBytes {
+				return fmt.Sprintf("Custom status size (%d bytes) exceeds limit (%d bytes)", len(*k.Status), maxCustomStatusBytes)
+			}
+			break
+		}
+	}
+	for _, ev := range e.delta {
+		switch k := ev.Kind.(type) {
+		case provider.ActivityScheduledEvent:
+			if k.Tag != nil && len(*k.Tag) > maxTagNameBytes {
+				return fmt.Sprintf("Activity '%s' tag size (%d bytes) exceeds limit (%d bytes)", k.Name, len(*k.Tag), maxTagNameBytes)
+			}
+		case provider.KeyValueSetEvent:
+			if len(k.Value) > maxKVValueBytes {
+				return fmt.Sprintf("KV value for key '%s' (%d bytes) exceeds limit (%d bytes)", k.Key, len(k.Value), maxKVValueBytes)
+			}
+		}
+	}
+	if len(e.kv) > maxKVKeys {
+		return fmt.Sprintf("KV key count (%d) exceeds limit (%d)", len(e.kv), maxKVKeys)
+	}
+	return ""
+}
 
 func dedupeCancelled(in []provider.ScheduledActivityIdentifier) []provider.ScheduledActivityIdentifier {
 	seen := map[uint64]bool{}
