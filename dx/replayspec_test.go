@@ -1,0 +1,775 @@
+package dx
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// duroxide's replay-engine tests (tests/replay_engine/*.rs in duroxide 0.1.30), ported one Go
+// subtest per Rust test, named after it. Like the Rust tests they drive one engine turn directly:
+// a hand-made history (all of it persisted unless a test says otherwise), the batch's messages
+// turned into events (prepCompletions, duroxide's prep_completions), then the orchestration
+// function, without the dispatcher's terminal bookkeeping. What the Rust tests read from the
+// ReplayEngine maps onto ours as follows:
+//
+//	TurnResult                       engine outcome (result, output, details, reason, can)
+//	history_delta()                  e.delta (events new this turn, terminal event not included)
+//	pending_actions()                e.pending (plus e.continueAs for a ContinueAsNew action)
+//	cancelled_activity_ids()         activities in e.dropped (the ack's cancelled-activity list)
+//	cancelled_sub_orchestration_ids  sub-orchestrations in e.dropped (their recorded instance ids)
+//	final_history()                  e.allEvents()
+//
+// Rust's drop(future) becomes Future.Cancel(); a Rust future bound to `_x` and never awaited is a
+// Go future never consumed, which is cancelled when the function returns. Nondeterminism messages
+// are ours (plain English with the event id), so only their kind is compared, plus the event id or
+// the words that identify the check where the Rust test asserts on the message.
+
+const rsInstance = "test-instance"
+
+// rsEngine is one ReplayEngine of a Rust test: a history, what of it was persisted, a KV snapshot.
+type rsEngine struct {
+	t         *testing.T
+	e         *engine
+	base      int // len(history): e.delta[base-persisted:] is what duroxide's history_delta holds
+	persisted int
+	ran       bool
+	o         outcome
+}
+
+// newRS is create_engine(history); persisted >= 0 is with_persisted_history_len.
+func newRS(t *testing.T, history []provider.Event, persisted ...int) *rsEngine {
+	t.Helper()
+	p := len(history)
+	if len(persisted) > 0 {
+		p = persisted[0]
+	}
+	clock := time.UnixMilli(1_700_000_000_000)
+	e := &engine{
+		instance: rsInstance, executionID: 1, name: "TestOrch", version: "1.0.0", input: "test-input",
+		clock: func() time.Time { return clock }, guard: 2 * time.Second, persisted: p,
+		bySchedule: map[uint64]*future{}, extSubs: map[string][]*action{}, extArrivals: map[string][]string{},
+		extCancelled: map[uint64]bool{}, queueArrivals: map[string][]string{}, queueCancelled: map[uint64]bool{},
+		queueResolved: map[uint64]bool{}, kv: map[string]string{}, kvUpdated: map[string]uint64{},
+		logBase: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	e.nextID = 1
+	if n := len(history); n > 0 {
+		e.nextID = history[n-1].EventID + 1
+	}
+	e.history = history
+	e.delta = slices.Clone(history[p:]) // events of the working history not persisted yet
+	r := &rsEngine{t: t, e: e, base: len(history), persisted: p}
+	t.Cleanup(e.stop)
+	return r
+}
+
+// snapshot is with_kv_snapshot.
+func (r *rsEngine) snapshot(kv map[string]string) *rsEngine {
+	for k, v := range kv {
+		r.e.kv[k] = v
+		r.e.kvUpdated[k] = 100
+	}
+	return r
+}
+
+// prep is prep_completions.
+func (r *rsEngine) prep(msgs ...provider.WorkItem) { r.e.prepCompletions(msgs) }
+
+// exec is execute: the working history is the baseline plus what prep added.
+func (r *rsEngine) exec(fn func(Context, string) (string, error)) outcome {
+	r.t.Helper()
+	if r.ran {
+		r.t.Fatal("rsEngine: exec twice")
+	}
+	r.ran = true
+	e := r.e
+	e.history = append(e.history[:len(e.history):len(e.history)], e.delta[len(e.history)-e.persisted:]...)
+	r.o = e.run(fn)
+	return r.o
+}
+
+// delta is history_delta.
+func (r *rsEngine) delta() []provider.Event { return r.e.delta[r.base-r.persisted:] }
+
+func (r *rsEngine) pending() []*action { return r.e.pending }
+
+func (r *rsEngine) cancelledActivities() []uint64 {
+	var ids []uint64
+	for _, a := range r.e.dropped {
+		if a.kind == actActivity {
+			ids = append(ids, a.scheduleID)
+		}
+	}
+	return ids
+}
+
+func (r *rsEngine) cancelledSubOrchs() []string {
+	var ids []string
+	for _, a := range r.e.dropped {
+		if a.kind == actSubOrch {
+			ids = append(ids, a.instance)
+		}
+	}
+	return ids
+}
+
+func (r *rsEngine) pendingOf(kind actionKind, name string) int {
+	n := 0
+	for _, a := range r.e.pending {
+		if a.kind == kind && (name == "" || a.name == name) {
+			n++
+		}
+	}
+	return n
+}
+
+// deltaOf counts the delta's events of type typ ("ActivityScheduled", ...).
+func (r *rsEngine) deltaOf(typ string) []provider.Event {
+	var out []provider.Event
+	for _, ev := range r.delta() {
+		if ev.EventType() == typ {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// Outcome assertions (assert_continue, assert_completed, ...).
+
+func (r *rsEngine) describe() string {
+	return fmt.Sprintf("outcome %+v\ndelta:\n%s", r.o, dump(r.delta()))
+}
+
+func (r *rsEngine) wantContinue() {
+	r.t.Helper()
+	if r.o.result != turnContinue {
+		r.t.Fatalf("want Continue, got %s", r.describe())
+	}
+}
+
+func (r *rsEngine) wantCompleted(out string) {
+	r.t.Helper()
+	if r.o.result != turnCompleted || r.o.output != out {
+		r.t.Fatalf("want Completed(%.80q), got %s", out, r.describe())
+	}
+}
+
+func (r *rsEngine) wantFailed() provider.ErrorDetails {
+	r.t.Helper()
+	if r.o.result != turnFailed {
+		r.t.Fatalf("want Failed, got %s", r.describe())
+	}
+	return r.o.details
+}
+
+func (r *rsEngine) wantFailedWith(substr string) {
+	r.t.Helper()
+	d := r.wantFailed()
+	if msg := displayMessage(d); !strings.Contains(msg, substr) {
+		r.t.Fatalf("failure message %q does not contain %q", msg, substr)
+	}
+}
+
+func (r *rsEngine) wantNondeterminism() {
+	r.t.Helper()
+	d := r.wantFailed()
+	if c, ok := d.Kind.(provider.ConfigurationError); !ok || c.Kind != "Nondeterminism" {
+		r.t.Fatalf("want Configuration{Nondeterminism}, got %s", r.describe())
+	}
+}
+
+func (r *rsEngine) wantAppError(kind string) {
+	r.t.Helper()
+	d := r.wantFailed()
+	if a, ok := d.Kind.(provider.ApplicationError); !ok || a.Kind.Name != kind {
+		r.t.Fatalf("want Application{%s}, got %s", kind, r.describe())
+	}
+}
+
+func (r *rsEngine) wantContinueAsNew(input string) {
+	r.t.Helper()
+	if r.o.result != turnContinuedAsNew || r.o.can == nil || r.o.can.input != input {
+		r.t.Fatalf("want ContinueAsNew(%q), got %s", input, r.describe())
+	}
+}
+
+func (r *rsEngine) wantCancelled(reason string) {
+	r.t.Helper()
+	if r.o.result != turnCancelled || r.o.reason != reason {
+		r.t.Fatalf("want Cancelled(%q), got %s", reason, r.describe())
+	}
+}
+
+// Event builders (helpers.rs).
+
+func rsEv(id uint64, src *uint64, k provider.EventKind) provider.Event {
+	return provider.Event{EventID: id, SourceEventID: src, InstanceID: rsInstance, ExecutionID: 1,
+		TimestampMs: 1_700_000_000_000, DuroxideVersion: DuroxideVersion, Kind: k}
+}
+
+func rsStarted(id uint64) provider.Event {
+	return rsEv(id, nil, provider.OrchestrationStartedEvent{Name: "TestOrch", Version: "1.0.0", Input: "test-input"})
+}
+
+func rsActSched(id uint64, name, input string) provider.Event {
+	return rsEv(id, nil, provider.ActivityScheduledEvent{Name: name, Input: input})
+}
+
+func rsActTagged(id uint64, name, input string, tag *string) provider.Event {
+	return rsEv(id, nil, provider.ActivityScheduledEvent{Name: name, Input: input, Tag: tag})
+}
+
+func rsActDone(id, src uint64, result string) provider.Event {
+	return rsEv(id, &src, provider.ActivityCompletedEvent{Result: result})
+}
+
+func rsActFailed(id, src uint64, msg string) provider.Event {
+	return rsEv(id, &src, provider.ActivityFailedEvent{Details: appError(provider.AppActivityFailed, msg)})
+}
+
+func rsTimer(id, fireAt uint64) provider.Event {
+	return rsEv(id, nil, provider.TimerCreatedEvent{FireAtMs: fireAt})
+}
+
+func rsFired(id, src, fireAt uint64) provider.Event {
+	return rsEv(id, &src, provider.TimerFiredEvent{FireAtMs: fireAt})
+}
+
+func rsSubscribed(id uint64, name string) provider.Event {
+	return rsEv(id, nil, provider.ExternalSubscribedEvent{Name: name})
+}
+
+func rsExternal(id uint64, name, data string) provider.Event {
+	return rsEv(id, nil, provider.ExternalEventEvent{Name: name, Data: data})
+}
+
+func rsSubSched(id uint64, name, instance, input string) provider.Event {
+	return rsEv(id, nil, provider.SubOrchestrationScheduledEvent{Name: name, Instance: instance, Input: input})
+}
+
+func rsSubDone(id, src uint64, result string) provider.Event {
+	return rsEv(id, &src, provider.SubOrchestrationCompletedEvent{Result: result})
+}
+
+func rsSubFailed(id, src uint64, msg string) provider.Event {
+	return rsEv(id, &src, provider.SubOrchestrationFailedEvent{Details: appError(provider.AppOrchestrationFailed, msg)})
+}
+
+func rsOrchCompleted(id uint64, out string) provider.Event {
+	return rsEv(id, nil, provider.OrchestrationCompletedEvent{Output: out})
+}
+
+func rsOrchFailed(id uint64, msg string) provider.Event {
+	return rsEv(id, nil, provider.OrchestrationFailedEvent{Details: appError(provider.AppOrchestrationFailed, msg)})
+}
+
+func rsOrchCAN(id uint64, input string) provider.Event {
+	return rsEv(id, nil, provider.OrchestrationContinuedAsNewEvent{Input: input})
+}
+
+func rsCancelRequested(id uint64, reason string) provider.Event {
+	return rsEv(id, nil, provider.OrchestrationCancelRequestedEvent{Reason: reason})
+}
+
+func rsActCancel(id, src uint64, reason string) provider.Event {
+	return rsEv(id, &src, provider.ActivityCancelRequestedEvent{Reason: reason})
+}
+
+func rsSubCancel(id, src uint64, reason string) provider.Event {
+	return rsEv(id, &src, provider.SubOrchestrationCancelRequestedEvent{Reason: reason})
+}
+
+func rsChained(id uint64, name, instance, input string) provider.Event {
+	return rsEv(id, nil, provider.OrchestrationChainedEvent{Name: name, Instance: instance, Input: input})
+}
+
+func rsKVSet(id uint64, key, value string, ts uint64) provider.Event {
+	return rsEv(id, nil, provider.KeyValueSetEvent{Key: key, Value: value, LastUpdatedAtMs: ts})
+}
+
+func rsKVCleared(id uint64, key string) provider.Event {
+	return rsEv(id, nil, provider.KeyValueClearedEvent{Key: key})
+}
+
+func rsKVAllCleared(id uint64) provider.Event { return rsEv(id, nil, provider.KeyValuesClearedEvent{}) }
+
+// Message builders (helpers.rs).
+
+func rsMsgActDone(id uint64, result string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.ActivityCompleted{Instance: rsInstance, ExecutionID: 1, ID: id, Result: result}}
+}
+
+func rsMsgActFailedWith(id uint64, d provider.ErrorDetails) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.ActivityFailed{Instance: rsInstance, ExecutionID: 1, ID: id, Details: d}}
+}
+
+func rsMsgActFailed(id uint64, msg string) provider.WorkItem {
+	return rsMsgActFailedWith(id, appError(provider.AppActivityFailed, msg))
+}
+
+func rsMsgFired(id, fireAt uint64) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.TimerFired{Instance: rsInstance, ExecutionID: 1, ID: id, FireAtMs: fireAt}}
+}
+
+func rsMsgRaised(name, data string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.ExternalRaised{Instance: rsInstance, Name: name, Data: data}}
+}
+
+func rsMsgSubDone(parentID uint64, result string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.SubOrchCompleted{ParentInstance: rsInstance, ParentExecutionID: 1, ParentID: parentID, Result: result}}
+}
+
+func rsMsgSubFailedWith(parentID uint64, d provider.ErrorDetails) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.SubOrchFailed{ParentInstance: rsInstance, ParentExecutionID: 1, ParentID: parentID, Details: d}}
+}
+
+func rsMsgCancel(reason string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.CancelInstance{Instance: rsInstance, Reason: reason}}
+}
+
+// Handlers (helpers.rs). Inputs and results are raw text, as duroxide's string handlers see them.
+
+type rsHandler = func(Context, string) (string, error)
+
+func rsImmediateOK(out string) rsHandler {
+	return func(Context, string) (string, error) { return out, nil }
+}
+
+func rsImmediateErr(msg string) rsHandler {
+	return func(Context, string) (string, error) { return "", errors.New(msg) }
+}
+
+func rsAwait[T any](ctx Context, f Future[T]) (T, error) { return f.Await(ctx) }
+
+func rsCall(ctx Context, name, input string, opts ...Option) Future[Raw] {
+	return Call[Raw](ctx, name, Raw(input), opts...)
+}
+
+func rsSingleActivity(name, input string) rsHandler {
+	return func(ctx Context, _ string) (string, error) {
+		r, err := rsCall(ctx, name, input).Await(ctx)
+		return string(r), err
+	}
+}
+
+func rsSingleTimer(d time.Duration) rsHandler {
+	return func(ctx Context, _ string) (string, error) {
+		if err := ctx.Sleep(d); err != nil {
+			return "", err
+		}
+		return "timer_done", nil
+	}
+}
+
+func rsWaitExternal(name string) rsHandler {
+	return func(ctx Context, _ string) (string, error) {
+		r, err := WaitEvent[Raw](ctx, name).Await(ctx)
+		return string(r), err
+	}
+}
+
+func rsSubOrch(name, input string) rsHandler {
+	return func(ctx Context, _ string) (string, error) {
+		r, err := CallSub[Raw](ctx, name, Raw(input)).Await(ctx)
+		return string(r), err
+	}
+}
+
+func rsContinueAsNew(input string) rsHandler {
+	return func(ctx Context, _ string) (string, error) {
+		return "", ContinueAsNew(ctx, Raw(input))
+	}
+}
+
+func rsSubOrchThenContinueAsNew(sub, subInput, input string) rsHandler {
+	return func(ctx Context, _ string) (string, error) {
+		CallSub[Raw](ctx, sub, Raw(subInput)).Cancel() // drop(...)
+		return "", ContinueAsNew(ctx, Raw(input))
+	}
+}
+
+func rsDetachedThenActivity(orch, instance, orchInput, name, input string) rsHandler {
+	return func(ctx Context, _ string) (string, error) {
+		if err := ctx.StartOrchestration(orch, instance, Raw(orchInput)); err != nil {
+			return "", err
+		}
+		r, err := rsCall(ctx, name, input).Await(ctx)
+		return string(r), err
+	}
+}
+
+type rsPair struct{ name, input string }
+
+func rsMultiScheduleNoAwait(acts ...rsPair) rsHandler {
+	return func(ctx Context, _ string) (string, error) {
+		for _, a := range acts {
+			rsCall(ctx, a.name, a.input).Cancel() // drop(...)
+		}
+		return "done", nil
+	}
+}
+
+func rsTwoActivities(first, second rsPair) rsHandler {
+	return func(ctx Context, _ string) (string, error) {
+		r1, err := rsCall(ctx, first.name, first.input).Await(ctx)
+		if err != nil {
+			return "", err
+		}
+		r2, err := rsCall(ctx, second.name, second.input).Await(ctx)
+		if err != nil {
+			return "", err
+		}
+		return string(r1) + "," + string(r2), nil
+	}
+}
+
+func rsTwoTimers(first, second time.Duration) rsHandler {
+	return func(ctx Context, _ string) (string, error) {
+		if err := ctx.Sleep(first); err != nil {
+			return "", err
+		}
+		if err := ctx.Sleep(second); err != nil {
+			return "", err
+		}
+		return "done", nil
+	}
+}
+
+func rsSubOrchThenActivity(sub, subInput, name, input string) rsHandler {
+	return func(ctx Context, _ string) (string, error) {
+		r1, err := CallSub[Raw](ctx, sub, Raw(subInput)).Await(ctx)
+		if err != nil {
+			return "", err
+		}
+		r2, err := rsCall(ctx, name, input).Await(ctx)
+		if err != nil {
+			return "", err
+		}
+		return string(r1) + "," + string(r2), nil
+	}
+}
+
+func rsActivityThenTimer(name, input string, d time.Duration) rsHandler {
+	return func(ctx Context, _ string) (string, error) {
+		r, err := rsCall(ctx, name, input).Await(ctx)
+		if err != nil {
+			return "", err
+		}
+		if err := ctx.Sleep(d); err != nil {
+			return "", err
+		}
+		return string(r), nil
+	}
+}
+
+// rsSelect2 is helpers.rs' Select2Handler: activity against timer.
+func rsSelect2(name, input string, d time.Duration) rsHandler {
+	return func(ctx Context, _ string) (string, error) {
+		act := rsCall(ctx, name, input)
+		timer := ctx.Timer(d)
+		switch Select(ctx, act, timer) {
+		case act:
+			r, err := act.Await(ctx)
+			if err != nil {
+				return "", fmt.Errorf("activity_err:%w", err)
+			}
+			return "activity:" + string(r), nil
+		default:
+			return "timeout", nil
+		}
+	}
+}
+
+func rsJoinActivities(acts ...rsPair) rsHandler {
+	return func(ctx Context, _ string) (string, error) {
+		var futs []Future[Raw]
+		for _, a := range acts {
+			futs = append(futs, rsCall(ctx, a.name, a.input))
+		}
+		rs, err := All(ctx, futs...)
+		if err != nil {
+			return "", err
+		}
+		out := make([]string, len(rs))
+		for i, r := range rs {
+			out[i] = string(r)
+		}
+		return strings.Join(out, ","), nil
+	}
+}
+
+func rsPanic(msg string) rsHandler {
+	return func(Context, string) (string, error) { panic(msg) }
+}
+
+var _ = strconv.Itoa
+
+// fresh_execution.rs
+func TestReplaySpecFreshExecution(t *testing.T) {
+	t.Run("immediate_return_ok", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsImmediateOK("success"))
+		r.wantCompleted("success")
+		if len(r.pending()) != 0 || len(r.delta()) != 0 {
+			t.Fatalf("want no pending actions and no delta, got %s", r.describe())
+		}
+	})
+	t.Run("immediate_return_err", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsImmediateErr("failure"))
+		r.wantFailed()
+		if len(r.pending()) != 0 {
+			t.Fatal("want no pending actions")
+		}
+	})
+	t.Run("schedule_activity_pending", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsSingleActivity("Greet", "Alice"))
+		r.wantContinue()
+		if len(r.pending()) != 1 || r.pendingOf(actActivity, "Greet") != 1 || len(r.delta()) != 1 || len(r.deltaOf("ActivityScheduled")) != 1 {
+			t.Fatalf("want one pending Greet and one ActivityScheduled, got %s", r.describe())
+		}
+	})
+	t.Run("schedule_timer_pending", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsSingleTimer(60 * time.Second))
+		r.wantContinue()
+		if len(r.pending()) != 1 || r.pendingOf(actTimer, "") != 1 || len(r.delta()) != 1 || len(r.deltaOf("TimerCreated")) != 1 {
+			t.Fatalf("want one pending timer and one TimerCreated, got %s", r.describe())
+		}
+	})
+	t.Run("schedule_external_pending", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsWaitExternal("Approval"))
+		r.wantContinue()
+		if len(r.pending()) != 1 || r.pendingOf(actWait, "Approval") != 1 || len(r.delta()) != 1 || len(r.deltaOf("ExternalSubscribed")) != 1 {
+			t.Fatalf("want one pending wait and one ExternalSubscribed, got %s", r.describe())
+		}
+	})
+	t.Run("schedule_sub_orch_pending", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsSubOrch("ChildOrch", "child-input"))
+		r.wantContinue()
+		if len(r.pending()) != 1 || r.pendingOf(actSubOrch, "ChildOrch") != 1 {
+			t.Fatalf("want one pending ChildOrch, got %s", r.describe())
+		}
+	})
+	t.Run("continue_as_new", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsContinueAsNew("new-input"))
+		r.wantContinueAsNew("new-input")
+	})
+	// Ours keeps the ContinueAsNew action out of the pending list (it has no schedule event and is
+	// carried in the outcome), so "has_continue_as_new_action" reads the outcome's action.
+	t.Run("sub_orch_then_continue_as_new", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsSubOrchThenContinueAsNew("ChildOrch", "child-input", "new-input"))
+		r.wantContinueAsNew("new-input")
+		if r.pendingOf(actSubOrch, "ChildOrch") != 1 || r.e.continueAs == nil || r.e.continueAs.input != "new-input" {
+			t.Fatalf("want the sub-orchestration pending and the continue-as-new action, got %s", r.describe())
+		}
+	})
+	t.Run("multiple_schedules_no_await", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsMultiScheduleNoAwait(rsPair{"A", "a"}, rsPair{"B", "b"}, rsPair{"C", "c"}))
+		r.wantCompleted("done")
+		if len(r.pending()) != 3 || len(r.deltaOf("ActivityScheduled")) != 3 || len(r.deltaOf("ActivityCancelRequested")) != 3 {
+			t.Fatalf("want 3 pending, 3 ActivityScheduled, 3 ActivityCancelRequested, got %s", r.describe())
+		}
+	})
+}
+
+// action_to_event.rs
+func TestReplaySpecActionToEvent(t *testing.T) {
+	sessionActivity := func(name, input, session string) rsHandler {
+		return func(ctx Context, _ string) (string, error) {
+			r, err := rsCall(ctx, name, input, OnSession(session)).Await(ctx)
+			return string(r), err
+		}
+	}
+	tagged := func(name, input, tag string) rsHandler {
+		return func(ctx Context, _ string) (string, error) {
+			r, err := rsCall(ctx, name, input, WithTag(tag)).Await(ctx)
+			return string(r), err
+		}
+	}
+	onlyScheduled := func(t *testing.T, r *rsEngine) provider.ActivityScheduledEvent {
+		t.Helper()
+		evs := r.deltaOf("ActivityScheduled")
+		if len(evs) != 1 {
+			t.Fatalf("want exactly one ActivityScheduled in the delta, got %s", r.describe())
+		}
+		return evs[0].Kind.(provider.ActivityScheduledEvent)
+	}
+	t.Run("schedule_activity_creates_activity_scheduled_event", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsSingleActivity("MyActivity", "my-input"))
+		r.wantContinue()
+		if k := onlyScheduled(t, r); k.Name != "MyActivity" || k.Input != "my-input" {
+			t.Fatalf("got %+v", k)
+		}
+	})
+	t.Run("schedule_activity_on_session_creates_activity_scheduled_event_with_session_id", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(sessionActivity("MyActivity", "my-input", "sess-1"))
+		r.wantContinue()
+		if k := onlyScheduled(t, r); k.Name != "MyActivity" || k.Input != "my-input" || k.SessionID == nil || *k.SessionID != "sess-1" {
+			t.Fatalf("got %+v", k)
+		}
+	})
+	t.Run("schedule_activity_on_session_session_id_mismatch_causes_nondeterminism", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "MyActivity", "my-input")})
+		r.exec(sessionActivity("MyActivity", "my-input", "sess-1"))
+		r.wantNondeterminism()
+	})
+	t.Run("schedule_timer_creates_timer_created_event", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsSingleTimer(10 * time.Second))
+		r.wantContinue()
+		evs := r.deltaOf("TimerCreated")
+		if len(evs) != 1 || evs[0].Kind.(provider.TimerCreatedEvent).FireAtMs == 0 {
+			t.Fatalf("want one TimerCreated with fire_at_ms set, got %s", r.describe())
+		}
+	})
+	t.Run("schedule_wait_creates_external_subscribed_event", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsWaitExternal("MyEvent"))
+		r.wantContinue()
+		evs := r.deltaOf("ExternalSubscribed")
+		if len(evs) != 1 || evs[0].Kind.(provider.ExternalSubscribedEvent).Name != "MyEvent" {
+			t.Fatalf("want one ExternalSubscribed MyEvent, got %s", r.describe())
+		}
+	})
+	t.Run("schedule_sub_orchestration_creates_sub_orchestration_scheduled_event", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			CallSub[Raw](ctx, "ChildOrch", Raw("child-input")).Cancel() // drop(...)
+			return "scheduled", nil
+		})
+		r.wantCompleted("scheduled")
+		evs := r.deltaOf("SubOrchestrationScheduled")
+		if len(evs) != 1 {
+			t.Fatalf("want one SubOrchestrationScheduled, got %s", r.describe())
+		}
+		if k := evs[0].Kind.(provider.SubOrchestrationScheduledEvent); k.Name != "ChildOrch" || k.Input != "child-input" {
+			t.Fatalf("got %+v", k)
+		}
+	})
+	t.Run("schedule_orchestration_creates_orchestration_chained_event", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			return "scheduled", ctx.StartOrchestration("DetachedChild", "child-instance", Raw("child-input"))
+		})
+		r.wantCompleted("scheduled")
+		evs := r.deltaOf("OrchestrationChained")
+		if len(evs) != 1 {
+			t.Fatalf("want one OrchestrationChained, got %s", r.describe())
+		}
+		want := provider.OrchestrationChainedEvent{Name: "DetachedChild", Instance: "child-instance", Input: "child-input"}
+		if k := evs[0].Kind.(provider.OrchestrationChainedEvent); k != want {
+			t.Fatalf("got %+v", k)
+		}
+	})
+	t.Run("multiple_action_types_create_corresponding_events", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsMultiScheduleNoAwait(rsPair{"Task1", "input1"}, rsPair{"Task2", "input2"}))
+		r.wantCompleted("done")
+		if len(r.deltaOf("ActivityScheduled")) != 2 {
+			t.Fatalf("want two ActivityScheduled, got %s", r.describe())
+		}
+	})
+	t.Run("detached_orchestration_then_activity_replays_correctly", func(t *testing.T) {
+		h := rsDetachedThenActivity("DetachedChild", "child-1", "child-input", "MyActivity", "activity-input")
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(h)
+		r.wantContinue()
+		replay := append([]provider.Event{rsStarted(1)}, r.delta()...)
+		r2 := newRS(t, replay)
+		var id uint64
+		for _, ev := range r2.e.allEvents() {
+			if _, ok := ev.Kind.(provider.ActivityScheduledEvent); ok {
+				id = ev.EventID
+			}
+		}
+		if id == 0 {
+			t.Fatalf("no ActivityScheduled in %s", dump(replay))
+		}
+		r2.prep(rsMsgActDone(id, "activity-result"))
+		r2.exec(h)
+		r2.wantCompleted("activity-result")
+	})
+	t.Run("with_tag_sets_tag_on_emitted_event", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(tagged("GpuWork", "data", "gpu"))
+		r.wantContinue()
+		if k := onlyScheduled(t, r); k.Name != "GpuWork" || k.Tag == nil || *k.Tag != "gpu" {
+			t.Fatalf("got %+v", k)
+		}
+	})
+	t.Run("no_with_tag_leaves_none", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsSingleActivity("PlainWork", "data"))
+		r.wantContinue()
+		if k := onlyScheduled(t, r); k.Tag != nil {
+			t.Fatalf("got tag %q", *k.Tag)
+		}
+	})
+	t.Run("tag_mismatch_on_replay_causes_nondeterminism", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "GpuWork", "data")})
+		r.exec(tagged("GpuWork", "data", "gpu"))
+		r.wantNondeterminism()
+	})
+	t.Run("tag_value_change_on_replay_causes_nondeterminism", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActTagged(2, "Render", "data", ptr("gpu"))})
+		r.exec(tagged("Render", "data", "cpu"))
+		r.wantNondeterminism()
+	})
+	t.Run("tag_removal_on_replay_causes_nondeterminism", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActTagged(2, "Render", "data", ptr("gpu"))})
+		r.exec(rsSingleActivity("Render", "data"))
+		r.wantNondeterminism()
+	})
+}
+
+// cancellation.rs
+func TestReplaySpecCancellation(t *testing.T) {
+	t.Run("cancel_via_message", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.prep(rsMsgCancel("user requested"))
+		r.exec(rsImmediateOK("success"))
+		r.wantCancelled("user requested")
+	})
+	t.Run("cancel_in_history", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsCancelRequested(2, "admin cancelled")})
+		r.exec(rsImmediateOK("success"))
+		r.wantCancelled("admin cancelled")
+	})
+	t.Run("cancel_precedence_over_completion", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.prep(rsMsgCancel("cancelled"))
+		r.exec(rsImmediateOK("would have completed"))
+		r.wantCancelled("cancelled")
+	})
+	t.Run("cancel_with_pending_activity", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input")})
+		r.prep(rsMsgCancel("cancelled"))
+		r.exec(rsSingleActivity("Task", "input"))
+		r.wantCancelled("cancelled")
+	})
+	t.Run("cancel_duplicate_filtered", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsCancelRequested(2, "first cancel")})
+		r.prep(rsMsgCancel("second cancel"))
+		if len(r.delta()) != 0 {
+			t.Fatalf("duplicate cancel not filtered:\n%s", dump(r.delta()))
+		}
+	})
+}
