@@ -773,3 +773,404 @@ func TestReplaySpecCancellation(t *testing.T) {
 		}
 	})
 }
+
+// completion_messages.rs: prep_completions alone.
+func TestReplaySpecCompletionMessages(t *testing.T) {
+	one := func(t *testing.T, r *rsEngine) provider.EventKind {
+		t.Helper()
+		if len(r.delta()) != 1 {
+			t.Fatalf("want one event in the delta, got:\n%s", dump(r.delta()))
+		}
+		return r.delta()[0].Kind
+	}
+	t.Run("activity_completed_message", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input")})
+		r.prep(rsMsgActDone(2, "result"))
+		if k, ok := one(t, r).(provider.ActivityCompletedEvent); !ok || k.Result != "result" {
+			t.Fatalf("got %#v", k)
+		}
+	})
+	t.Run("timer_fired_message", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsTimer(2, 1000)})
+		r.prep(rsMsgFired(2, 1000))
+		if _, ok := one(t, r).(provider.TimerFiredEvent); !ok {
+			t.Fatal("want TimerFired")
+		}
+	})
+	t.Run("external_raised_message", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubscribed(2, "MyEvent")})
+		r.prep(rsMsgRaised("MyEvent", "event-data"))
+		if k, ok := one(t, r).(provider.ExternalEventEvent); !ok || k.Name != "MyEvent" || k.Data != "event-data" {
+			t.Fatalf("got %#v", k)
+		}
+	})
+	t.Run("sub_orch_completed_message", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubSched(2, "Child", "sub::2", "input")})
+		r.prep(rsMsgSubDone(2, "child-result"))
+		if k, ok := one(t, r).(provider.SubOrchestrationCompletedEvent); !ok || k.Result != "child-result" {
+			t.Fatalf("got %#v", k)
+		}
+	})
+	t.Run("duplicate_completion_filtered", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsActDone(3, 2, "result")})
+		r.prep(rsMsgActDone(2, "result"))
+		if len(r.delta()) != 0 {
+			t.Fatalf("duplicate not filtered:\n%s", dump(r.delta()))
+		}
+	})
+	t.Run("duplicate_in_same_batch", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input")})
+		r.prep(rsMsgActDone(2, "first-result"), rsMsgActDone(2, "second-result"))
+		if k, ok := one(t, r).(provider.ActivityCompletedEvent); !ok || k.Result != "first-result" {
+			t.Fatalf("got %#v", k)
+		}
+	})
+	t.Run("wrong_execution_filtered", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input")})
+		r.prep(provider.WorkItem{Kind: provider.ActivityCompleted{Instance: rsInstance, ExecutionID: 999, ID: 2, Result: "result"}})
+		if len(r.delta()) != 0 {
+			t.Fatalf("wrong execution not filtered:\n%s", dump(r.delta()))
+		}
+	})
+	t.Run("external_without_subscription", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.prep(rsMsgRaised("UnknownEvent", "data"))
+		one(t, r)
+	})
+	t.Run("multiple_completions_batch", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "A", "a"), rsActSched(3, "B", "b")})
+		r.prep(rsMsgActDone(2, "result-a"), rsMsgActDone(3, "result-b"))
+		if len(r.delta()) != 2 {
+			t.Fatalf("want both completions, got:\n%s", dump(r.delta()))
+		}
+	})
+	t.Run("duplicate_external_events_in_batch_are_kept", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubscribed(2, "Evt")})
+		r.prep(rsMsgRaised("Evt", "same-data"), rsMsgRaised("Evt", "same-data"))
+		if len(r.delta()) != 2 {
+			t.Fatalf("want both external events, got:\n%s", dump(r.delta()))
+		}
+	})
+	t.Run("duplicate_external_event_in_history_is_kept", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubscribed(2, "Evt"), rsExternal(3, "Evt", "same-data")})
+		r.prep(rsMsgRaised("Evt", "same-data"))
+		one(t, r)
+	})
+}
+
+// composition.rs
+func TestReplaySpecComposition(t *testing.T) {
+	t.Run("select2_activity_wins", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsTimer(3, 1000), rsActDone(4, 2, "activity-result")})
+		r.exec(rsSelect2("Task", "input", 60*time.Second))
+		r.wantCompleted("activity:activity-result")
+	})
+	t.Run("select2_timer_wins", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsTimer(3, 1000), rsFired(4, 3, 1000)})
+		r.exec(rsSelect2("Task", "input", 60*time.Second))
+		r.wantCompleted("timeout")
+	})
+	t.Run("select2_both_pending", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsTimer(3, 1000)})
+		r.exec(rsSelect2("Task", "input", 60*time.Second))
+		r.wantContinue()
+	})
+	t.Run("join_all_complete", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "A", "a"), rsActSched(3, "B", "b"), rsActDone(4, 2, "result-a"), rsActDone(5, 3, "result-b")})
+		r.exec(rsJoinActivities(rsPair{"A", "a"}, rsPair{"B", "b"}))
+		r.wantCompleted("result-a,result-b")
+	})
+	t.Run("join_partial_complete", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "A", "a"), rsActSched(3, "B", "b"), rsActDone(4, 2, "result-a")})
+		r.exec(rsJoinActivities(rsPair{"A", "a"}, rsPair{"B", "b"}))
+		r.wantContinue()
+	})
+	t.Run("join_fresh_schedule", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsJoinActivities(rsPair{"A", "a"}, rsPair{"B", "b"}, rsPair{"C", "c"}))
+		r.wantContinue()
+		if len(r.pending()) != 3 {
+			t.Fatalf("want 3 pending, got %s", r.describe())
+		}
+	})
+	t.Run("join_one_fails", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "A", "a"), rsActSched(3, "B", "b"), rsActDone(4, 2, "result-a"), rsActFailed(5, 3, "B failed")})
+		r.exec(rsJoinActivities(rsPair{"A", "a"}, rsPair{"B", "b"}))
+		r.wantFailed()
+	})
+	t.Run("join_large_completed_sub_orchestration_fan_in_reaches_terminal", func(t *testing.T) {
+		const n = 1024
+		hist := []provider.Event{rsStarted(1)}
+		for i := range n {
+			hist = append(hist, rsSubSched(uint64(i+2), "Child", fmt.Sprintf("child-%d", i), strconv.Itoa(i)))
+		}
+		for i := range n {
+			hist = append(hist, rsSubDone(uint64(n+i+2), uint64(i+2), strconv.Itoa(i)))
+		}
+		r := newRS(t, hist)
+		r.exec(func(ctx Context, _ string) (string, error) {
+			var futs []Future[Raw]
+			for i := range n {
+				futs = append(futs, CallSub[Raw](ctx, "Child", Raw(strconv.Itoa(i)), WithInstanceID(fmt.Sprintf("child-%d", i))))
+			}
+			rs, err := All(ctx, futs...)
+			if err != nil {
+				return "", err
+			}
+			for i, v := range rs {
+				if string(v) != strconv.Itoa(i) {
+					return "", fmt.Errorf("result at index %d was %s", i, v)
+				}
+			}
+			return strconv.Itoa(len(rs)), nil
+		})
+		r.wantCompleted(strconv.Itoa(n))
+		if len(r.pending()) != 0 {
+			t.Fatalf("fully replayed fan-in emitted %d new actions", len(r.pending()))
+		}
+	})
+}
+
+// edge_cases.rs
+func TestReplaySpecEdgeCases(t *testing.T) {
+	t.Run("zero_delay_timer", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsSingleTimer(0))
+		r.wantContinue()
+		if r.pendingOf(actTimer, "") != 1 {
+			t.Fatalf("want a pending timer, got %s", r.describe())
+		}
+	})
+	t.Run("empty_activity_input", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", ""), rsActDone(3, 2, "result")})
+		r.exec(rsSingleActivity("Task", ""))
+		r.wantCompleted("result")
+	})
+	t.Run("large_result_string", func(t *testing.T) {
+		large := strings.Repeat("x", 1_000_000)
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsActDone(3, 2, large)})
+		r.exec(rsSingleActivity("Task", "input"))
+		r.wantCompleted(large)
+	})
+	t.Run("handler_invoked_once", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		count := 0
+		r.exec(func(Context, string) (string, error) { count++; return "done", nil })
+		r.wantCompleted("done")
+		if count != 1 {
+			t.Fatalf("handler invoked %d times", count)
+		}
+	})
+	t.Run("handler_invoked_once_during_replay", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsActDone(3, 2, "result")})
+		count := 0
+		r.exec(func(ctx Context, in string) (string, error) { count++; return rsSingleActivity("Task", "input")(ctx, in) })
+		r.wantCompleted("result")
+		if count != 1 {
+			t.Fatalf("handler invoked %d times", count)
+		}
+	})
+	t.Run("empty_external_event_data", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubscribed(2, "Event"), rsExternal(3, "Event", "")})
+		r.exec(rsWaitExternal("Event"))
+		r.wantCompleted("")
+	})
+	t.Run("multiple_external_events_same_name", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubscribed(2, "Event"), rsExternal(3, "Event", "first-data"), rsExternal(4, "Event", "second-data")})
+		r.exec(rsWaitExternal("Event"))
+		r.wantCompleted("first-data")
+	})
+	// Ours has no made_progress(): progress is a delta that is not empty after prep_completions.
+	t.Run("made_progress_after_completion", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input")})
+		if len(r.delta()) != 0 {
+			t.Fatal("progress before any completion")
+		}
+		r.prep(rsMsgActDone(2, "result"))
+		if len(r.delta()) == 0 {
+			t.Fatal("no progress after a completion")
+		}
+	})
+	t.Run("final_history_combines_baseline_and_delta", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsSingleActivity("Task", "input"))
+		r.wantContinue()
+		if got := types(r.e.allEvents()); got != "OrchestrationStarted ActivityScheduled" {
+			t.Fatalf("final history %s", got)
+		}
+	})
+}
+
+// event_allocation.rs
+func TestReplaySpecEventAllocation(t *testing.T) {
+	ids := func(evs []provider.Event) []uint64 {
+		var out []uint64
+		for _, ev := range evs {
+			out = append(out, ev.EventID)
+		}
+		return out
+	}
+	t.Run("sequential_allocation", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsMultiScheduleNoAwait(rsPair{"A", "a"}, rsPair{"B", "b"}, rsPair{"C", "c"}))
+		r.wantCompleted("done")
+		if got := ids(r.deltaOf("ActivityScheduled")); !slices.Equal(got, []uint64{2, 3, 4}) {
+			t.Fatalf("scheduled ids %v", got)
+		}
+		all := ids(r.delta())
+		for i, id := range all {
+			if id != uint64(i+2) {
+				t.Fatalf("delta ids %v, want sequential from 2", all)
+			}
+		}
+	})
+	t.Run("allocation_after_replay", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "First", "input"), rsActDone(3, 2, "result")})
+		r.exec(rsTwoActivities(rsPair{"First", "input"}, rsPair{"Second", "input2"}))
+		r.wantContinue()
+		if got := ids(r.delta()); !slices.Equal(got, []uint64{4}) {
+			t.Fatalf("delta ids %v, want [4]", got)
+		}
+	})
+	t.Run("allocation_with_gaps", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(5, "Task", "input")})
+		r.prep(rsMsgActDone(5, "result"))
+		r.exec(rsTwoActivities(rsPair{"Task", "input"}, rsPair{"Next", "next"}))
+		r.wantContinue()
+		if got := ids(r.delta()); !slices.Contains(got, 6) || !slices.Contains(got, 7) {
+			t.Fatalf("delta ids %v, want 6 (completion) and 7 (new schedule)", got)
+		}
+	})
+	t.Run("pending_actions_have_correct_event_id", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsSingleActivity("Task", "input"))
+		r.wantContinue()
+		if p := r.pending(); len(p) != 1 || p[0].kind != actActivity || p[0].scheduleID != 2 {
+			t.Fatalf("want one activity action bound to event 2, got %s", r.describe())
+		}
+	})
+}
+
+// failure_handling.rs
+func TestReplaySpecFailureHandling(t *testing.T) {
+	kindOf := func(d provider.ErrorDetails) string { return fmt.Sprintf("%T", d.Kind) }
+	t.Run("application_error_propagates", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input")})
+		r.prep(rsMsgActFailed(2, "business rule violated"))
+		r.exec(rsSingleActivity("Task", "input"))
+		if _, ok := r.wantFailed().Kind.(provider.ApplicationError); !ok {
+			t.Fatalf("want Application, got %s", kindOf(r.o.details))
+		}
+	})
+	t.Run("infrastructure_error_aborts", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input")})
+		r.prep(rsMsgActFailedWith(2, provider.ErrorDetails{Kind: provider.InfrastructureError{Operation: "activity", Message: "database connection lost"}}))
+		r.exec(rsSingleActivity("Task", "input"))
+		if _, ok := r.wantFailed().Kind.(provider.InfrastructureError); !ok {
+			t.Fatalf("want Infrastructure, got %s", kindOf(r.o.details))
+		}
+	})
+	t.Run("configuration_error_aborts", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input")})
+		msg := "activity not registered"
+		r.prep(rsMsgActFailedWith(2, provider.ErrorDetails{Kind: provider.ConfigurationError{Kind: "Nondeterminism", Message: &msg}}))
+		r.exec(rsSingleActivity("Task", "input"))
+		if _, ok := r.wantFailed().Kind.(provider.ConfigurationError); !ok {
+			t.Fatalf("want Configuration, got %s", kindOf(r.o.details))
+		}
+	})
+	t.Run("sub_orch_infra_error_aborts_parent", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubSched(2, "Child", "sub::2", "input")})
+		r.prep(rsMsgSubFailedWith(2, provider.ErrorDetails{Kind: provider.InfrastructureError{Operation: "child", Message: "child infra failure"}}))
+		r.exec(rsSubOrch("Child", "input"))
+		if _, ok := r.wantFailed().Kind.(provider.InfrastructureError); !ok {
+			t.Fatalf("want Infrastructure, got %s", kindOf(r.o.details))
+		}
+	})
+	t.Run("sub_orch_app_error_propagates", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubSched(2, "Child", "sub::2", "input")})
+		r.prep(rsMsgSubFailedWith(2, appError(provider.AppOrchestrationFailed, "child business error")))
+		r.exec(rsSubOrch("Child", "input"))
+		r.wantAppError(provider.AppOrchestrationFailed)
+	})
+}
+
+// panic_handling.rs
+func TestReplaySpecPanicHandling(t *testing.T) {
+	t.Run("panic_string", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsPanic("oops something went wrong"))
+		r.wantAppError(provider.AppPanicked)
+		r.wantFailedWith("oops something went wrong")
+	})
+	t.Run("panic_other", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(func(Context, string) (string, error) { panic(42) })
+		r.wantAppError(provider.AppPanicked)
+		r.wantFailedWith("42")
+	})
+	t.Run("panic_during_await", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsActDone(3, 2, "result")})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			_, _ = rsCall(ctx, "Task", "input").Await(ctx)
+			panic("panic after activity")
+		})
+		r.wantAppError(provider.AppPanicked)
+		r.wantFailedWith("panic after activity")
+	})
+}
+
+// partial_completion.rs
+func TestReplaySpecPartialCompletion(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		hist []provider.Event
+		h    rsHandler
+	}{
+		{"activity_scheduled_no_completion", []provider.Event{rsStarted(1), rsActSched(2, "Greet", "Alice")}, rsSingleActivity("Greet", "Alice")},
+		{"timer_created_no_fire", []provider.Event{rsStarted(1), rsTimer(2, 1000)}, rsSingleTimer(60 * time.Second)},
+		{"external_subscribed_no_event", []provider.Event{rsStarted(1), rsSubscribed(2, "Approval")}, rsWaitExternal("Approval")},
+		{"sub_orch_scheduled_no_completion", []provider.Event{rsStarted(1), rsSubSched(2, "ChildOrch", "sub::2", "child-input")}, rsSubOrch("ChildOrch", "child-input")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRS(t, c.hist)
+			r.exec(c.h)
+			r.wantContinue()
+			if len(r.pending()) != 0 {
+				t.Fatalf("want no new actions, got %s", r.describe())
+			}
+		})
+	}
+}
+
+// replay_with_completions.rs
+func TestReplaySpecReplayWithCompletions(t *testing.T) {
+	t.Run("activity_completed_in_history", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Greet", "Alice"), rsActDone(3, 2, "Hello, Alice!")})
+		r.exec(rsSingleActivity("Greet", "Alice"))
+		r.wantCompleted("Hello, Alice!")
+		if len(r.pending()) != 0 {
+			t.Fatal("want no new actions")
+		}
+	})
+	t.Run("activity_failed_in_history", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Greet", "Alice"), rsActFailed(3, 2, "service unavailable")})
+		r.exec(rsSingleActivity("Greet", "Alice"))
+		r.wantFailed()
+	})
+	t.Run("timer_fired_in_history", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsTimer(2, 1000), rsFired(3, 2, 1000)})
+		r.exec(rsSingleTimer(60 * time.Second))
+		r.wantCompleted("timer_done")
+	})
+	t.Run("external_received_in_history", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubscribed(2, "Approval"), rsExternal(3, "Approval", "approved-data")})
+		r.exec(rsWaitExternal("Approval"))
+		r.wantCompleted("approved-data")
+	})
+	t.Run("sub_orch_completed_in_history", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubSched(2, "ChildOrch", "sub::2", "child-input"), rsSubDone(3, 2, "child-result")})
+		r.exec(rsSubOrch("ChildOrch", "child-input"))
+		r.wantCompleted("child-result")
+	})
+}
