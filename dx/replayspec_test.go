@@ -964,7 +964,10 @@ func TestReplaySpecEdgeCases(t *testing.T) {
 	t.Run("handler_invoked_once_during_replay", func(t *testing.T) {
 		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsActDone(3, 2, "result")})
 		count := 0
-		r.exec(func(ctx Context, in string) (string, error) { count++; return rsSingleActivity("Task", "input")(ctx, in) })
+		r.exec(func(ctx Context, in string) (string, error) {
+			count++
+			return rsSingleActivity("Task", "input")(ctx, in)
+		})
 		r.wantCompleted("result")
 		if count != 1 {
 			t.Fatalf("handler invoked %d times", count)
