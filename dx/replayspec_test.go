@@ -1177,3 +1177,425 @@ func TestReplaySpecReplayWithCompletions(t *testing.T) {
 		r.wantCompleted("child-result")
 	})
 }
+
+// history_corruption.rs
+func TestReplaySpecHistoryCorruption(t *testing.T) {
+	t.Run("empty_history", func(t *testing.T) {
+		r := newRS(t, nil)
+		r.exec(rsImmediateOK("done"))
+		r.wantNondeterminism()
+		r.wantFailedWith("empty")
+	})
+	t.Run("missing_started_event", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsActSched(1, "Task", "input")})
+		r.exec(rsImmediateOK("done"))
+		r.wantFailedWith("OrchestrationStarted")
+	})
+	t.Run("started_not_first", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsActSched(1, "Task", "input"), rsStarted(2)})
+		r.exec(rsImmediateOK("done"))
+		r.wantFailedWith("OrchestrationStarted")
+	})
+	t.Run("event_id_zero", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(0)})
+		r.exec(rsImmediateOK("done"))
+		r.wantCompleted("done")
+	})
+	t.Run("event_id_gap", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(100, "Task", "input"), rsActDone(200, 100, "result")})
+		r.exec(rsSingleActivity("Task", "input"))
+		r.wantCompleted("result")
+	})
+	t.Run("non_monotonic_event_ids", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(5, "Task", "input"), rsActDone(3, 5, "result")})
+		r.exec(rsSingleActivity("Task", "input"))
+		r.wantCompleted("result")
+	})
+	t.Run("completion_source_not_found", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input")})
+		r.prep(rsMsgActDone(99, "result"))
+		r.exec(rsSingleActivity("Task", "input"))
+		r.wantNondeterminism()
+	})
+	t.Run("completion_source_wrong_type", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsTimer(2, 1000)})
+		r.prep(rsMsgActDone(2, "result"))
+		r.exec(rsSingleTimer(60 * time.Second))
+		r.wantNondeterminism()
+	})
+	t.Run("multiple_completions_same_source_in_history", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsActDone(3, 2, "first-result")})
+		r.prep(rsMsgActDone(2, "second-result"))
+		if len(r.delta()) != 0 {
+			t.Fatalf("duplicate not filtered:\n%s", dump(r.delta()))
+		}
+	})
+	for _, name := range []string{"completion_for_different_execution", "completion_wrong_execution"} {
+		t.Run(name, func(t *testing.T) {
+			r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input")})
+			r.prep(provider.WorkItem{Kind: provider.ActivityCompleted{Instance: rsInstance, ExecutionID: 999, ID: 2, Result: "result"}})
+			if len(r.delta()) != 0 {
+				t.Fatalf("stale execution not filtered:\n%s", dump(r.delta()))
+			}
+		})
+	}
+	for _, c := range []struct {
+		name string
+		hist []provider.Event
+	}{
+		{"terminal_completed", []provider.Event{rsStarted(1), rsOrchCompleted(2, "done")}},
+		{"terminal_failed", []provider.Event{rsStarted(1), rsOrchFailed(2, "error")}},
+		{"terminal_continued_as_new", []provider.Event{rsStarted(1), rsOrchCAN(2, "new input")}},
+		{"multiple_terminal_events", []provider.Event{rsStarted(1), rsOrchCompleted(2, "first"), rsOrchFailed(3, "second")}},
+		{"events_after_terminal", []provider.Event{rsStarted(1), rsOrchCompleted(2, "done"), rsActSched(3, "Task", "input")}},
+		{"cancel_after_completed", []provider.Event{rsStarted(1), rsOrchCompleted(2, "done"), rsCancelRequested(3, "too late")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRS(t, c.hist)
+			r.exec(rsImmediateOK("new result"))
+			r.wantContinue()
+		})
+	}
+	t.Run("empty_activity_name", func(t *testing.T) {
+		// API difference: dx.Call refuses an empty activity name before scheduling anything (the
+		// future fails at once, so the code returns that error on its first poll), where duroxide
+		// schedules an activity named "" and this history replays to Completed("result"). No
+		// activity can be registered under "" in dx, so such a history cannot arise from dx code.
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "", "input"), rsActDone(3, 2, "result")})
+		r.exec(rsSingleActivity("", "input"))
+		r.wantAppError(provider.AppOrchestrationFailed)
+		r.wantFailedWith("needs an activity name")
+	})
+	t.Run("unicode_in_names", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Grüß Gott 🎉", "日本語入力"), rsActDone(3, 2, "emoji result 👍")})
+		r.exec(rsSingleActivity("Grüß Gott 🎉", "日本語入力"))
+		r.wantCompleted("emoji result 👍")
+	})
+	t.Run("very_long_strings", func(t *testing.T) {
+		name, input, result := strings.Repeat("x", 10000), strings.Repeat("y", 10000), strings.Repeat("z", 10000)
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, name, input), rsActDone(3, 2, result)})
+		r.exec(rsSingleActivity(name, input))
+		r.wantCompleted(result)
+	})
+	t.Run("special_characters", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Name\nWith\tSpecial", "Input\r\nCRLF"), rsActDone(3, 2, "Result\x00WithNull")})
+		r.exec(rsSingleActivity("Name\nWith\tSpecial", "Input\r\nCRLF"))
+		r.wantCompleted("Result\x00WithNull")
+	})
+	t.Run("timer_fired_before_created", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsFired(2, 3, 1000), rsTimer(3, 1000)})
+		r.exec(rsSingleTimer(60 * time.Second))
+		r.wantNondeterminism()
+	})
+	t.Run("activity_completed_before_scheduled", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActDone(2, 3, "result"), rsActSched(3, "Task", "input")})
+		r.exec(rsSingleActivity("Task", "input"))
+		r.wantNondeterminism()
+	})
+	t.Run("orphan_completion_no_schedule", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.prep(rsMsgActDone(99, "orphan"))
+		r.exec(rsImmediateOK("done"))
+		r.wantNondeterminism()
+	})
+	t.Run("orphan_timer_fired", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.prep(rsMsgFired(99, 1000))
+		r.exec(rsImmediateOK("done"))
+		r.wantNondeterminism()
+	})
+	t.Run("orphan_external_event", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.prep(rsMsgRaised("UnknownEvent", "data"))
+		if len(r.delta()) != 1 {
+			t.Fatalf("want the external event materialised, got:\n%s", dump(r.delta()))
+		}
+		r.exec(rsImmediateOK("done"))
+		r.wantCompleted("done")
+	})
+	t.Run("orphan_sub_orch_completed", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.prep(rsMsgSubDone(99, "result"))
+		r.exec(rsImmediateOK("done"))
+		r.wantNondeterminism()
+	})
+	t.Run("duplicate_activity_schedule_in_history", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "A", "input"), rsActSched(3, "A", "input")})
+		r.exec(rsSingleActivity("A", "input"))
+		r.wantNondeterminism()
+	})
+	t.Run("duplicate_timer_schedule_in_history", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsTimer(2, 1000), rsTimer(3, 1000)})
+		r.exec(rsSingleTimer(60 * time.Second))
+		r.wantNondeterminism()
+	})
+	t.Run("duplicate_external_subscription_in_history", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubscribed(2, "E"), rsSubscribed(3, "E")})
+		r.exec(rsWaitExternal("E"))
+		r.wantNondeterminism()
+	})
+}
+
+// is_replaying.rs
+func TestReplaySpecIsReplaying(t *testing.T) {
+	atStart := func(got *bool) rsHandler {
+		return func(ctx Context, _ string) (string, error) {
+			*got = ctx.IsReplaying()
+			return "done", nil
+		}
+	}
+	t.Run("fresh_execution_not_replaying", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)}, 1)
+		var got bool
+		r.exec(atStart(&got))
+		if !got {
+			t.Fatal("with persisted_len=1, is_replaying starts true")
+		}
+	})
+	t.Run("replay_is_replaying", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsActDone(3, 2, "result")}, 3)
+		r.exec(rsSingleActivity("Task", "input"))
+		r.wantCompleted("result")
+	})
+	t.Run("transitions_after_history", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "First", "input"), rsActDone(3, 2, "result")}, 3)
+		var after *bool
+		r.exec(func(ctx Context, _ string) (string, error) {
+			if _, err := rsCall(ctx, "First", "input").Await(ctx); err != nil {
+				return "", err
+			}
+			after = ptr(ctx.IsReplaying())
+			return "done", nil
+		})
+		r.wantCompleted("done")
+		if after == nil || *after {
+			t.Fatalf("is_replaying after the whole history was consumed: %v", after)
+		}
+	})
+	t.Run("fresh_start_with_zero_persisted", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)}, 0)
+		got := true
+		r.exec(atStart(&got))
+		r.wantCompleted("done")
+		if got {
+			t.Fatal("zero persisted history means not replaying")
+		}
+	})
+}
+
+// nondeterminism.rs. Where the Rust test checks the message, ours is checked for the event id it
+// names (duroxide's wording is not reproduced).
+func TestReplaySpecNondeterminism(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		hist []provider.Event
+		msgs []provider.WorkItem
+		h    rsHandler
+		msg  string
+	}{
+		{name: "schedule_mismatch_activity_vs_timer", hist: []provider.Event{rsStarted(1), rsActSched(2, "Task", "input")}, h: rsSingleTimer(60 * time.Second)},
+		{name: "schedule_mismatch_timer_vs_activity", hist: []provider.Event{rsStarted(1), rsTimer(2, 1000)}, h: rsSingleActivity("Task", "input")},
+		{name: "schedule_mismatch_wrong_activity_name", hist: []provider.Event{rsStarted(1), rsActSched(2, "ActivityA", "input")}, h: rsSingleActivity("ActivityB", "input")},
+		{name: "schedule_mismatch_wrong_input", hist: []provider.Event{rsStarted(1), rsActSched(2, "Task", "input-x")}, h: rsSingleActivity("Task", "input-y")},
+		{name: "schedule_mismatch_wrong_external_name", hist: []provider.Event{rsStarted(1), rsSubscribed(2, "EventX")}, h: rsWaitExternal("EventY")},
+		{name: "completion_without_schedule", hist: []provider.Event{rsStarted(1)}, msgs: []provider.WorkItem{rsMsgActDone(999, "result")}, h: rsImmediateOK("done"), msg: "event 999"},
+		{name: "completion_kind_mismatch", hist: []provider.Event{rsStarted(1), rsTimer(2, 1000)}, msgs: []provider.WorkItem{rsMsgActDone(2, "result")}, h: rsSingleTimer(60 * time.Second), msg: "event 2"},
+		{name: "timer_completion_for_activity_schedule", hist: []provider.Event{rsStarted(1), rsActSched(2, "Task", "input")}, msgs: []provider.WorkItem{rsMsgFired(2, 1000)}, h: rsSingleActivity("Task", "input"), msg: "event 2"},
+		{name: "sub_orch_completion_for_activity_schedule", hist: []provider.Event{rsStarted(1), rsActSched(2, "Task", "input")}, msgs: []provider.WorkItem{rsMsgSubDone(2, "result")}, h: rsSingleActivity("Task", "input"), msg: "event 2"},
+		{name: "sub_orch_completion_for_timer_schedule", hist: []provider.Event{rsStarted(1), rsTimer(2, 1000)}, msgs: []provider.WorkItem{rsMsgSubDone(2, "result")}, h: rsSingleTimer(60 * time.Second), msg: "event 2"},
+		{name: "timer_completion_for_sub_orch_schedule", hist: []provider.Event{rsStarted(1), rsSubSched(2, "ChildOrch", "child-inst", "input")}, msgs: []provider.WorkItem{rsMsgFired(2, 1000)}, h: rsSubOrch("ChildOrch", "input"), msg: "event 2"},
+		{name: "orchestration_chained_no_matching_action", hist: []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsChained(3, "ChildOrch", "child-inst", "input")}, h: rsSingleActivity("Task", "input"), msg: "event 3"},
+		{name: "orchestration_chained_name_mismatch", hist: []provider.Event{rsStarted(1), rsChained(2, "ChildA", "child-inst", "input"), rsActSched(3, "Task", "work")}, h: rsDetachedThenActivity("ChildB", "child-inst", "input", "Task", "work"), msg: "event 2"},
+		{name: "activity_completed_for_timer_in_history", hist: []provider.Event{rsStarted(1), rsTimer(2, 1000), rsActDone(3, 2, "wrong")}, h: rsSingleTimer(60 * time.Second), msg: "event 3"},
+		{name: "timer_completion_for_closed_schedule", hist: []provider.Event{rsStarted(1), rsTimer(2, 1000), rsFired(3, 2, 1000), rsTimer(4, 2000), rsFired(5, 2, 1000)}, h: rsTwoTimers(time.Second, 2*time.Second), msg: "event 5"},
+		{name: "sub_orch_completion_for_closed_schedule", hist: []provider.Event{rsStarted(1), rsSubSched(2, "Child", "child-inst", "input"), rsSubDone(3, 2, "first"), rsActSched(4, "Pending", "work"), rsSubDone(5, 2, "second")}, h: rsSubOrchThenActivity("Child", "input", "Pending", "work"), msg: "event 5"},
+		{name: "activity_completion_for_closed_schedule", hist: []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsActDone(3, 2, "first"), rsActSched(4, "Pending", "work"), rsActDone(5, 2, "second")}, h: rsTwoActivities(rsPair{"Task", "input"}, rsPair{"Pending", "work"}), msg: "event 5"},
+		{name: "activity_failed_for_closed_schedule", hist: []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsActDone(3, 2, "first"), rsActSched(4, "Pending", "work"), rsActFailed(5, 2, "duplicate error")}, h: rsTwoActivities(rsPair{"Task", "input"}, rsPair{"Pending", "work"}), msg: "event 5"},
+		{name: "sub_orch_failed_for_closed_schedule", hist: []provider.Event{rsStarted(1), rsSubSched(2, "Child", "child-inst", "input"), rsSubDone(3, 2, "first"), rsActSched(4, "Pending", "work"), rsSubFailed(5, 2, "duplicate error")}, h: rsSubOrchThenActivity("Child", "input", "Pending", "work"), msg: "event 5"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRS(t, c.hist)
+			r.prep(c.msgs...)
+			r.exec(c.h)
+			r.wantNondeterminism()
+			if c.msg != "" {
+				r.wantFailedWith(c.msg)
+			}
+		})
+	}
+	t.Run("history_schedule_no_emitted_action", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input")})
+		r.exec(rsImmediateOK("done"))
+		r.wantCompleted("done")
+	})
+}
+
+// sequential_progress.rs
+func TestReplaySpecSequentialProgress(t *testing.T) {
+	t.Run("two_activities_first_done", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "A1", "input1"), rsActDone(3, 2, "result1")})
+		r.exec(rsTwoActivities(rsPair{"A1", "input1"}, rsPair{"A2", "input2"}))
+		r.wantContinue()
+		if len(r.pending()) != 1 || r.pendingOf(actActivity, "A2") != 1 {
+			t.Fatalf("want A2 pending, got %s", r.describe())
+		}
+	})
+	t.Run("two_activities_both_done", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "A1", "input1"), rsActDone(3, 2, "result1"), rsActSched(4, "A2", "input2"), rsActDone(5, 4, "result2")})
+		r.exec(rsTwoActivities(rsPair{"A1", "input1"}, rsPair{"A2", "input2"}))
+		r.wantCompleted("result1,result2")
+	})
+	t.Run("identical_activities_both_done_routes_correctly", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "same"), rsActDone(3, 2, "R1"), rsActSched(4, "Task", "same"), rsActDone(5, 4, "R2")})
+		r.exec(rsTwoActivities(rsPair{"Task", "same"}, rsPair{"Task", "same"}))
+		r.wantCompleted("R1,R2")
+	})
+	t.Run("identical_activities_routes_correctly_across_restart_boundary", func(t *testing.T) {
+		h := func(ctx Context, _ string) (string, error) {
+			r1, err := rsCall(ctx, "Task", "same").Await(ctx)
+			if err != nil {
+				return "", err
+			}
+			if err := ctx.Sleep(60 * time.Second); err != nil {
+				return "", err
+			}
+			r2, err := rsCall(ctx, "Task", "same").Await(ctx)
+			if err != nil {
+				return "", err
+			}
+			return string(r1) + "," + string(r2), nil
+		}
+		scheduled := func(t *testing.T, r *rsEngine, kind actionKind) uint64 {
+			t.Helper()
+			for _, a := range r.pending() {
+				if a.kind == kind {
+					return a.scheduleID
+				}
+			}
+			t.Fatalf("no pending action of kind %d: %s", kind, r.describe())
+			return 0
+		}
+		persisted := []provider.Event{rsStarted(1)}
+		r1 := newRS(t, persisted)
+		r1.exec(h)
+		r1.wantContinue()
+		if r1.pendingOf(actActivity, "Task") != 1 || r1.pendingOf(actTimer, "") != 0 {
+			t.Fatalf("turn 1: want Task pending and no timer, got %s", r1.describe())
+		}
+		persisted = append(persisted, r1.delta()...)
+		persisted = append(persisted, rsActDone(3, scheduled(t, r1, actActivity), "R1"))
+
+		r2 := newRS(t, slices.Clone(persisted))
+		r2.exec(h)
+		r2.wantContinue()
+		if r2.pendingOf(actTimer, "") != 1 || r2.pendingOf(actActivity, "Task") != 0 {
+			t.Fatalf("turn 2: want the timer pending and no activity, got %s", r2.describe())
+		}
+		persisted = append(persisted, r2.delta()...)
+		persisted = append(persisted, rsFired(5, scheduled(t, r2, actTimer), 0))
+
+		r3 := newRS(t, slices.Clone(persisted))
+		r3.exec(h)
+		r3.wantContinue()
+		if r3.pendingOf(actActivity, "Task") != 1 || r3.pendingOf(actTimer, "") != 0 {
+			t.Fatalf("turn 3: want the second Task pending and no timer, got %s", r3.describe())
+		}
+		persisted = append(persisted, r3.delta()...)
+		persisted = append(persisted, rsActDone(7, scheduled(t, r3, actActivity), "R2"))
+
+		r4 := newRS(t, persisted)
+		r4.exec(h)
+		r4.wantCompleted("R1,R2")
+	})
+	t.Run("activity_then_timer", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsActDone(3, 2, "done")})
+		r.exec(rsActivityThenTimer("Task", "input", 60*time.Second))
+		r.wantContinue()
+		if r.pendingOf(actTimer, "") != 1 {
+			t.Fatalf("want a pending timer, got %s", r.describe())
+		}
+	})
+	t.Run("timer_then_activity", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsTimer(2, 1000), rsFired(3, 2, 1000)})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			if err := ctx.Sleep(60 * time.Second); err != nil {
+				return "", err
+			}
+			v, err := rsCall(ctx, "Task", "input").Await(ctx)
+			return string(v), err
+		})
+		r.wantContinue()
+		if r.pendingOf(actActivity, "Task") != 1 {
+			t.Fatalf("want Task pending, got %s", r.describe())
+		}
+	})
+	t.Run("many_sequential_activities", func(t *testing.T) {
+		hist := []provider.Event{rsStarted(1)}
+		id := uint64(2)
+		var want []string
+		for i := range 10 {
+			hist = append(hist, rsActSched(id, fmt.Sprintf("Act%d", i), fmt.Sprintf("input%d", i)), rsActDone(id+1, id, fmt.Sprintf("result%d", i)))
+			id += 2
+			want = append(want, fmt.Sprintf("result%d", i))
+		}
+		r := newRS(t, hist)
+		r.exec(func(ctx Context, _ string) (string, error) {
+			var out []string
+			for i := range 10 {
+				v, err := rsCall(ctx, fmt.Sprintf("Act%d", i), fmt.Sprintf("input%d", i)).Await(ctx)
+				if err != nil {
+					return "", err
+				}
+				out = append(out, string(v))
+			}
+			return strings.Join(out, ","), nil
+		})
+		r.wantCompleted(strings.Join(want, ","))
+	})
+}
+
+// sub_orchestration.rs
+func TestReplaySpecSubOrchestration(t *testing.T) {
+	t.Run("auto_instance_id", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(rsSubOrch("Child", "child-input"))
+		r.wantContinue()
+		if p := r.pending(); len(p) != 1 || p[0].kind != actSubOrch || p[0].instance != fmt.Sprintf("sub::%d", p[0].scheduleID) {
+			t.Fatalf("want one sub-orchestration with instance sub::<event id>, got %s", r.describe())
+		}
+	})
+	t.Run("replay_uses_history_instance", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubSched(2, "Child", "sub::2", "child-input"), rsSubDone(3, 2, "child-result")})
+		r.exec(rsSubOrch("Child", "child-input"))
+		r.wantCompleted("child-result")
+	})
+	t.Run("explicit_instance_preserved", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			v, err := CallSub[Raw](ctx, "Child", Raw("child-input"), WithInstanceID("my-custom-instance")).Await(ctx)
+			return string(v), err
+		})
+		r.wantContinue()
+		if p := r.pending(); len(p) != 1 || p[0].instance != "my-custom-instance" {
+			t.Fatalf("want the explicit instance, got %s", r.describe())
+		}
+	})
+	t.Run("multiple_sub_orchs_unique_ids", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			CallSub[Raw](ctx, "Child1", Raw("input1")).Cancel() // drop(...)
+			CallSub[Raw](ctx, "Child2", Raw("input2")).Cancel()
+			return "done", nil
+		})
+		r.wantCompleted("done")
+		var ids []string
+		for _, a := range r.pending() {
+			if a.kind == actSubOrch {
+				ids = append(ids, a.instance)
+			}
+		}
+		if len(r.pending()) != 2 || len(ids) != 2 || ids[0] == ids[1] || !strings.HasPrefix(ids[0], subOrchAutoPrefix) || !strings.HasPrefix(ids[1], subOrchAutoPrefix) {
+			t.Fatalf("want two distinct automatic ids, got %v", ids)
+		}
+	})
+}
