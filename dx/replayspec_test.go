@@ -1599,3 +1599,285 @@ func TestReplaySpecSubOrchestration(t *testing.T) {
 		}
 	})
 }
+
+// unobserved_futures.rs: Rust's drop(future) is Future.Cancel(); a future bound to `_x` and never
+// awaited is left unconsumed (cancelled when the function returns).
+func TestReplaySpecUnobservedFutures(t *testing.T) {
+	// Select2TimerWinsHandler / Select2ActivityWinsHandler.
+	select2 := func(name, input string, d time.Duration) rsHandler {
+		return func(ctx Context, _ string) (string, error) {
+			act := rsCall(ctx, name, input)
+			timer := ctx.Timer(d)
+			if Select(ctx, act, timer) == act {
+				r, err := act.Await(ctx)
+				return "activity_won:" + string(r), err
+			}
+			return "timer_won", nil
+		}
+	}
+	// SubOrchSelectLoserHandler.
+	subSelect := func(name, input string, d time.Duration) rsHandler {
+		return func(ctx Context, _ string) (string, error) {
+			sub := CallSub[Raw](ctx, name, Raw(input))
+			timer := ctx.Timer(d)
+			if Select(ctx, sub, timer) == sub {
+				r, err := sub.Await(ctx)
+				return string(r), err
+			}
+			return "timer_won_sub_orch_cancelled", nil
+		}
+	}
+	// ScheduleActivityAndTimerThenAwaitActivityHandler: the timer is held, not dropped.
+	actAndTimerAwaitAct := func(name, input string, d time.Duration) rsHandler {
+		return func(ctx Context, _ string) (string, error) {
+			act := rsCall(ctx, name, input)
+			_ = ctx.Timer(d)
+			r, err := act.Await(ctx)
+			return "activity_awaited:" + string(r), err
+		}
+	}
+	// Select2TimerWinsThenDropNewActivityHandler.
+	select2ThenDrop := func(name, input string, d time.Duration, extra, extraInput string) rsHandler {
+		return func(ctx Context, _ string) (string, error) {
+			act := rsCall(ctx, name, input)
+			timer := ctx.Timer(d)
+			Select(ctx, act, timer)
+			rsCall(ctx, extra, extraInput).Cancel()
+			return "timer_won_plus_extra_drop", nil
+		}
+	}
+	hasCancelEvent := func(r *rsEngine, typ string, src uint64) bool {
+		for _, ev := range r.deltaOf(typ) {
+			if dropReason(ev.Kind) == reasonDropped && ev.SourceEventID != nil && *ev.SourceEventID == src {
+				return true
+			}
+		}
+		return false
+	}
+	countDropped := func(r *rsEngine, typ string) []provider.Event {
+		var out []provider.Event
+		for _, ev := range r.deltaOf(typ) {
+			if dropReason(ev.Kind) == reasonDropped {
+				out = append(out, ev)
+			}
+		}
+		return out
+	}
+
+	t.Run("select2_timer_wins_activity_cancelled", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "LongTask", "input"), rsTimer(3, 1000)})
+		r.prep(rsMsgFired(3, 1000))
+		r.exec(select2("LongTask", "input", time.Millisecond))
+		r.wantCompleted("timer_won")
+		if !slices.Contains(r.cancelledActivities(), 2) {
+			t.Fatalf("activity 2 not cancelled: %v", r.cancelledActivities())
+		}
+	})
+	t.Run("select2_activity_wins_timer_not_cancelled", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "FastTask", "input"), rsTimer(3, 5000)})
+		r.prep(rsMsgActDone(2, "done"))
+		r.exec(select2("FastTask", "input", 5*time.Millisecond))
+		r.wantCompleted("activity_won:done")
+		if c := r.cancelledActivities(); len(c) != 0 {
+			t.Fatalf("cancelled %v", c)
+		}
+	})
+	t.Run("select3_two_activities_cancelled", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task1", "input1"), rsActSched(3, "Task2", "input2"), rsTimer(4, 1000)})
+		r.prep(rsMsgFired(4, 1000))
+		r.exec(func(ctx Context, _ string) (string, error) {
+			a1, a2 := rsCall(ctx, "Task1", "input1"), rsCall(ctx, "Task2", "input2")
+			timer := ctx.Timer(time.Millisecond)
+			switch Select(ctx, a1, a2, timer) {
+			case a1:
+				v, err := a1.Await(ctx)
+				return string(v), err
+			case a2:
+				v, err := a2.Await(ctx)
+				return string(v), err
+			}
+			return "timer_won", nil
+		})
+		r.wantCompleted("timer_won")
+		if c := r.cancelledActivities(); !slices.Contains(c, 2) || !slices.Contains(c, 3) {
+			t.Fatalf("cancelled %v, want 2 and 3", c)
+		}
+	})
+	t.Run("completed_future_not_in_cancelled_list", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsActDone(3, 2, "result")})
+		r.exec(rsSingleActivity("Task", "input"))
+		r.wantCompleted("result")
+		if c := r.cancelledActivities(); len(c) != 0 {
+			t.Fatalf("cancelled %v", c)
+		}
+	})
+	t.Run("explicit_drop_activity_gets_cancelled", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			rsCall(ctx, "DroppedTask", "input").Cancel()
+			return "completed_after_dropping_activity", nil
+		})
+		r.wantCompleted("completed_after_dropping_activity")
+		if len(r.deltaOf("ActivityScheduled")) != 1 || !slices.Contains(r.cancelledActivities(), 2) || !hasCancelEvent(r, "ActivityCancelRequested", 2) {
+			t.Fatalf("want DroppedTask scheduled at 2, cancelled, with a dropped_future breadcrumb: %s", r.describe())
+		}
+	})
+	t.Run("explicit_drop_timer_no_cancel_needed", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			ctx.Timer(60 * time.Second).Cancel()
+			return "timer_dropped", nil
+		})
+		r.wantCompleted("timer_dropped")
+		if c := r.cancelledActivities(); len(c) != 0 {
+			t.Fatalf("cancelled %v", c)
+		}
+	})
+	t.Run("explicit_drop_external_wait", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			WaitEvent[Raw](ctx, "MyEvent").Cancel()
+			return "wait_dropped", nil
+		})
+		r.wantCompleted("wait_dropped")
+		if c := r.cancelledActivities(); len(c) != 0 {
+			t.Fatalf("cancelled %v", c)
+		}
+	})
+	t.Run("multiple_dropped_activities_all_cancelled", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			_ = rsCall(ctx, "Task1", "input1")
+			_ = rsCall(ctx, "Task2", "input2")
+			_ = ctx.Timer(10 * time.Second)
+			return "all_dropped", nil
+		})
+		r.wantCompleted("all_dropped")
+		if c := r.cancelledActivities(); !slices.Contains(c, 2) || !slices.Contains(c, 3) || slices.Contains(c, 4) {
+			t.Fatalf("cancelled %v, want 2 and 3 (not the timer 4)", c)
+		}
+	})
+	t.Run("sub_orch_drop_after_schedule_cancelled", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			CallSub[Raw](ctx, "ChildOrch", Raw("child_input")).Cancel()
+			return "sub_orch_dropped", nil
+		})
+		r.wantCompleted("sub_orch_dropped")
+		if len(r.cancelledSubOrchs()) == 0 || !hasCancelEvent(r, "SubOrchestrationCancelRequested", 2) {
+			t.Fatalf("want the child cancelled with a dropped_future breadcrumb: %s", r.describe())
+		}
+	})
+	t.Run("sub_orch_select_loser_child_cancelled", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubSched(2, "ChildOrch", "sub::2", "child_input"), rsTimer(3, 1000)})
+		r.prep(rsMsgFired(3, 1000))
+		r.exec(subSelect("ChildOrch", "child_input", time.Millisecond))
+		r.wantCompleted("timer_won_sub_orch_cancelled")
+		if !slices.Contains(r.cancelledSubOrchs(), "sub::2") {
+			t.Fatalf("cancelled children %v", r.cancelledSubOrchs())
+		}
+	})
+	t.Run("replay_select_loser_same_cancellation", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsTimer(3, 1000), rsFired(4, 3, 1000)})
+		r.exec(select2("Task", "input", time.Millisecond))
+		r.wantCompleted("timer_won")
+		if !slices.Contains(r.cancelledActivities(), 2) {
+			t.Fatalf("cancelled %v", r.cancelledActivities())
+		}
+	})
+	t.Run("completed_sub_orch_not_cancelled", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubSched(2, "ChildOrch", "sub::2", "input"), rsSubDone(3, 2, "child_result")})
+		r.exec(rsSubOrch("ChildOrch", "input"))
+		r.wantCompleted("child_result")
+		if c := r.cancelledSubOrchs(); len(c) != 0 {
+			t.Fatalf("cancelled %v", c)
+		}
+	})
+	t.Run("explicit_drop_then_await_captures_cancellation", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "DroppedTask", "input"), rsTimer(3, 100)})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			rsCall(ctx, "DroppedTask", "input").Cancel()
+			if err := ctx.Sleep(100 * time.Millisecond); err != nil {
+				return "", err
+			}
+			return "done_after_drop", nil
+		})
+		r.wantContinue()
+		if !slices.Contains(r.cancelledActivities(), 2) {
+			t.Fatalf("cancelled %v", r.cancelledActivities())
+		}
+	})
+	t.Run("replay_tolerates_completion_after_cancel_request", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsTimer(3, 1000), rsFired(4, 3, 1000),
+			rsActCancel(5, 2, reasonDropped), rsActDone(6, 2, "late_result")})
+		r.exec(select2("Task", "input", time.Second))
+		r.wantCompleted("timer_won")
+	})
+	t.Run("replay_fails_when_cancellation_decisions_differ", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsActCancel(3, 2, reasonDropped), rsActDone(4, 2, "done")})
+		r.exec(rsSingleActivity("Task", "input"))
+		r.wantNondeterminism()
+	})
+	t.Run("cross_turn_activity_cancellation_emits_both_signals", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsTimer(3, 1000)}, 3)
+		r.prep(rsMsgFired(3, 1000))
+		r.exec(select2("Task", "input", time.Millisecond))
+		r.wantCompleted("timer_won")
+		evs := countDropped(r, "ActivityCancelRequested")
+		if !slices.Contains(r.cancelledActivities(), 2) || len(evs) != 1 || *evs[0].SourceEventID != 2 {
+			t.Fatalf("want activity 2 cancelled with exactly one breadcrumb: %s", r.describe())
+		}
+	})
+	t.Run("cross_turn_sub_orch_cancellation_emits_both_signals", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubSched(2, "ChildOrch", "sub::2", "input"), rsTimer(3, 1000)}, 3)
+		r.prep(rsMsgFired(3, 1000))
+		r.exec(subSelect("ChildOrch", "input", time.Millisecond))
+		r.wantCompleted("timer_won_sub_orch_cancelled")
+		evs := countDropped(r, "SubOrchestrationCancelRequested")
+		if !slices.Contains(r.cancelledSubOrchs(), "sub::2") || len(evs) != 1 || *evs[0].SourceEventID != 2 {
+			t.Fatalf("want child sub::2 cancelled with exactly one breadcrumb: %s", r.describe())
+		}
+	})
+	t.Run("replay_does_not_reemit_activity_cancellation_side_channel_when_already_in_history", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsTimer(3, 1000), rsFired(4, 3, 1000), rsActCancel(5, 2, reasonDropped)}, 5)
+		r.exec(select2("Task", "input", time.Second))
+		r.wantCompleted("timer_won")
+		if len(r.cancelledActivities()) != 0 || len(countDropped(r, "ActivityCancelRequested")) != 0 {
+			t.Fatalf("cancellation re-emitted: %v %s", r.cancelledActivities(), r.describe())
+		}
+	})
+	t.Run("replay_does_not_reemit_sub_orch_cancellation_side_channel_when_already_in_history", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubSched(2, "ChildOrch", "sub::2", "input"), rsTimer(3, 1000), rsFired(4, 3, 1000), rsSubCancel(5, 2, reasonDropped)}, 5)
+		r.exec(subSelect("ChildOrch", "input", time.Second))
+		r.wantCompleted("timer_won_sub_orch_cancelled")
+		if len(r.cancelledSubOrchs()) != 0 || len(countDropped(r, "SubOrchestrationCancelRequested")) != 0 {
+			t.Fatalf("cancellation re-emitted: %v %s", r.cancelledSubOrchs(), r.describe())
+		}
+	})
+	t.Run("replay_allows_new_cancellations_in_current_turn_even_when_prior_cancellations_exist", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsTimer(3, 1000), rsFired(4, 3, 1000), rsActCancel(5, 2, reasonDropped)}, 5)
+		r.exec(select2ThenDrop("Task", "input", time.Second, "Extra", "x"))
+		r.wantCompleted("timer_won_plus_extra_drop")
+		if c := r.cancelledActivities(); slices.Contains(c, 2) || !slices.Contains(c, 6) {
+			t.Fatalf("cancelled %v, want 6 and not 2", c)
+		}
+	})
+	t.Run("replay_fails_if_persisted_dropped_future_cancel_is_no_longer_emitted_by_code", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsTimer(3, 1000), rsFired(4, 3, 1000), rsActCancel(5, 2, reasonDropped)}, 5)
+		r.exec(actAndTimerAwaitAct("Task", "input", time.Second))
+		r.wantNondeterminism()
+		r.wantFailedWith("(activities)")
+	})
+	t.Run("duplicate_activity_cancel_requested_is_benign", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsActSched(2, "Task", "input"), rsTimer(3, 1000), rsFired(4, 3, 1000),
+			rsActCancel(5, 2, reasonDropped), rsActCancel(6, 2, "orchestration_terminal_failed")})
+		r.exec(select2("Task", "input", time.Second))
+		r.wantCompleted("timer_won")
+	})
+	t.Run("duplicate_sub_orch_cancel_requested_is_benign", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsSubSched(2, "ChildOrch", "sub::2", "input"), rsTimer(3, 1000), rsFired(4, 3, 1000),
+			rsSubCancel(5, 2, reasonDropped), rsSubCancel(6, 2, "orchestration_terminal_failed")})
+		r.exec(subSelect("ChildOrch", "input", time.Second))
+		r.wantCompleted("timer_won_sub_orch_cancelled")
+	})
+}
