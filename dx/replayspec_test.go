@@ -511,8 +511,6 @@ func rsPanic(msg string) rsHandler {
 	return func(Context, string) (string, error) { panic(msg) }
 }
 
-var _ = strconv.Itoa
-
 // fresh_execution.rs
 func TestReplaySpecFreshExecution(t *testing.T) {
 	t.Run("immediate_return_ok", func(t *testing.T) {
@@ -1879,5 +1877,295 @@ func TestReplaySpecUnobservedFutures(t *testing.T) {
 			rsSubCancel(5, 2, reasonDropped), rsSubCancel(6, 2, "orchestration_terminal_failed")})
 		r.exec(subSelect("ChildOrch", "input", time.Second))
 		r.wantCompleted("timer_won_sub_orch_cancelled")
+	})
+}
+
+// kv.rs
+func TestReplaySpecKV(t *testing.T) {
+	get := func(ctx Context, key, def string) string {
+		if v, ok := ctx.KV(key); ok {
+			return v
+		}
+		return def
+	}
+	setKV := func(key, value string) rsHandler {
+		return func(ctx Context, _ string) (string, error) { ctx.SetKV(key, value); return "done", nil }
+	}
+	setThenGet := func(key, value string) rsHandler {
+		return func(ctx Context, _ string) (string, error) { ctx.SetKV(key, value); return get(ctx, key, ""), nil }
+	}
+	setKVThenActivity := func(key, value, name, input string) rsHandler {
+		return func(ctx Context, _ string) (string, error) {
+			ctx.SetKV(key, value)
+			v, err := rsCall(ctx, name, input).Await(ctx)
+			return string(v), err
+		}
+	}
+	allKVOps := func(ctx Context, _ string) (string, error) {
+		ctx.SetKV("X", "Y")
+		ctx.ClearKV("Z")
+		ctx.ClearAllKV()
+		ctx.SetKV("A", "1")
+		return get(ctx, "A", ""), nil
+	}
+	setClearSet := func(ctx Context, _ string) (string, error) {
+		ctx.SetKV("A", "1")
+		ctx.ClearAllKV()
+		ctx.SetKV("B", "2")
+		return fmt.Sprintf("A=%s,B=%s", get(ctx, "A", "none"), get(ctx, "B", "none")), nil
+	}
+	setThenClearSingle := func(ctx Context, _ string) (string, error) {
+		ctx.SetKV("A", "1")
+		ctx.SetKV("B", "2")
+		ctx.ClearKV("A")
+		return fmt.Sprintf("A=%s,B=%s", get(ctx, "A", "none"), get(ctx, "B", "none")), nil
+	}
+	noop := func(ctx Context) error { _, err := rsCall(ctx, "Noop", "").Await(ctx); return err }
+	kvEvents := func(r *rsEngine) []provider.Event {
+		var out []provider.Event
+		for _, ev := range r.delta() {
+			switch ev.Kind.(type) {
+			case provider.KeyValueSetEvent, provider.KeyValueClearedEvent, provider.KeyValuesClearedEvent:
+				out = append(out, ev)
+			}
+		}
+		return out
+	}
+
+	t.Run("action_to_event_kv_variants", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(allKVOps)
+		r.wantCompleted("1")
+		evs := kvEvents(r)
+		if len(evs) != 4 {
+			t.Fatalf("want 4 KV events, got %s", r.describe())
+		}
+		for _, ev := range evs {
+			if ev.SourceEventID != nil {
+				t.Fatalf("KV event with a source id: %+v", ev)
+			}
+		}
+	})
+	t.Run("replay_set_value_reconstructs_state", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVSet(2, "A", "1", 0)})
+		r.exec(setThenGet("A", "1"))
+		r.wantCompleted("1")
+	})
+	t.Run("replay_multiple_sets_last_wins", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVSet(2, "A", "1", 0), rsKVSet(3, "A", "2", 0)})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			ctx.SetKV("A", "1")
+			ctx.SetKV("A", "2")
+			return get(ctx, "A", ""), nil
+		})
+		r.wantCompleted("2")
+	})
+	t.Run("replay_clear_then_set", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVSet(2, "A", "1", 0), rsKVAllCleared(3), rsKVSet(4, "B", "2", 0)})
+		r.exec(setClearSet)
+		r.wantCompleted("A=none,B=2")
+	})
+	t.Run("replay_clear_single_key", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVSet(2, "A", "1", 0), rsKVSet(3, "B", "2", 0), rsKVCleared(4, "A")})
+		r.exec(setThenClearSingle)
+		r.wantCompleted("A=none,B=2")
+	})
+	t.Run("replay_set_value_matches_action", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVSet(2, "A", "1", 0)})
+		r.exec(setKV("A", "1"))
+		r.wantCompleted("done")
+	})
+	t.Run("replay_set_value_mismatch_nondeterminism", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVSet(2, "A", "1", 0), rsActSched(3, "Task", "input"), rsActDone(4, 3, "result")})
+		r.exec(rsSingleActivity("Task", "input"))
+		r.wantNondeterminism()
+	})
+	t.Run("replay_clear_all_values_matches_action", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVAllCleared(2)})
+		r.exec(func(ctx Context, _ string) (string, error) { ctx.ClearAllKV(); return "cleared", nil })
+		r.wantCompleted("cleared")
+	})
+	t.Run("replay_clear_value_matches_action", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVCleared(2, "A")})
+		r.exec(func(ctx Context, _ string) (string, error) { ctx.ClearKV("A"); return "cleared", nil })
+		r.wantCompleted("cleared")
+	})
+	t.Run("replay_clear_value_mismatch_nondeterminism", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVCleared(2, "A"), rsActSched(3, "Task", "input"), rsActDone(4, 3, "result")})
+		r.exec(rsSingleActivity("Task", "input"))
+		r.wantNondeterminism()
+	})
+	t.Run("replay_kv_interleaved_with_activities", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVSet(2, "progress", "started", 0), rsActSched(3, "DoWork", "work-input"), rsActDone(4, 3, "work-result")})
+		r.exec(setKVThenActivity("progress", "started", "DoWork", "work-input"))
+		r.wantCompleted("work-result")
+	})
+	t.Run("replay_kv_no_token_binding", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVSet(2, "k", "v", 0)})
+		r.exec(setKV("k", "v"))
+		r.wantCompleted("done")
+	})
+	t.Run("new_kv_events_after_replay", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(allKVOps)
+		r.wantCompleted("1")
+		if len(kvEvents(r)) < 3 {
+			t.Fatalf("want the KV events in the delta, got %s", r.describe())
+		}
+	})
+	t.Run("kv_state_seeded_from_snapshot", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)}).snapshot(map[string]string{"X": "from_prev_exec"})
+		r.exec(func(ctx Context, _ string) (string, error) { return get(ctx, "X", "missing"), nil })
+		r.wantCompleted("from_prev_exec")
+	})
+	t.Run("kv_state_snapshot_overridden_by_code", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)}).snapshot(map[string]string{"X": "old"})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			ctx.SetKV("X", "new")
+			return get(ctx, "X", "missing"), nil
+		})
+		r.wantCompleted("new")
+	})
+	t.Run("kv_get_value_same_turn", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)})
+		r.exec(setThenGet("mykey", "myval"))
+		r.wantCompleted("myval")
+	})
+	t.Run("kv_get_value_previous_turn", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVSet(2, "progress", "step_1", 100), rsActSched(3, "Work", "input"), rsActDone(4, 3, "result")})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			ctx.SetKV("progress", "step_1")
+			if _, err := rsCall(ctx, "Work", "input").Await(ctx); err != nil {
+				return "", err
+			}
+			return get(ctx, "progress", "missing"), nil
+		})
+		r.wantCompleted("step_1")
+	})
+	t.Run("kv_get_value_previous_execution", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1)}).snapshot(map[string]string{"status": "from_exec_1", "config": "old_config"})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			return fmt.Sprintf("status=%s,config=%s,absent=%s", get(ctx, "status", "missing"), get(ctx, "config", "missing"), get(ctx, "nonexistent", "missing")), nil
+		})
+		r.wantCompleted("status=from_exec_1,config=old_config,absent=missing")
+	})
+	t.Run("kv_set_key_mismatch_nondeterminism", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVSet(2, "B", "1", 0), rsActSched(3, "Task", "input"), rsActDone(4, 3, "result")})
+		r.exec(setKVThenActivity("A", "1", "Task", "input"))
+		r.wantNondeterminism()
+	})
+	t.Run("kv_set_value_mismatch_nondeterminism", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVSet(2, "A", "old", 0), rsActSched(3, "Task", "input"), rsActDone(4, 3, "result")})
+		r.exec(setKVThenActivity("A", "new", "Task", "input"))
+		r.wantNondeterminism()
+	})
+	t.Run("kv_clear_key_mismatch_nondeterminism", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVCleared(2, "B"), rsActSched(3, "Task", "input"), rsActDone(4, 3, "result")})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			ctx.ClearKV("A")
+			v, err := rsCall(ctx, "Task", "input").Await(ctx)
+			return string(v), err
+		})
+		r.wantNondeterminism()
+	})
+	t.Run("kv_set_timestamp_mismatch_ok", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVSet(2, "A", "1", 999)})
+		r.exec(setKV("A", "1"))
+		r.wantCompleted("done")
+	})
+	t.Run("kv_read_modify_write_across_turns_replay", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVSet(2, "counter", "1", 100), rsActSched(3, "Noop", ""), rsActDone(4, 3, "ok"),
+			rsActSched(5, "Noop", ""), rsActDone(6, 5, "ok")}).snapshot(map[string]string{"counter": "1"})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			ctx.SetKV("counter", "1")
+			if err := noop(ctx); err != nil {
+				return "", err
+			}
+			if v := get(ctx, "counter", "missing"); v != "1" {
+				return "", fmt.Errorf("counter %q after the first activity", v)
+			}
+			if err := noop(ctx); err != nil {
+				return "", err
+			}
+			n, err := strconv.Atoi(get(ctx, "counter", "missing"))
+			if err != nil {
+				return "", err
+			}
+			ctx.SetKV("counter", strconv.Itoa(n+1))
+			return strconv.Itoa(n + 1), nil
+		})
+		r.wantCompleted("2")
+	})
+	t.Run("kv_read_modify_write_every_turn_snapshot_poisons_replay", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1),
+			rsKVSet(2, "counter", "1", 100), rsActSched(3, "Noop", ""), rsActDone(4, 3, "ok"),
+			rsKVSet(5, "counter", "2", 200), rsActSched(6, "Noop", ""), rsActDone(7, 6, "ok"),
+			rsKVSet(8, "counter", "3", 300), rsActSched(9, "Noop", ""), rsActDone(10, 9, "ok")})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			for range 4 {
+				n, err := strconv.Atoi(get(ctx, "counter", "0"))
+				if err != nil {
+					return "", err
+				}
+				ctx.SetKV("counter", strconv.Itoa(n+1))
+				if err := noop(ctx); err != nil {
+					return "", err
+				}
+			}
+			return get(ctx, "counter", "0"), nil
+		})
+		r.wantContinue()
+	})
+	t.Run("kv_read_modify_write_with_can_snapshot", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVSet(2, "counter", "6", 100), rsActSched(3, "Noop", ""), rsActDone(4, 3, "ok")}).
+			snapshot(map[string]string{"counter": "5"})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			n, err := strconv.Atoi(get(ctx, "counter", "0"))
+			if err != nil {
+				return "", err
+			}
+			ctx.SetKV("counter", strconv.Itoa(n+1))
+			if err := noop(ctx); err != nil {
+				return "", err
+			}
+			n, err = strconv.Atoi(get(ctx, "counter", "0"))
+			if err != nil {
+				return "", err
+			}
+			ctx.SetKV("counter", strconv.Itoa(n+1))
+			return strconv.Itoa(n + 1), nil
+		})
+		r.wantCompleted("7")
+	})
+	t.Run("kv_clear_all_then_set_replay", func(t *testing.T) {
+		// The Rust history gives KeyValuesCleared event id 1, like OrchestrationStarted; kept as is.
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVAllCleared(1), rsKVSet(2, "x", "new", 100), rsActSched(3, "Noop", ""), rsActDone(4, 3, "ok")}).
+			snapshot(map[string]string{"old": "stale"})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			ctx.ClearAllKV()
+			ctx.SetKV("x", "new")
+			if err := noop(ctx); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("x=%s,old=%s", get(ctx, "x", "missing"), get(ctx, "old", "gone")), nil
+		})
+		r.wantCompleted("x=new,old=gone")
+	})
+	t.Run("kv_clear_single_snapshot_key_then_rmw", func(t *testing.T) {
+		r := newRS(t, []provider.Event{rsStarted(1), rsKVCleared(2, "session"), rsKVSet(3, "counter", "4", 100), rsActSched(4, "Noop", ""), rsActDone(5, 4, "ok")}).
+			snapshot(map[string]string{"session": "abc", "counter": "3"})
+		r.exec(func(ctx Context, _ string) (string, error) {
+			ctx.ClearKV("session")
+			n, err := strconv.Atoi(get(ctx, "counter", "0"))
+			if err != nil {
+				return "", err
+			}
+			ctx.SetKV("counter", strconv.Itoa(n+1))
+			if err := noop(ctx); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("session=%s,counter=%s", get(ctx, "session", "gone"), get(ctx, "counter", "missing")), nil
+		})
+		r.wantCompleted("session=gone,counter=4")
 	})
 }
