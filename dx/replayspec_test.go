@@ -53,19 +53,9 @@ func newRS(t *testing.T, history []provider.Event, persisted ...int) *rsEngine {
 		p = persisted[0]
 	}
 	clock := time.UnixMilli(1_700_000_000_000)
-	e := &engine{
-		instance: rsInstance, executionID: 1, name: "TestOrch", version: "1.0.0", input: "test-input",
-		clock: func() time.Time { return clock }, guard: 2 * time.Second, persisted: p,
-		bySchedule: map[uint64]*future{}, extSubs: map[string][]*action{}, extArrivals: map[string][]string{},
-		extCancelled: map[uint64]bool{}, queueArrivals: map[string][]string{}, queueCancelled: map[uint64]bool{},
-		queueResolved: map[uint64]bool{}, kv: map[string]string{}, kvUpdated: map[string]uint64{},
-		logBase: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
-	e.nextID = 1
-	if n := len(history); n > 0 {
-		e.nextID = history[n-1].EventID + 1
-	}
-	e.history = history
+	env := turnEnv{clock: func() time.Time { return clock }, guard: 2 * time.Second, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	e := newEngine(env, rsInstance, 1, "TestOrch", "1.0.0", "test-input", history)
+	e.persisted = p
 	e.delta = slices.Clone(history[p:]) // events of the working history not persisted yet
 	r := &rsEngine{t: t, e: e, base: len(history), persisted: p}
 	t.Cleanup(e.stop)

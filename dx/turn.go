@@ -129,25 +129,13 @@ func runTurn(env turnEnv, item *provider.OrchestrationItem) turnOutput {
 		return turnOutput{plan: planAbandon, name: name, version: deref(version)}
 	}
 	resolved := handler.version.String()
-	e := &engine{
-		instance: instance, executionID: execID, name: name, version: resolved, input: input,
-		clock: env.clock, guard: env.guard, persisted: len(history),
-		bySchedule: map[uint64]*future{}, extSubs: map[string][]*action{}, extArrivals: map[string][]string{},
-		extCancelled: map[uint64]bool{}, queueArrivals: map[string][]string{}, queueCancelled: map[uint64]bool{},
-		queueResolved: map[uint64]bool{}, kv: map[string]string{}, kvUpdated: map[string]uint64{},
-	}
+	e := newEngine(env, instance, execID, name, resolved, input, history)
 	e.parentInstance, e.parentID = parentInstance, parentID
 	e.tag = item.ExecutionTag
-	e.logBase = env.logger
 	for k, v := range item.KVSnapshot {
 		e.kv[k] = v.Value
 		e.kvUpdated[k] = v.LastUpdatedAtMs
 	}
-	e.nextID = uint64(len(history)) + 1
-	if len(history) > 0 {
-		e.nextID = history[len(history)-1].EventID + 1
-	}
-	e.history = history
 	if len(history) == 0 {
 		e.history = []provider.Event{e.newEvent(nil, provider.OrchestrationStartedEvent{
 			Name: name, Version: resolved, Input: input, ParentInstance: parentInstance, ParentID: parentID,
@@ -218,6 +206,21 @@ func (e *engine) commit() {
 	e.history = e.allEvents()
 	e.persisted = len(e.history)
 	e.delta = nil
+}
+
+// newEngine returns an engine for a turn of an execution whose stored history is history.
+func newEngine(env turnEnv, instance string, exec uint64, name, version, input string, history []provider.Event) *engine {
+	e := &engine{
+		instance: instance, executionID: exec, name: name, version: version, input: input,
+		clock: env.clock, guard: env.guard, logBase: env.logger, persisted: len(history), history: history, nextID: 1,
+		bySchedule: map[uint64]*future{}, extSubs: map[string][]*action{}, extArrivals: map[string][]string{},
+		extCancelled: map[uint64]bool{}, queueArrivals: map[string][]string{}, queueCancelled: map[uint64]bool{},
+		queueResolved: map[uint64]bool{}, kv: map[string]string{}, kvUpdated: map[string]uint64{},
+	}
+	if n := len(history); n > 0 {
+		e.nextID = history[n-1].EventID + 1
+	}
+	return e
 }
 
 func deref(s *string) string {
