@@ -100,6 +100,8 @@ type engine struct {
 	kv           map[string]string
 	kvUpdated    map[string]uint64
 
+	idx *historyIndex // built on first use, then kept current by record
+
 	cancels []*future // futures cancelled by code this turn, in cancellation order
 	dropped []*action // activities and sub-orchestrations whose cancellation is new this turn
 
@@ -137,6 +139,64 @@ type outcome struct {
 func nondeterminism(format string, args ...any) *provider.ErrorDetails {
 	msg := fmt.Sprintf(format, args...)
 	return &provider.ErrorDetails{Kind: provider.ConfigurationError{Kind: "Nondeterminism", Message: &msg}}
+}
+
+// historyIndex answers what a turn asks about the execution's events without scanning them: which
+// events name each schedule (completions, cancellations), what each schedule event schedules, and
+// whether a cancellation of the instance was requested. Kept current by record, it makes a turn of
+// a kept engine cost O(its new events), not O(history).
+type historyIndex struct {
+	bySource     map[uint64][]string // source event id -> types of the events naming it
+	kinds        map[uint64]string   // schedule event id -> "activity", "timer", "sub-orchestration"
+	cancelled    bool                // an OrchestrationCancelRequested is in the history
+	cancelReason string
+}
+
+func (x *historyIndex) add(ev *provider.Event) {
+	if ev.SourceEventID != nil {
+		x.bySource[*ev.SourceEventID] = append(x.bySource[*ev.SourceEventID], ev.EventType())
+	}
+	switch k := ev.Kind.(type) {
+	case provider.ActivityScheduledEvent:
+		x.kinds[ev.EventID] = "activity"
+	case provider.TimerCreatedEvent:
+		x.kinds[ev.EventID] = "timer"
+	case provider.SubOrchestrationScheduledEvent:
+		x.kinds[ev.EventID] = "sub-orchestration"
+	case provider.OrchestrationCancelRequestedEvent:
+		if !x.cancelled {
+			x.cancelled, x.cancelReason = true, k.Reason
+		}
+	}
+}
+
+// named reports whether an event of one of types names source.
+func (x *historyIndex) named(source uint64, types ...string) bool {
+	for _, t := range x.bySource[source] {
+		if slices.Contains(types, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// index returns the history index, building it on first use.
+func (e *engine) index() *historyIndex {
+	if e.idx == nil {
+		e.idx = &historyIndex{bySource: map[uint64][]string{}, kinds: map[uint64]string{}}
+		for _, ev := range e.allEvents() {
+			e.idx.add(&ev)
+		}
+	}
+	return e.idx
+}
+
+// record appends a new event of this turn.
+func (e *engine) record(ev provider.Event) {
+	e.delta = append(e.delta, ev)
+	if e.idx != nil {
+		e.idx.add(&e.delta[len(e.delta)-1])
+	}
 }
 
 // log returns the engine's logger with the instance's attributes.
@@ -531,7 +591,7 @@ func (e *engine) convert() {
 		}
 		ev := e.newEvent(nil, actionEvent(a))
 		e.bind(a, id)
-		e.delta = append(e.delta, ev)
+		e.record(ev)
 		e.pending = append(e.pending, a)
 	}
 	e.emitted = e.emitted[:0]
@@ -619,10 +679,8 @@ func eqPtr(a, b *string) bool {
 // finalize applies duroxide's outcome precedence: cancel > continue-as-new > the function's return
 // > continue; records the cancellations the code made (dropped futures) for the last two.
 func (e *engine) finalize() outcome {
-	for _, ev := range e.allEvents() {
-		if c, ok := ev.Kind.(provider.OrchestrationCancelRequestedEvent); ok {
-			return outcome{result: turnCancelled, reason: c.Reason}
-		}
+	if x := e.index(); x.cancelled {
+		return outcome{result: turnCancelled, reason: x.cancelReason}
 	}
 	if e.continueAs != nil {
 		return outcome{result: turnContinuedAsNew, can: e.continueAs}
@@ -725,18 +783,13 @@ func (e *engine) recordCancellations() *provider.ErrorDetails {
 				return nondeterminism("history records that the code cancelled the future of event %d (%s), but the code no longer cancels it", id, g.label)
 			}
 		}
-		already := map[uint64]bool{}
-		for _, ev := range e.allEvents() {
-			if g.isEvent(ev.Kind) && ev.SourceEventID != nil {
-				already[*ev.SourceEventID] = true
-			}
-		}
+		x := e.index()
 		for _, id := range ids {
-			if already[id] {
+			if x.named(id, g.mk().EventType()) {
 				continue
 			}
 			src := id
-			e.delta = append(e.delta, e.newEvent(&src, g.mk()))
+			e.record(e.newEvent(&src, g.mk()))
 			if g.kind == actActivity || g.kind == actSubOrch {
 				e.dropped = append(e.dropped, e.bySchedule[id].act)
 			}

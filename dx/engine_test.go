@@ -883,3 +883,65 @@ func TestRuntimeLimitsFailTheOrchestration(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkKeptTurn measures one turn of a kept instance (the executor cache: only the new
+// completion is applied) at a history of about 10 and about 1,000 events; the cost should not grow
+// with the history.
+func BenchmarkKeptTurn(b *testing.B) {
+	for _, size := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("history=%d", size), func(b *testing.B) {
+			s := newSim(b)
+			Register(s.rt, "Loop", func(ctx Context, _ Raw) (int, error) {
+				for i := 0; ; i++ {
+					if _, err := Call[int](ctx, "A", i).Await(ctx); err != nil {
+						return 0, err
+					}
+				}
+			})
+			env := s.env()
+			env.keep = true
+			var eng *engine
+			var history []provider.Event
+			// build runs turns until the history holds about size events (not timed).
+			build := func() {
+				if eng != nil {
+					eng.stop()
+				}
+				env.cached = nil
+				item := &provider.OrchestrationItem{Instance: "inst", ExecutionID: 1, Messages: []provider.WorkItem{{Kind: provider.StartOrchestration{
+					Instance: "inst", Orchestration: "Loop", Input: "null", ExecutionID: 1}}}}
+				out := runTurn(env, item)
+				history = out.ack.HistoryDelta
+				eng = out.eng
+				eng.commit()
+				for len(history) < size {
+					env.cached = eng
+					last := history[len(history)-1]
+					out := runTurn(env, &provider.OrchestrationItem{Instance: "inst", ExecutionID: 1, History: eng.history,
+						Messages: []provider.WorkItem{s.completed(last.EventID, "1")}})
+					eng = out.eng
+					eng.commit()
+					history = eng.history
+				}
+			}
+			build()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if i%100 == 99 { // keep the history near its size
+					b.StopTimer()
+					build()
+					b.StartTimer()
+				}
+				env.cached = eng
+				last := eng.history[len(eng.history)-1]
+				out := runTurn(env, &provider.OrchestrationItem{Instance: "inst", ExecutionID: 1, History: eng.history,
+					Messages: []provider.WorkItem{s.completed(last.EventID, "1")}})
+				eng = out.eng
+				eng.commit()
+			}
+			b.StopTimer()
+			eng.stop()
+		})
+	}
+}

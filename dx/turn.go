@@ -62,6 +62,14 @@ func runTurn(env turnEnv, item *provider.OrchestrationItem) turnOutput {
 		}
 	}
 	history := item.History
+	if c := env.cached; c != nil {
+		if _, restart := start.(provider.ContinueAsNew); !restart && c.holds(item) {
+			// A kept engine is never finished: its turn needs no look at the history.
+			return c.continueTurn(env, completions)
+		}
+		c.stop() // stale: the history moved on elsewhere, or a new execution starts
+		env.cached = nil
+	}
 	var terminal, continued bool
 	for _, ev := range history {
 		switch ev.Kind.(type) {
@@ -117,13 +125,6 @@ func runTurn(env turnEnv, item *provider.OrchestrationItem) turnOutput {
 		parentInstance, parentID, parentExec = st.ParentInstance, st.ParentID, st.ParentExecutionID
 	}
 
-	if c := env.cached; c != nil {
-		if start == nil && c.holds(item) {
-			return c.continueTurn(env, completions)
-		}
-		c.stop() // stale: the history moved on elsewhere, or a new execution starts
-	}
-
 	handler, ok := env.reg.resolve(name, version)
 	if !ok {
 		return turnOutput{plan: planAbandon, name: name, version: deref(version)}
@@ -141,7 +142,7 @@ func runTurn(env turnEnv, item *provider.OrchestrationItem) turnOutput {
 			Name: name, Version: resolved, Input: input, ParentInstance: parentInstance, ParentID: parentID,
 			ParentExecutionID: parentExec, CarryForwardEvents: carry, InitialCustomStatus: initialStatus,
 		})}
-		e.delta = append(e.delta, e.history[0])
+		e.record(e.history[0])
 	}
 	e.prepCompletions(completions)
 	e.history = append(e.history[:len(e.history):len(e.history)], e.delta[len(e.history)-e.persisted:]...)
@@ -174,6 +175,9 @@ func (e *engine) holds(item *provider.OrchestrationItem) bool {
 	if e.instance != item.Instance || e.executionID != item.ExecutionID || len(e.history) != len(item.History) || e.out.done {
 		return false
 	}
+	if len(e.history) > 0 && &e.history[0] == &item.History[0] {
+		return true // the engine's own history, handed back by a lite fetch (see loadHistory)
+	}
 	for i := range e.history {
 		a, b := &e.history[i], &item.History[i]
 		if a.EventID != b.EventID || a.TimestampMs != b.TimestampMs || a.EventType() != b.EventType() {
@@ -203,7 +207,7 @@ func (e *engine) continueTurn(env turnEnv, completions []provider.WorkItem) turn
 
 // commit records that the turn's ack succeeded: its events are now part of the stored history.
 func (e *engine) commit() {
-	e.history = e.allEvents()
+	e.history = append(e.history[:e.persisted], e.delta...) // amortized O(delta): reuses capacity
 	e.persisted = len(e.history)
 	e.delta = nil
 }
@@ -235,34 +239,9 @@ func deref(s *string) string {
 // completion answers a schedule of its kind, records system failures of activities and children
 // and lets them abort the turn.
 func (e *engine) prepCompletions(msgs []provider.WorkItem) {
-	seen := func(source uint64, kinds ...string) bool {
-		for _, ev := range e.allEvents() {
-			if ev.SourceEventID != nil && *ev.SourceEventID == source {
-				for _, k := range kinds {
-					if ev.EventType() == k {
-						return true
-					}
-				}
-			}
-		}
-		return false
-	}
-	scheduleKind := func(id uint64) string {
-		for _, ev := range e.allEvents() {
-			if ev.EventID != id {
-				continue
-			}
-			switch ev.Kind.(type) {
-			case provider.ActivityScheduledEvent:
-				return "activity"
-			case provider.TimerCreatedEvent:
-				return "timer"
-			case provider.SubOrchestrationScheduledEvent:
-				return "sub-orchestration"
-			}
-		}
-		return ""
-	}
+	x := e.index()
+	seen := x.named
+	scheduleKind := func(id uint64) string { return x.kinds[id] }
 	check := func(id uint64, want string) bool {
 		got := scheduleKind(id)
 		if got == want {
@@ -316,13 +295,7 @@ func (e *engine) prepCompletions(msgs []provider.WorkItem) {
 		case provider.QueueMessage:
 			ev = provider.QueueEventDeliveredEvent{Name: k.Name, Data: k.Data}
 		case provider.CancelInstance:
-			cancelled := false
-			for _, x := range e.allEvents() {
-				if _, ok := x.Kind.(provider.OrchestrationCancelRequestedEvent); ok {
-					cancelled = true
-				}
-			}
-			if cancelled {
+			if x.cancelled {
 				continue
 			}
 			ev = provider.OrchestrationCancelRequestedEvent{Reason: k.Reason}
@@ -333,7 +306,7 @@ func (e *engine) prepCompletions(msgs []provider.WorkItem) {
 			id := *src
 			src = &id
 		}
-		e.delta = append(e.delta, e.newEvent(src, ev))
+		e.record(e.newEvent(src, ev))
 	}
 }
 
@@ -410,19 +383,19 @@ func (e *engine) ackFor(o outcome, name, version string, parentInstance *string,
 	case turnCompleted:
 		detached()
 		e.terminalBreadcrumbs()
-		e.delta = append(e.delta, e.newEvent(nil, provider.OrchestrationCompletedEvent{Output: o.output}))
+		e.record(e.newEvent(nil, provider.OrchestrationCompletedEvent{Output: o.output}))
 		toParent(true, o.output, provider.ErrorDetails{})
 		status, output = provider.StatusCompleted, o.output
 	case turnFailed:
 		detached()
 		e.terminalBreadcrumbs()
-		e.delta = append(e.delta, e.newEvent(nil, provider.OrchestrationFailedEvent{Details: o.details}))
+		e.record(e.newEvent(nil, provider.OrchestrationFailedEvent{Details: o.details}))
 		toParent(false, "", o.details)
 		status, output = provider.StatusFailed, displayMessage(o.details)
 	case turnContinuedAsNew:
 		carry := e.unmatchedQueueMessages()
 		e.terminalBreadcrumbs()
-		e.delta = append(e.delta, e.newEvent(nil, provider.OrchestrationContinuedAsNewEvent{Input: o.can.input}))
+		e.record(e.newEvent(nil, provider.OrchestrationContinuedAsNewEvent{Input: o.can.input}))
 		if len(carry) > maxCarryForward {
 			e.log().Warn("dropping queue messages beyond the carry-forward limit", "dropped", len(carry)-maxCarryForward, "limit", maxCarryForward)
 			carry = carry[:maxCarryForward]
@@ -435,7 +408,7 @@ func (e *engine) ackFor(o outcome, name, version string, parentInstance *string,
 		d := provider.ErrorDetails{Kind: provider.ApplicationError{Kind: provider.AppErrorKind{Name: provider.AppCancelled, Reason: o.reason}}}
 		out := e.outstanding()
 		e.terminalBreadcrumbs()
-		e.delta = append(e.delta, e.newEvent(nil, provider.OrchestrationFailedEvent{Details: d}))
+		e.record(e.newEvent(nil, provider.OrchestrationFailedEvent{Details: d}))
 		for _, child := range out.subOrchs {
 			orch = append(orch, provider.WorkItem{Kind: provider.CancelInstance{Instance: childInstanceID(e.instance, child), Reason: "parent canceled"}})
 		}
@@ -450,7 +423,7 @@ func (e *engine) ackFor(o outcome, name, version string, parentInstance *string,
 			provider.StatusFailed: "orchestration_terminal_failed", provider.StatusContinuedAsNew: "orchestration_terminal_continued_as_new"}[status]
 		for _, id := range e.outstanding().activities {
 			src := id
-			e.delta = append(e.delta, e.newEvent(&src, provider.ActivityCancelRequestedEvent{Reason: reason}))
+			e.record(e.newEvent(&src, provider.ActivityCancelRequestedEvent{Reason: reason}))
 			cancelled = append(cancelled, provider.ScheduledActivityIdentifier{Instance: e.instance, ExecutionID: e.executionID, ActivityID: id})
 		}
 	}
@@ -646,11 +619,11 @@ func (e *engine) terminalBreadcrumbs() {
 	o := e.outstanding()
 	for _, id := range o.waits {
 		src := id
-		e.delta = append(e.delta, e.newEvent(&src, provider.ExternalSubscribedCancelledEvent{Reason: "orchestration_terminal"}))
+		e.record(e.newEvent(&src, provider.ExternalSubscribedCancelledEvent{Reason: "orchestration_terminal"}))
 	}
 	for _, id := range o.queues {
 		src := id
-		e.delta = append(e.delta, e.newEvent(&src, provider.QueueSubscriptionCancelledEvent{Reason: "orchestration_terminal"}))
+		e.record(e.newEvent(&src, provider.QueueSubscriptionCancelledEvent{Reason: "orchestration_terminal"}))
 	}
 }
 
