@@ -102,8 +102,9 @@ type engine struct {
 
 	idx *historyIndex // built on first use, then kept current by record
 
-	cancels []*future // futures cancelled by code this turn, in cancellation order
-	dropped []*action // activities and sub-orchestrations whose cancellation is new this turn
+	cancels  []*future // futures cancelled by code this turn, in cancellation order
+	mismatch *mismatch // the schedule the code no longer reproduced, when that failed the turn
+	dropped  []*action // activities and sub-orchestrations whose cancellation is new this turn
 
 	parentInstance *string
 	parentID       *uint64
@@ -128,12 +129,27 @@ const (
 )
 
 type outcome struct {
-	result  turnResult
-	output  string
-	details provider.ErrorDetails
-	reason  string // cancel reason
-	can     *action
-	panic   []byte // stack of a panic, for the log
+	mismatch *mismatch // for a nondeterminism failure found by matching
+	result   turnResult
+	output   string
+	details  provider.ErrorDetails
+	reason   string // cancel reason
+	can      *action
+	panic    []byte // stack of a panic, for the log
+}
+
+// mismatch is a schedule the code no longer reproduces: the event, what history records there and
+// what the code does instead (kept for Replay's report).
+type mismatch struct {
+	eventID       uint64
+	history, code string
+}
+
+// mismatchAt records that the code does code where history has schedule event ev, and returns
+// the nondeterminism error that fails the orchestration.
+func (e *engine) mismatchAt(ev *provider.Event, code string) *provider.ErrorDetails {
+	e.mismatch = &mismatch{ev.EventID, describeEvent(ev), code}
+	return nondeterminism("event %d: history has %s but the code now %s", ev.EventID, e.mismatch.history, code)
 }
 
 func nondeterminism(format string, args ...any) *provider.ErrorDetails {
@@ -294,7 +310,7 @@ func (e *engine) walk(events []provider.Event, persisted int, pollFirst bool) (o
 			}
 		}
 		if d := e.apply(&events[i], &mustPoll); d != nil {
-			return outcome{result: turnFailed, details: *d}, true
+			return outcome{result: turnFailed, details: *d, mismatch: e.mismatch}, true
 		}
 	}
 	e.replaying = false
@@ -435,8 +451,7 @@ func (e *engine) apply(ev *provider.Event, mustPoll *bool) *provider.ErrorDetail
 	case provider.ActivityScheduledEvent, provider.TimerCreatedEvent, provider.ExternalSubscribedEvent,
 		provider.QueueSubscribedEvent, provider.SubOrchestrationScheduledEvent, provider.OrchestrationChainedEvent:
 		if len(e.emitted) == 0 {
-			return nondeterminism("event %d: history has %s but the code no longer schedules anything there",
-				ev.EventID, describeEvent(ev))
+			return e.mismatchAt(ev, "schedules nothing there")
 		}
 		a := e.emitted[0]
 		e.emitted = e.emitted[1:]
@@ -666,7 +681,7 @@ func (e *engine) match(a *action, ev *provider.Event) *provider.ErrorDetails {
 	if ok {
 		return nil
 	}
-	return nondeterminism("event %d: history has %s but the code now %s", ev.EventID, describeEvent(ev), describeAction(a))
+	return e.mismatchAt(ev, describeAction(a))
 }
 
 func eqPtr(a, b *string) bool {

@@ -3,7 +3,6 @@ package dx
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -130,9 +129,8 @@ func replayExecution(rt *Runtime, hist []provider.Event, kv map[string]provider.
 	got := out.ack.HistoryDelta
 	if out.outcome.result == turnFailed {
 		if c, ok := out.outcome.details.Kind.(provider.ConfigurationError); ok && c.Message != nil {
-			if m := mismatchText.FindStringSubmatch(*c.Message); m != nil {
-				id, _ := strconv.ParseUint(m[1], 10, 64)
-				return rerr(id, m[2], m[3], *c.Message)
+			if m := out.outcome.mismatch; m != nil {
+				return rerr(m.eventID, m.history, m.code, *c.Message)
 			}
 			if !systemFailure {
 				return rerr(0, "", "", *c.Message)
@@ -154,9 +152,6 @@ func replayExecution(rt *Runtime, hist []provider.Event, kv map[string]provider.
 	}
 	return nil
 }
-
-// mismatchText parses the engine's nondeterminism messages that name an event.
-var mismatchText = regexp.MustCompile(`^event (\d+): history has (.+) but the code (?:now )?(.+)$`)
 
 // sameEvent compares what two events record, ignoring when (timestamps, a timer's fire time:
 // timers match by position, as in the engine).
