@@ -338,8 +338,6 @@ func rsImmediateErr(msg string) rsHandler {
 	return func(Context, string) (string, error) { return "", errors.New(msg) }
 }
 
-func rsAwait[T any](ctx Context, f Future[T]) (T, error) { return f.Await(ctx) }
-
 func rsCall(ctx Context, name, input string, opts ...Option) Future[Raw] {
 	return Call[Raw](ctx, name, Raw(input), opts...)
 }
