@@ -265,7 +265,11 @@ func (p *Provider) runOnce(ctx context.Context, op, script string, partition int
 	start := time.Now()
 	unknown := false
 	for try := 1; ; try++ {
-		res, err := p.call(ctx, op, script, partition, attempt, args)
+		key := attempt
+		if try == 1 {
+			key += "!" // the first try: no earlier run to look up (dx_once in lib.lua)
+		}
+		res, err := p.call(ctx, op, script, partition, key, args)
 		if err == nil {
 			return res, nil
 		}
