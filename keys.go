@@ -94,6 +94,10 @@ func (k Keyspace) Attempt(partition int, attempt string) string {
 	return k.Prefix(partition) + "att:" + attempt
 }
 
+// StatusChannel is the pub/sub channel orch_ack publishes an instance id on when the instance
+// finishes (Completed or Failed) or its custom status changes (redisprovider's WatchStatus).
+func (k Keyspace) StatusChannel(partition int) string { return k.Prefix(partition) + "status" }
+
 // WakeOrch is the list orchestration fetchers without a capability filter block on.
 func (k Keyspace) WakeOrch(partition int) string { return k.Prefix(partition) + "wake:orch" }
 

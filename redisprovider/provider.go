@@ -38,6 +38,7 @@ type Provider struct {
 	nudgeMu  sync.Mutex
 	nudge    chan struct{} // closed by Nudge: waiting fetches look again
 	once     sync.Once
+	hub      statusHub // WatchStatus's subscriber
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -202,6 +203,9 @@ func (p *Provider) Close() error {
 	var errs []error
 	p.once.Do(func() {
 		close(p.closed)
+		if err := p.hub.close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+			errs = append(errs, err)
+		}
 		if p.ownBlock {
 			errs = append(errs, p.block.Close())
 		}
