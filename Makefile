@@ -7,6 +7,7 @@
 #   make lint          gofmt, go vet, staticcheck (when installed)
 #   make bench         benchmarks against a real server, results in bench/results-{go,dxbench}.txt
 #   make fuzz          fuzz the wire decoders (FUZZTIME per target, default 60s)
+#   make test-contrib  the metrics adapters in contrib/ (modules of their own: Prometheus, OpenTelemetry)
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -26,12 +27,18 @@ export BENCH_FLAGS
 # Packages that talk to Redis; ./cmd/... only once cmd/ exists.
 REDIS_PKGS  := ./redisprovider/... ./dx/... $(if $(wildcard cmd/*),./cmd/...)
 
-.PHONY: all test test-redis test-cluster lint bench fuzz
+.PHONY: all test test-redis test-cluster test-contrib lint bench fuzz
 
 all: lint test
 
 test:
 	$(GO) test $(TEST_FLAGS) ./...
+
+test-contrib:
+	@for d in contrib/*/; do \
+		echo "== $$d"; \
+		(cd $$d && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test $(TEST_FLAGS) ./...) || exit 1; \
+	done
 
 test-redis:
 	scripts-dev/redis-server.sh run -- $(GO) test $(TEST_FLAGS) $(REDIS_PKGS)

@@ -17,53 +17,75 @@ import (
 // The worker dispatcher: fetch an activity, run it with its lock renewed, acknowledge its result.
 
 func (rt *Runtime) workerLoop(ctx, workCtx context.Context) {
-	session := &provider.SessionFetchConfig{OwnerID: rt.opts.NodeID, LockTimeout: rt.opts.SessionLockTimeout}
 	rt.pollLoop(ctx, "worker", func() (bool, error) {
 		began := time.Now()
-		item, err := rt.p.FetchWorkItem(ctx, rt.opts.WorkerLockTimeout, rt.opts.PollTimeout, session, rt.opts.WorkerTagFilter)
+		item, err := rt.p.FetchWorkItem(ctx, rt.opts.WorkerLockTimeout, rt.opts.PollTimeout, rt.sessionConfig(), rt.opts.WorkerTagFilter)
 		rt.opts.Metrics.Observe(MetricFetchWait, time.Since(began), Labels{Queue: "worker"})
 		if err != nil || item == nil {
 			return false, err
 		}
-		rt.processActivity(workCtx, item)
+		// With ack-and-fetch, each ack hands over the next activity: no fetch in between.
+		for item != nil {
+			item = rt.processActivity(ctx, workCtx, item)
+		}
 		return true, nil
 	})
 }
 
-// processActivity runs one fetched activity and acknowledges its completion. workCtx ends only
-// when a shutdown gives up waiting.
-func (rt *Runtime) processActivity(workCtx context.Context, locked *provider.LockedWorkItem) {
+// processActivity runs one fetched activity and acknowledges its completion; it returns the next
+// activity when the acknowledgement fetched one (provider.WorkAckFetcher). fetchCtx ends when the
+// runtime stops fetching; workCtx only when a shutdown gives up waiting.
+func (rt *Runtime) processActivity(fetchCtx, workCtx context.Context, locked *provider.LockedWorkItem) *provider.LockedWorkItem {
 	bg := context.WithoutCancel(workCtx)
 	token := locked.LockToken
+	if fetchCtx.Err() != nil {
+		// Shutting down: an activity handed over by the last ack goes back at once.
+		_ = rt.p.AbandonWorkItem(bg, token, 0, true)
+		return nil
+	}
 	act, ok := locked.Item.Kind.(provider.ActivityExecute)
 	if !ok {
 		rt.opts.Logger.Error("dx: worker queue holds a non-activity item; dropping it", "variant", locked.Item.Kind.Variant())
 		_ = rt.p.AckWorkItem(bg, token, nil)
-		return
+		return nil
 	}
-	log := rt.opts.Logger.With("instance", act.Instance, "execution", act.ExecutionID, "activity", act.Name,
-		"activity_id", act.ID, "attempt", locked.AttemptCount)
+	var logger *slog.Logger // built only when a record is logged
+	log := func() *slog.Logger {
+		if logger == nil {
+			logger = rt.opts.Logger.With("instance", act.Instance, "execution", act.ExecutionID, "activity", act.Name,
+				"activity_id", act.ID, "attempt", locked.AttemptCount)
+		}
+		return logger
+	}
 	labels := Labels{Activity: act.Name}
 	if locked.AttemptCount > rt.opts.MaxAttempts {
-		log.Error("dx: activity exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
+		log().Error("dx: activity exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
 		rt.opts.Metrics.Count(MetricPoison, 1, Labels{Queue: "worker", Activity: act.Name})
 		d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: locked.AttemptCount, MaxAttempts: rt.opts.MaxAttempts,
 			MessageType: provider.PoisonMessageType{Kind: provider.PoisonActivity{Instance: act.Instance, ExecutionID: act.ExecutionID,
 				ActivityName: act.Name, ActivityID: act.ID}},
 			Message: fmt.Sprintf("activity %s#%d was fetched %d times without completing", act.Name, act.ID, locked.AttemptCount)}}
-		rt.ackActivity(bg, log, token, act, "", &d, labels)
-		return
+		return rt.ackActivity(fetchCtx, log, token, act, "", &d, labels)
 	}
 	fn, ok := rt.activityFunc(act.Name)
 	if !ok {
 		delay := rt.unregisteredDelay(locked.AttemptCount)
-		log.Warn("dx: activity not registered on this node; abandoning with backoff", "retry_in", delay,
+		log().Warn("dx: activity not registered on this node; abandoning with backoff", "retry_in", delay,
 			"attempts_left", int(rt.opts.MaxAttempts)-int(locked.AttemptCount))
 		rt.opts.Metrics.Count(MetricUnregistered, 1, Labels{Queue: "worker", Activity: act.Name})
 		if err := rt.p.AbandonWorkItem(bg, token, delay, false); err != nil {
-			log.Warn("dx: abandon failed; the lock expires instead", "error", err)
+			log().Warn("dx: abandon failed; the lock expires instead", "error", err)
 		}
-		return
+		return nil
+	}
+
+	if sid := act.SessionID; sid != nil {
+		if !rt.enterSession(*sid) {
+			log().Debug("dx: session capacity reached after the fetch; abandoning the activity for a moment", "session", *sid)
+			_ = rt.p.AbandonWorkItem(bg, token, 100*time.Millisecond, true)
+			return nil
+		}
+		defer rt.leaveSession(*sid)
 	}
 
 	actCtx, cancel := context.WithCancelCause(workCtx)
@@ -71,7 +93,7 @@ func (rt *Runtime) processActivity(workCtx context.Context, locked *provider.Loc
 	fl, finish := rt.track(func(c context.Context) {
 		cancel(errShutdown)
 		if err := rt.p.AbandonWorkItem(c, token, 0, true); err != nil {
-			log.Warn("dx: abandon failed; the lock expires instead", "error", err)
+			log().Warn("dx: abandon failed; the lock expires instead", "error", err)
 		}
 	})
 	defer finish()
@@ -85,7 +107,9 @@ func (rt *Runtime) processActivity(workCtx context.Context, locked *provider.Loc
 
 	done := make(chan activityResult, 1)
 	began := time.Now()
-	log.Debug("dx: activity started")
+	if rt.opts.Logger.Enabled(bg, slog.LevelDebug) {
+		log().Debug("dx: activity started")
+	}
 	go func() {
 		out, err := runActivity(actCtx, fn, act.Input)
 		done <- activityResult{out, err}
@@ -94,15 +118,15 @@ func (rt *Runtime) processActivity(workCtx context.Context, locked *provider.Loc
 	select {
 	case r = <-done:
 	case err := <-lost:
-		log.Warn("dx: activity lock lost (cancelled, or taken over); cancelling it and dropping its result", "error", err)
-		rt.awaitCancelled(log, done)
+		log().Warn("dx: activity lock lost (cancelled, or taken over); cancelling it and dropping its result", "error", err)
+		rt.awaitCancelled(log(), done)
 		rt.opts.Metrics.Count(MetricActivities, 1, Labels{Activity: act.Name, Result: "dropped"})
-		return
+		return nil
 	}
 	elapsed := time.Since(began)
 	if !rt.owned(fl) {
-		log.Warn("dx: activity finished after shutdown abandoned it; its result is dropped (it runs again elsewhere)")
-		return
+		log().Warn("dx: activity finished after shutdown abandoned it; its result is dropped (it runs again elsewhere)")
+		return nil
 	}
 	if r.err != nil {
 		d := activityErrorDetails(r.err)
@@ -110,18 +134,19 @@ func (rt *Runtime) processActivity(workCtx context.Context, locked *provider.Loc
 		var p *panicError
 		if errors.As(r.err, &p) {
 			labels.Result = "panicked"
-			log.Error("dx: activity panicked", "error", p.value, "stack", string(p.stack))
+			log().Error("dx: activity panicked", "error", p.value, "stack", string(p.stack))
 		} else {
-			log.Info("dx: activity failed", "error", r.err, "duration", elapsed)
+			log().Info("dx: activity failed", "error", r.err, "duration", elapsed)
 		}
 		rt.opts.Metrics.Observe(MetricActivityDuration, elapsed, labels)
-		rt.ackActivity(bg, log, token, act, "", &d, labels)
-		return
+		return rt.ackActivity(fetchCtx, log, token, act, "", &d, labels)
 	}
 	labels.Result = "ok"
-	log.Debug("dx: activity completed", "duration", elapsed)
+	if rt.opts.Logger.Enabled(bg, slog.LevelDebug) {
+		log().Debug("dx: activity completed", "duration", elapsed)
+	}
 	rt.opts.Metrics.Observe(MetricActivityDuration, elapsed, labels)
-	rt.ackActivity(bg, log, token, act, r.out, nil, labels)
+	return rt.ackActivity(fetchCtx, log, token, act, r.out, nil, labels)
 }
 
 var (
@@ -141,25 +166,76 @@ func (rt *Runtime) awaitCancelled(log *slog.Logger, done <-chan activityResult) 
 	}
 }
 
-func (rt *Runtime) ackActivity(ctx context.Context, log *slog.Logger, token string, act provider.ActivityExecute, result string, d *provider.ErrorDetails, labels Labels) {
+// ackActivity acknowledges an activity's completion, retrying retryable failures; with a provider
+// that fetches in the same call (provider.WorkAckFetcher) it returns the next activity, unless the
+// runtime is shutting down.
+func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger, token string, act provider.ActivityExecute, result string, d *provider.ErrorDetails, labels Labels) *provider.LockedWorkItem {
+	ctx := context.WithoutCancel(fetchCtx)
 	var c provider.WorkItem
 	if d != nil {
 		c = provider.WorkItem{Kind: provider.ActivityFailed{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Details: *d}}
 	} else {
 		c = provider.WorkItem{Kind: provider.ActivityCompleted{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Result: result}}
 	}
+	af, fetchNext := rt.p.(provider.WorkAckFetcher)
 	for i := 1; ; i++ {
-		err := rt.p.AckWorkItem(ctx, token, &c)
+		var next *provider.LockedWorkItem
+		var err error
+		if fetchNext && fetchCtx.Err() == nil {
+			next, err = af.AckWorkItemAndFetch(ctx, token, &c, rt.opts.WorkerLockTimeout, rt.sessionConfig(), rt.opts.WorkerTagFilter)
+		} else {
+			err = rt.p.AckWorkItem(ctx, token, &c)
+		}
 		if err == nil {
 			rt.opts.Metrics.Count(MetricActivities, 1, labels)
-			return
+			return next
 		}
 		rt.opts.Metrics.Count(MetricAckFailures, 1, Labels{Queue: "worker", Activity: act.Name})
+		if _, ok := c.Kind.(provider.ActivityCompleted); ok && errors.Is(err, provider.ErrInvalidInput) {
+			// The store refuses the result (e.g. over its size limit): the activity fails instead
+			// of running again and again.
+			log().Warn("dx: the store refused the activity's result; failing the activity", "error", err)
+			c = provider.WorkItem{Kind: provider.ActivityFailed{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID,
+				Details: appError(provider.AppActivityFailed, "the activity's result was refused by the store: "+err.Error())}}
+			continue
+		}
 		if !provider.IsRetryable(err) || i == 5 {
-			log.Warn("dx: activity ack failed; its result is dropped (the activity may run again)", "error", err)
-			return
+			log().Warn("dx: activity ack failed; its result is dropped (the activity may run again)", "error", err)
+			return nil
 		}
 		time.Sleep(time.Duration(i) * 20 * time.Millisecond)
+	}
+}
+
+// sessionConfig is the session part of a worker fetch: none while this runtime runs activities of
+// MaxSessionsPerRuntime distinct sessions, so that it takes only activities without a session.
+func (rt *Runtime) sessionConfig() *provider.SessionFetchConfig {
+	rt.mu.Lock()
+	full := len(rt.sessions) >= rt.opts.MaxSessionsPerRuntime
+	rt.mu.Unlock()
+	if full {
+		return nil
+	}
+	return &provider.SessionFetchConfig{OwnerID: rt.opts.NodeID, LockTimeout: rt.opts.SessionLockTimeout}
+}
+
+// enterSession counts an activity of session id in progress; it reports false (and counts
+// nothing) when that would exceed MaxSessionsPerRuntime, as when two slots raced past the check.
+func (rt *Runtime) enterSession(id string) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if _, ok := rt.sessions[id]; !ok && len(rt.sessions) >= rt.opts.MaxSessionsPerRuntime {
+		return false
+	}
+	rt.sessions[id]++
+	return true
+}
+
+func (rt *Runtime) leaveSession(id string) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.sessions[id]--; rt.sessions[id] <= 0 {
+		delete(rt.sessions, id)
 	}
 }
 

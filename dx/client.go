@@ -175,6 +175,7 @@ func (c *Client) failure(ctx context.Context, instance string, info provider.Ins
 
 // Wait waits until the instance has finished (following it across continue-as-new) or ctx ends,
 // and returns its final status. A failed instance is not an error of Wait: look at Status.Err.
+// Transient store errors (a Redis restart) are waited out.
 //
 // With a provider that pushes status changes (provider.StatusWatcher, as redisprovider does) Wait
 // returns as soon as the instance finishes and costs a status read per change plus one every few
@@ -204,14 +205,14 @@ func (c *Client) watch(ctx context.Context, instance string, done func(Status) b
 	delay := 5 * time.Millisecond
 	for {
 		st, err := c.Status(ctx, instance)
-		if err != nil {
+		if err != nil && !provider.IsRetryable(err) {
 			return st, err
 		}
-		if done(st) {
+		if err == nil && done(st) {
 			return st, nil
 		}
 		wait := delay
-		if changes != nil {
+		if changes != nil && err == nil {
 			wait = watchFallback
 		}
 		t := time.NewTimer(wait)
@@ -256,7 +257,7 @@ func (c *Client) WaitForKV(ctx context.Context, instance, key string) (string, e
 	delay := 5 * time.Millisecond
 	for {
 		v, ok, err := c.p.GetKVValue(ctx, instance, key)
-		if err != nil && !errors.Is(err, provider.ErrNotFound) {
+		if err != nil && !errors.Is(err, provider.ErrNotFound) && !provider.IsRetryable(err) {
 			return "", err
 		}
 		if ok {

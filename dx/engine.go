@@ -66,7 +66,8 @@ type engine struct {
 	clock       func() time.Time
 	guard       time.Duration
 	guardTimer  *time.Timer
-	logger      *slog.Logger
+	logBase     *slog.Logger // the runtime's logger
+	logger      *slog.Logger // logBase with the instance's attributes, built on first use
 	userLog     *slog.Logger
 
 	history   []provider.Event // working history: persisted then this turn's completions
@@ -104,7 +105,8 @@ type engine struct {
 
 	parentInstance *string
 	parentID       *uint64
-	kept           bool // resumed from the previous turn: nothing of this turn is a replay
+	kept           bool   // resumed from the previous turn: nothing of this turn is a replay
+	tag            string // the execution's tag (provider.LiteFetcher), when the provider gives one
 
 	out        *coroutine // the orchestration function's coroutine
 	abortErr   *provider.ErrorDetails
@@ -135,6 +137,14 @@ type outcome struct {
 func nondeterminism(format string, args ...any) *provider.ErrorDetails {
 	msg := fmt.Sprintf(format, args...)
 	return &provider.ErrorDetails{Kind: provider.ConfigurationError{Kind: "Nondeterminism", Message: &msg}}
+}
+
+// log returns the engine's logger with the instance's attributes.
+func (e *engine) log() *slog.Logger {
+	if e.logger == nil {
+		e.logger = e.logBase.With("instance", e.instance, "execution", e.executionID, "orchestration", e.name, "version", e.version)
+	}
+	return e.logger
 }
 
 func (e *engine) newEvent(source *uint64, kind provider.EventKind) provider.Event {

@@ -851,3 +851,35 @@ func BenchmarkHelloTurns(b *testing.B) {
 		}
 	}
 }
+
+func TestRuntimeLimitsFailTheOrchestration(t *testing.T) {
+	cases := map[string]struct {
+		body func(ctx Context)
+		want string
+	}{
+		"custom status": {func(ctx Context) { ctx.SetCustomStatus(strings.Repeat("s", maxCustomStatusBytes+1)) }, "Custom status size"},
+		"kv value":      {func(ctx Context) { ctx.SetKV("k", strings.Repeat("v", maxKVValueBytes+1)) }, "KV value for key 'k'"},
+		"kv keys": {func(ctx Context) {
+			for i := range maxKVKeys + 1 {
+				ctx.SetKV(fmt.Sprint(i), "v")
+			}
+		}, "KV key count (151) exceeds limit (150)"},
+		"tag": {func(ctx Context) { Call[string](ctx, "A", 1, WithTag(strings.Repeat("t", maxTagNameBytes+1))) }, "tag size"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := newSim(t)
+			Register(s.rt, "L", func(ctx Context, _ Raw) (string, error) {
+				c.body(ctx)
+				return "", ctx.Sleep(time.Second)
+			})
+			s.start("L", "null")
+			if got := s.output(); !strings.Contains(got, c.want) {
+				t.Fatalf("output %s", got)
+			}
+			if len(s.last.ack.WorkerItems)+len(s.last.ack.OrchestratorItems) != 0 {
+				t.Fatalf("a failed turn dispatched work: %+v", s.last.ack)
+			}
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/internal/redistest"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 )
@@ -229,5 +230,35 @@ func TestSigkillWhileSurvivorIdle(t *testing.T) {
 	}
 	// Nothing new arrives: the idle survivor must notice the expired locks by itself.
 	waitAll(t, c, ids, 30*time.Second)
+	checkExactlyOnce(t, p, ids, chainOutput)
+}
+
+// TestRedisRestartUnderLoad: Redis (AOF, appendfsync always) is SIGKILLed and restarted while a
+// runtime works; the runtime reconnects by itself and every instance completes exactly once, so
+// nothing acknowledged was lost.
+func TestRedisRestartUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a redis-server")
+	}
+	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	ctx := context.Background()
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: srv.Addr(), Namespace: "restart", Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	opts := faultOptions()
+	rt := dx.NewRuntime(p, opts)
+	faultProgram(rt)
+	startRuntime(t, rt)
+	c := dx.NewClient(p)
+	ids := startChains(t, c, 100)
+	time.Sleep(150 * time.Millisecond) // work in progress
+	done, _ := c.ListInstances(ctx, dx.StateCompleted)
+	t.Logf("killing Redis with %d of %d instances completed", len(done), len(ids))
+	srv.Kill()
+	time.Sleep(300 * time.Millisecond)
+	srv.Restart()
+	waitAll(t, c, ids, 60*time.Second)
 	checkExactlyOnce(t, p, ids, chainOutput)
 }

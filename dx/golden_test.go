@@ -51,9 +51,12 @@ func TestGolden(t *testing.T) {
 			// Every program with the executor cache off (every turn replays the whole history) and
 			// on (kept instances run only their new events), except 19: its nondeterminism only
 			// shows when the code really replays, which a kept instance never does.
-			t.Run("replay", func(t *testing.T) { runGolden(t, filepath.Join(goldenDir, folder), prog, -1) })
+			// And once more through a provider offering the optional extensions (ack-and-fetch,
+			// lite fetches), with the cache on.
+			t.Run("replay", func(t *testing.T) { runGolden(t, filepath.Join(goldenDir, folder), prog, -1, false) })
 			if folder != "19-nondeterminism" {
-				t.Run("cached", func(t *testing.T) { runGolden(t, filepath.Join(goldenDir, folder), prog, 0) })
+				t.Run("cached", func(t *testing.T) { runGolden(t, filepath.Join(goldenDir, folder), prog, 0, false) })
+				t.Run("extensions", func(t *testing.T) { runGolden(t, filepath.Join(goldenDir, folder), prog, 0, true) })
 			}
 		})
 	}
@@ -133,7 +136,7 @@ type goldenEnv struct {
 	c   *dx.Client
 }
 
-func runGolden(t *testing.T, dir string, prog goldenProgram, cacheSize int) {
+func runGolden(t *testing.T, dir string, prog goldenProgram, cacheSize int, extensions bool) {
 	want := loadGolden(t, dir)
 	if want.result.Program != filepath.Base(dir) {
 		t.Fatalf("result.json is for program %q, not %q", want.result.Program, filepath.Base(dir))
@@ -161,7 +164,11 @@ func runGolden(t *testing.T, dir string, prog goldenProgram, cacheSize int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	g := &goldenEnv{t: t, ctx: ctx, p: p, rt: dx.NewRuntime(p, opts), c: dx.NewClient(p)}
+	var rp provider.Provider = p
+	if extensions {
+		rp = newExtProvider(p)
+	}
+	g := &goldenEnv{t: t, ctx: ctx, p: p, rt: dx.NewRuntime(rp, opts), c: dx.NewClient(rp)}
 	prog.register(g)
 	prog.drive(g)
 	if !t.Failed() {

@@ -3,9 +3,9 @@ package dx
 import "time"
 
 // Metrics receives the runtime's measurements: counters and duration samples, by fixed name, with a
-// few labels. It is small on purpose, so an adapter to Prometheus (a CounterVec and a HistogramVec
-// per name) or OpenTelemetry (an Int64Counter and a Float64Histogram) is a few lines in your own
-// code and this module depends on neither. Calls come from many goroutines at once.
+// few labels. Ready adapters live in modules of their own, so that this one depends on neither
+// Prometheus nor OpenTelemetry: github.com/duroxide-go/dxredis/contrib/dxprom and
+// github.com/duroxide-go/dxredis/contrib/dxotel. Calls come from many goroutines at once.
 type Metrics interface {
 	// Count adds n to the counter name.
 	Count(name string, n int64, l Labels)

@@ -2,6 +2,7 @@ package dx
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -22,14 +23,24 @@ var capabilityFilter = func() *provider.DispatcherCapabilityFilter {
 }()
 
 func (rt *Runtime) orchestrationLoop(ctx context.Context) {
+	lite, _ := rt.p.(provider.LiteFetcher)
 	rt.pollLoop(ctx, "orchestrator", func() (bool, error) {
 		began := time.Now()
-		item, err := rt.p.FetchOrchestrationItem(ctx, rt.opts.OrchestrationLockTimeout, rt.opts.PollTimeout, capabilityFilter)
+		var item *provider.LockedOrchestrationItem
+		var err error
+		if lite != nil {
+			item, err = lite.FetchOrchestrationItemLite(ctx, rt.opts.OrchestrationLockTimeout, rt.opts.PollTimeout, capabilityFilter)
+		} else {
+			item, err = rt.p.FetchOrchestrationItem(ctx, rt.opts.OrchestrationLockTimeout, rt.opts.PollTimeout, capabilityFilter)
+		}
 		rt.opts.Metrics.Observe(MetricFetchWait, time.Since(began), Labels{Queue: "orchestrator"})
 		if err != nil || item == nil {
 			return false, err
 		}
-		rt.processOrchestration(ctx, item)
+		// With ack-and-fetch, each ack hands over the next turn: no fetch in between.
+		for item != nil {
+			item = rt.processOrchestration(ctx, item)
+		}
 		return true, nil
 	})
 }
@@ -38,39 +49,64 @@ func (rt *Runtime) turnEnv() turnEnv {
 	return turnEnv{reg: rt.reg, clock: rt.opts.Clock, guard: rt.opts.BlockingGuard, logger: rt.opts.Logger}
 }
 
-// processOrchestration runs one fetched turn and acknowledges it.
-func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.LockedOrchestrationItem) {
+// processOrchestration runs one fetched turn and acknowledges it. It returns the next turn when
+// the acknowledgement fetched one (provider.OrchestrationAckFetcher).
+func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.LockedOrchestrationItem) *provider.LockedOrchestrationItem {
 	item := &locked.Item
-	log := rt.opts.Logger.With("instance", item.Instance, "execution", item.ExecutionID,
-		"orchestration", item.OrchestrationName, "version", item.Version, "attempt", locked.AttemptCount)
+	// The logger with the item's attributes is built only when a record is logged: most turns
+	// log nothing above Debug.
+	var logger *slog.Logger
+	log := func() *slog.Logger {
+		if logger == nil {
+			logger = rt.opts.Logger.With("instance", item.Instance, "execution", item.ExecutionID,
+				"orchestration", item.OrchestrationName, "version", item.Version, "attempt", locked.AttemptCount)
+		}
+		return logger
+	}
 	// Acks and abandons must not be cut short by a shutdown that stops fetching.
 	bg := context.WithoutCancel(ctx)
 	token := locked.LockToken
-	fl, finish := rt.track(func(c context.Context) { rt.abandonTurn(c, log, token, 0, true) })
+	fl, finish := rt.track(func(c context.Context) { rt.abandonTurn(c, log(), token, 0, true) })
 	defer finish()
+	if ctx.Err() != nil {
+		// Shutting down: a turn handed over by the last ack goes back at once.
+		rt.abandonTurn(bg, log(), token, 0, true)
+		return nil
+	}
 	stopRenew := renewing(renewEvery(rt.opts.OrchestrationLockTimeout, rt.opts.OrchestrationLockRenewalBuffer),
 		func() error { return rt.p.RenewOrchestrationItemLock(bg, token, rt.opts.OrchestrationLockTimeout) },
 		func(err error) {
-			log.Warn("dx: orchestration lock renewal failed; the turn's ack will be refused", "error", err)
+			log().Warn("dx: orchestration lock renewal failed; the turn's ack will be refused", "error", err)
 		})
 	defer stopRenew()
 
 	labels := Labels{Orchestration: item.OrchestrationName}
 	if locked.AttemptCount > rt.opts.MaxAttempts {
-		log.Error("dx: orchestration item exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
+		log().Error("dx: orchestration item exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
 		rt.opts.Metrics.Count(MetricPoison, 1, Labels{Queue: "orchestrator", Orchestration: item.OrchestrationName})
-		rt.ackTurn(bg, log, fl, token, rt.poisonAck(item, locked.AttemptCount), labels)
-		return
+		if rt.loadHistory(bg, item, nil) == nil {
+			next, _ := rt.ackTurn(ctx, log(), fl, token, rt.poisonAck(item, locked.AttemptCount), labels)
+			return next
+		}
+		return nil
 	}
 	if item.HistoryError != "" {
-		log.Warn("dx: history does not decode; abandoning so a node that can read it may take it (poison after max attempts)",
+		log().Warn("dx: history does not decode; abandoning so a node that can read it may take it (poison after max attempts)",
 			"error", item.HistoryError)
-		rt.abandonTurn(bg, log, token, time.Second, false)
-		return
+		rt.abandonTurn(bg, log(), token, time.Second, false)
+		return nil
 	}
 	began := time.Now()
 	env := rt.turnEnv()
 	env.cached, env.keep = rt.cache.take(item.Instance), rt.cache != nil
+	if err := rt.loadHistory(bg, item, env.cached); err != nil {
+		log().Warn("dx: reading the history failed; abandoning the turn", "error", err)
+		if env.cached != nil {
+			env.cached.stop()
+		}
+		rt.abandonTurn(bg, log(), token, 50*time.Millisecond, false)
+		return nil
+	}
 	out := runTurn(env, item)
 	kept := false
 	defer func() {
@@ -83,20 +119,21 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	}
 	if out.plan == planAbandon {
 		delay := rt.unregisteredDelay(locked.AttemptCount)
-		log.Warn("dx: orchestration (or this version) not registered on this node; abandoning with backoff",
+		log().Warn("dx: orchestration (or this version) not registered on this node; abandoning with backoff",
 			"wanted_version", out.version, "retry_in", delay, "attempts_left", int(rt.opts.MaxAttempts)-int(locked.AttemptCount))
 		rt.opts.Metrics.Count(MetricUnregistered, 1, Labels{Queue: "orchestrator", Orchestration: out.name, Version: out.version})
-		rt.abandonTurn(bg, log, token, delay, false)
-		return
+		rt.abandonTurn(bg, log(), token, delay, false)
+		return nil
 	}
 	o := out.outcome
 	labels.Version, labels.Result = out.version, o.result.String()
 	rt.opts.Metrics.Observe(MetricTurnDuration, time.Since(began), labels)
 	if o.panic != nil {
-		log.Error("dx: orchestration panicked", "error", displayMessage(o.details), "stack", string(o.panic))
+		log().Error("dx: orchestration panicked", "error", displayMessage(o.details), "stack", string(o.panic))
 	}
-	if !rt.ackTurn(bg, log, fl, token, out.ack, labels) {
-		return
+	next, ok := rt.ackTurn(ctx, log(), fl, token, out.ack, labels)
+	if !ok {
+		return nil
 	}
 	if out.eng != nil {
 		out.eng.commit()
@@ -106,20 +143,68 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	rt.opts.Metrics.Count(MetricTurns, 1, labels)
 	switch o.result {
 	case turnCompleted:
-		log.Info("dx: orchestration completed", "execution", out.exec, "version", out.version)
+		log().Debug("dx: orchestration completed", "execution", out.exec, "version", out.version)
 	case turnFailed:
 		lvl := slog.LevelWarn
 		if _, app := o.details.Kind.(provider.ApplicationError); !app {
 			lvl = slog.LevelError
 		}
-		log.Log(bg, lvl, "dx: orchestration failed", "execution", out.exec, "version", out.version, "error", displayMessage(o.details))
+		log().Log(bg, lvl, "dx: orchestration failed", "execution", out.exec, "version", out.version, "error", displayMessage(o.details))
 	case turnContinuedAsNew:
-		log.Info("dx: orchestration continued as new", "execution", out.exec, "version", out.version)
+		log().Debug("dx: orchestration continued as new", "execution", out.exec, "version", out.version)
 	case turnCancelled:
-		log.Info("dx: orchestration cancelled", "execution", out.exec, "reason", o.reason)
+		log().Info("dx: orchestration cancelled", "execution", out.exec, "reason", o.reason)
 	default:
-		log.Debug("dx: orchestration turn", "execution", out.exec, "version", out.version, "events", len(out.ack.HistoryDelta))
+		if rt.opts.Logger.Enabled(bg, slog.LevelDebug) {
+			log().Debug("dx: orchestration turn", "execution", out.exec, "version", out.version, "events", len(out.ack.HistoryDelta))
+		}
 	}
+	return next
+}
+
+// loadHistory completes an item fetched without its history (provider.LiteFetcher): when the kept
+// engine holds exactly the stored history it is used as is, otherwise the history and KV snapshot
+// are read (a new execution's first turn needs only the KV snapshot, and a new instance nothing).
+func (rt *Runtime) loadHistory(ctx context.Context, item *provider.OrchestrationItem, kept *engine) error {
+	lite, ok := rt.p.(provider.LiteFetcher)
+	if !ok || item.History != nil || item.HistoryLen == 0 && !beginsExecution(item) {
+		return nil
+	}
+	if kept != nil && kept.holdsLite(item) {
+		item.History = kept.history
+		return nil
+	}
+	if item.HistoryLen == 0 && item.ExecutionID <= 1 && !continuesAsNew(item) {
+		return nil // a new instance: nothing stored yet
+	}
+	h, kv, tag, err := lite.ReadForReplay(ctx, item.Instance, item.ExecutionID)
+	if err != nil {
+		return err
+	}
+	if !continuesAsNew(item) {
+		item.History, item.ExecutionTag = h, tag
+	}
+	item.KVSnapshot = kv
+	return nil
+}
+
+func beginsExecution(item *provider.OrchestrationItem) bool {
+	for _, m := range item.Messages {
+		switch m.Kind.(type) {
+		case provider.StartOrchestration, provider.ContinueAsNew:
+			return true
+		}
+	}
+	return false
+}
+
+func continuesAsNew(item *provider.OrchestrationItem) bool {
+	for _, m := range item.Messages {
+		if _, ok := m.Kind.(provider.ContinueAsNew); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (r turnResult) String() string {
@@ -127,27 +212,70 @@ func (r turnResult) String() string {
 }
 
 // ackTurn acknowledges a turn, retrying retryable failures with the same token; if it still fails
-// it abandons the turn so that it runs again (the ack changed nothing).
-func (rt *Runtime) ackTurn(ctx context.Context, log *slog.Logger, fl *flight, token string, ack provider.OrchestrationAck, labels Labels) bool {
+// it abandons the turn so that it runs again (the ack changed nothing). With a provider that
+// fetches in the same call (provider.OrchestrationAckFetcher) it also returns the next turn, unless
+// the runtime is shutting down.
+func (rt *Runtime) ackTurn(ctx context.Context, log *slog.Logger, fl *flight, token string, ack provider.OrchestrationAck, labels Labels) (*provider.LockedOrchestrationItem, bool) {
 	if !rt.owned(fl) {
 		log.Warn("dx: turn finished after shutdown abandoned it; its result is dropped (the turn runs again elsewhere)")
-		return false
+		return nil, false
 	}
+	bg := context.WithoutCancel(ctx)
+	af, fetchNext := rt.p.(provider.OrchestrationAckFetcher)
+	_, lite := rt.p.(provider.LiteFetcher)
 	const tries = 5
 	for i := 1; ; i++ {
-		err := rt.p.AckOrchestrationItem(ctx, token, ack)
+		var next *provider.LockedOrchestrationItem
+		var err error
+		if fetchNext && ctx.Err() == nil {
+			next, err = af.AckOrchestrationItemAndFetch(bg, token, ack, rt.opts.OrchestrationLockTimeout, capabilityFilter,
+				provider.FetchOptions{Lite: lite})
+		} else {
+			err = rt.p.AckOrchestrationItem(bg, token, ack)
+		}
 		if err == nil {
-			return true
+			return next, true
 		}
 		rt.opts.Metrics.Count(MetricAckFailures, 1, Labels{Queue: "orchestrator", Orchestration: labels.Orchestration})
+		if !provider.IsRetryable(err) && !errors.Is(err, provider.ErrInvalidLockToken) {
+			// The store refuses this turn (e.g. a payload over its limit): as duroxide does, fail
+			// the execution with an Infrastructure error instead of running the turn again forever.
+			if fail, ok := infrastructureFailure(ack, err); ok && rt.p.AckOrchestrationItem(bg, token, fail) == nil {
+				log.Error("dx: the store refused the turn; the orchestration failed with an infrastructure error", "error", err)
+				return nil, false
+			}
+		}
 		if !provider.IsRetryable(err) || i == tries {
 			log.Error("dx: orchestration ack failed; abandoning the turn", "error", err, "tries", i)
-			rt.abandonTurn(ctx, log, token, 50*time.Millisecond, false)
-			return false
+			rt.abandonTurn(bg, log, token, 50*time.Millisecond, false)
+			return nil, false
 		}
 		log.Warn("dx: orchestration ack failed, retrying with the same token", "error", err, "try", i)
 		time.Sleep(time.Duration(i) * 20 * time.Millisecond)
 	}
+}
+
+// infrastructureFailure is the ack that ends an execution whose turn the store refused: the
+// turn's start event (if it began the execution) and an OrchestrationFailed with Infrastructure
+// details, on top of the stored history.
+func infrastructureFailure(refused provider.OrchestrationAck, err error) (provider.OrchestrationAck, bool) {
+	if len(refused.HistoryDelta) == 0 {
+		return provider.OrchestrationAck{}, false
+	}
+	first := refused.HistoryDelta[0]
+	var delta []provider.Event
+	if _, ok := first.Kind.(provider.OrchestrationStartedEvent); ok {
+		delta = append(delta, first)
+	}
+	d := provider.ErrorDetails{Kind: provider.InfrastructureError{Operation: "ack_orchestration_item", Message: err.Error()}}
+	failed := first
+	failed.EventID = first.EventID + uint64(len(delta))
+	failed.SourceEventID = nil
+	failed.Kind = provider.OrchestrationFailedEvent{Details: d}
+	msg := displayMessage(d)
+	md := refused.Metadata
+	md.Status, md.Output = provider.StatusFailed, &msg
+	return provider.OrchestrationAck{ExecutionID: refused.ExecutionID, HistoryDelta: append(delta, failed), Metadata: md}, true
 }
 
 func (rt *Runtime) abandonTurn(ctx context.Context, log *slog.Logger, token string, delay time.Duration, ignoreAttempt bool) {

@@ -53,6 +53,9 @@ type Options struct {
 	SessionLockTimeout, SessionLockRenewalBuffer time.Duration
 	// SessionIdleTimeout releases a session nobody used for this long (default 5 min).
 	SessionIdleTimeout time.Duration
+	// MaxSessionsPerRuntime caps the distinct sessions this runtime runs activities of at once
+	// (default 10); at the cap it fetches only activities without a session.
+	MaxSessionsPerRuntime int
 	// NodeID identifies this process as a session owner (default: a random id).
 	NodeID string
 	// BlockingGuard fails an orchestration whose code does not hand control back to dx within it
@@ -101,6 +104,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = 10
 	}
+	if o.MaxSessionsPerRuntime <= 0 {
+		o.MaxSessionsPerRuntime = 10
+	}
 	if o.ExecutorCacheSize == 0 {
 		o.ExecutorCacheSize = 1000
 	}
@@ -142,6 +148,7 @@ type Runtime struct {
 	loops    sync.WaitGroup     // dispatcher loops
 	running  bool
 	inflight map[*flight]struct{}
+	sessions map[string]int // activities in progress per session
 }
 
 // flight is an item being processed: Shutdown abandons it when its deadline passes.
@@ -153,7 +160,8 @@ type flight struct {
 // NewRuntime returns a runtime over p (any provider.Provider, such as redisprovider's).
 func NewRuntime(p provider.Provider, opts Options) *Runtime {
 	o := opts.withDefaults()
-	return &Runtime{p: p, opts: o, reg: newRegistry(), cache: newEngineCache(o.ExecutorCacheSize), inflight: map[*flight]struct{}{}}
+	return &Runtime{p: p, opts: o, reg: newRegistry(), cache: newEngineCache(o.ExecutorCacheSize),
+		inflight: map[*flight]struct{}{}, sessions: map[string]int{}}
 }
 
 // ErrRunning is returned by Start when the runtime is already running.
@@ -321,29 +329,41 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 // renewing calls renew every interval until stop is called; renew's error ends the renewals and is
-// passed to lost (which may be nil).
+// passed to lost (which may be nil). Nothing runs until the first renewal is due, so a turn shorter
+// than interval costs one timer; stop waits for a renewal in progress.
 func renewing(interval time.Duration, renew func() error, lost func(error)) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if err := renew(); err != nil {
-					if lost != nil {
-						lost(err)
-					}
-					return
-				}
-			}
+	var mu sync.Mutex
+	var running sync.WaitGroup
+	stopped := false
+	var t *time.Timer
+	t = time.AfterFunc(interval, func() {
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			return
 		}
-	}()
-	return func() { close(done); <-finished }
+		running.Add(1)
+		mu.Unlock()
+		defer running.Done()
+		if err := renew(); err != nil {
+			if lost != nil {
+				lost(err)
+			}
+			return
+		}
+		mu.Lock()
+		if !stopped {
+			t.Reset(interval)
+		}
+		mu.Unlock()
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+		running.Wait()
+	}
 }
 
 // unregisteredDelay is the backoff before retrying an item without a handler here.

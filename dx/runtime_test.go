@@ -5,12 +5,16 @@ import (
 	"errors"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/duroxide-go/dxredis/dx"
 	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
 )
 
 func TestHelloEndToEnd(t *testing.T) {
@@ -363,5 +367,83 @@ func TestActivityInputThatDoesNotDecodeFailsOnce(t *testing.T) {
 	st := waitStatus(t, c, id)
 	if st.State != dx.StateFailed || !strings.Contains(st.Err.Error(), "input does not decode") || runs.Load() != 0 {
 		t.Fatalf("state %s err %v runs %d", st.State, st.Err, runs.Load())
+	}
+}
+
+func TestSessionCapPerRuntime(t *testing.T) {
+	p := newProvider(t)
+	opts := testOptions()
+	opts.MaxSessionsPerRuntime = 1
+	opts.WorkerConcurrency = 4
+	rt := dx.NewRuntime(p, opts)
+	var active, peak atomic.Int32
+	var running sync.Map // session -> activities running
+	dx.RegisterActivity(rt, "Work", func(ctx context.Context, session string) (string, error) {
+		if n, _ := running.LoadOrStore(session, new(atomic.Int32)); n.(*atomic.Int32).Add(1) == 1 {
+			if a := active.Add(1); a > peak.Load() {
+				peak.Store(a)
+			}
+		}
+		time.Sleep(30 * time.Millisecond)
+		if n, _ := running.Load(session); n.(*atomic.Int32).Add(-1) == 0 {
+			active.Add(-1)
+		}
+		return session, nil
+	})
+	dx.Register(rt, "O", func(ctx dx.Context, _ dx.Raw) (int, error) {
+		var fs []dx.Future[string]
+		for _, s := range []string{"s1", "s2", "s3"} {
+			for range 3 {
+				fs = append(fs, dx.Call[string](ctx, "Work", s, dx.OnSession(s)))
+			}
+		}
+		vs, err := dx.All(ctx, fs...)
+		return len(vs), err
+	})
+	startRuntime(t, rt)
+	c := dx.NewClient(p)
+	id, _ := c.Start(waitCtx(t), "O", nil)
+	if st := waitStatus(t, c, id); st.Output != "9" {
+		t.Fatalf("state %s output %s err %v", st.State, st.Output, st.Err)
+	}
+	if peak.Load() != 1 {
+		t.Fatalf("%d sessions ran at once, cap 1", peak.Load())
+	}
+}
+
+// TestPayloadsOverTheStoreLimit: a result the store refuses fails the activity, and a turn the
+// store refuses fails the orchestration with an Infrastructure error; neither runs forever.
+func TestPayloadsOverTheStoreLimit(t *testing.T) {
+	ctx := waitCtx(t)
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: miniredis.RunT(t).Addr(), Namespace: "limits",
+		MaxPayloadBytes: 2000, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	rt := dx.NewRuntime(p, testOptions())
+	big := strings.Repeat("x", 5000)
+	dx.RegisterActivity(rt, "Big", func(context.Context, dx.Raw) (string, error) { return big, nil })
+	dx.Register(rt, "BigResult", func(ctx dx.Context, _ dx.Raw) (string, error) {
+		_, err := dx.Call[string](ctx, "Big", nil).Await(ctx)
+		return "", err
+	})
+	dx.Register(rt, "BigStatus", func(ctx dx.Context, _ dx.Raw) (string, error) {
+		ctx.SetCustomStatus(big)
+		return "", ctx.Sleep(time.Millisecond)
+	})
+	startRuntime(t, rt)
+	c := dx.NewClient(p)
+	a, _ := c.Start(ctx, "BigResult", nil)
+	b, _ := c.Start(ctx, "BigStatus", nil)
+	if st := waitStatus(t, c, a); st.State != dx.StateFailed || !strings.Contains(st.Err.Error(), "refused by the store") {
+		t.Fatalf("big result: %s %v", st.State, st.Err)
+	}
+	st := waitStatus(t, c, b)
+	if st.State != dx.StateFailed {
+		t.Fatalf("big status: %s", st.State)
+	}
+	if _, ok := st.Err.Details.Kind.(provider.InfrastructureError); !ok {
+		t.Fatalf("big status: details %+v", st.Err.Details)
 	}
 }

@@ -1,6 +1,7 @@
 package dx
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -136,7 +137,8 @@ func runTurn(env turnEnv, item *provider.OrchestrationItem) turnOutput {
 		queueResolved: map[uint64]bool{}, kv: map[string]string{}, kvUpdated: map[string]uint64{},
 	}
 	e.parentInstance, e.parentID = parentInstance, parentID
-	e.logger = env.logger.With("instance", instance, "execution", execID, "orchestration", name, "version", resolved)
+	e.tag = item.ExecutionTag
+	e.logBase = env.logger
 	for k, v := range item.KVSnapshot {
 		e.kv[k] = v.Value
 		e.kvUpdated[k] = v.LastUpdatedAtMs
@@ -162,6 +164,10 @@ func runTurn(env turnEnv, item *provider.OrchestrationItem) turnOutput {
 // output builds the turn's ack. The engine is handed to the caller (to keep for the instance's next
 // turn) only when env.keep asks for it and the execution goes on; otherwise its goroutines end here.
 func (e *engine) output(env turnEnv, o outcome) turnOutput {
+	if msg := e.limitViolation(); msg != "" && o.result != turnFailed {
+		e.log().Error("dx: orchestration exceeds a runtime limit; failing it", "error", msg)
+		o = e.fail(provider.AppOrchestrationFailed, msg)
+	}
 	out := turnOutput{plan: planAck, outcome: o, name: e.name, version: e.version, exec: e.executionID}
 	out.ack = e.ackFor(o, e.name, e.version, e.parentInstance, e.parentID)
 	out.terminal = o.result != turnContinue
@@ -187,6 +193,13 @@ func (e *engine) holds(item *provider.OrchestrationItem) bool {
 		}
 	}
 	return true
+}
+
+// holdsLite is holds for an item fetched without its history (provider.LiteFetcher): the kept
+// engine must have read or begun the execution under the item's tag and hold exactly its events.
+func (e *engine) holdsLite(item *provider.OrchestrationItem) bool {
+	return e.tag != "" && e.tag == item.ExecutionTag && e.instance == item.Instance &&
+		e.executionID == item.ExecutionID && len(e.history) == item.HistoryLen && !e.out.done
 }
 
 // continueTurn runs a turn on a kept engine: only the new messages are applied.
@@ -408,7 +421,7 @@ func (e *engine) ackFor(o outcome, name, version string, parentInstance *string,
 		e.terminalBreadcrumbs()
 		e.delta = append(e.delta, e.newEvent(nil, provider.OrchestrationContinuedAsNewEvent{Input: o.can.input}))
 		if len(carry) > maxCarryForward {
-			e.logger.Warn("dropping queue messages beyond the carry-forward limit", "dropped", len(carry)-maxCarryForward, "limit", maxCarryForward)
+			e.log().Warn("dropping queue messages beyond the carry-forward limit", "dropped", len(carry)-maxCarryForward, "limit", maxCarryForward)
 			carry = carry[:maxCarryForward]
 		}
 		orch = append(orch, provider.WorkItem{Kind: provider.ContinueAsNew{Instance: e.instance, Orchestration: name,
@@ -448,6 +461,43 @@ func (e *engine) ackFor(o outcome, name, version string, parentInstance *string,
 }
 
 const maxCarryForward = 100
+
+// duroxide's runtime limits (runtime/limits.rs), checked before each ack: a turn that exceeds one
+// fails the orchestration.
+const (
+	maxCustomStatusBytes = 256 << 10
+	maxTagNameBytes      = 256
+	maxKVValueBytes      = 64 << 10
+	maxKVKeys            = 150
+)
+
+// limitViolation describes the first runtime limit this turn exceeds, or returns "".
+func (e *engine) limitViolation() string {
+	for i := len(e.delta) - 1; i >= 0; i-- {
+		if k, ok := e.delta[i].Kind.(provider.CustomStatusUpdatedEvent); ok {
+			if k.Status != nil && len(*k.Status) > maxCustomStatusBytes {
+				return fmt.Sprintf("Custom status size (%d bytes) exceeds limit (%d bytes)", len(*k.Status), maxCustomStatusBytes)
+			}
+			break
+		}
+	}
+	for _, ev := range e.delta {
+		switch k := ev.Kind.(type) {
+		case provider.ActivityScheduledEvent:
+			if k.Tag != nil && len(*k.Tag) > maxTagNameBytes {
+				return fmt.Sprintf("Activity '%s' tag size (%d bytes) exceeds limit (%d bytes)", k.Name, len(*k.Tag), maxTagNameBytes)
+			}
+		case provider.KeyValueSetEvent:
+			if len(k.Value) > maxKVValueBytes {
+				return fmt.Sprintf("KV value for key '%s' (%d bytes) exceeds limit (%d bytes)", k.Key, len(k.Value), maxKVValueBytes)
+			}
+		}
+	}
+	if len(e.kv) > maxKVKeys {
+		return fmt.Sprintf("KV key count (%d) exceeds limit (%d)", len(e.kv), maxKVKeys)
+	}
+	return ""
+}
 
 func dedupeCancelled(in []provider.ScheduledActivityIdentifier) []provider.ScheduledActivityIdentifier {
 	seen := map[uint64]bool{}

@@ -140,38 +140,17 @@ func describeActivity(name, input string, session, tag *string) string {
 
 // describeAction renders what the code does now, for nondeterminism messages.
 func describeAction(a *action) string {
-	switch a.kind {
-	case actActivity:
-		return "calls activity " + describeActivity(a.name, a.input, a.sessionID, a.tag)
-	case actTimer:
-		return "creates a timer"
-	case actWait:
-		return fmt.Sprintf("waits for event %q", a.name)
-	case actDequeue:
-		return fmt.Sprintf("dequeues from %q", a.name)
-	case actSubOrch:
-		return fmt.Sprintf("calls sub-orchestration %s(%s)", a.name, a.input)
-	case actDetached:
-		return fmt.Sprintf("starts orchestration %s(%s) as %q", a.name, a.input, a.instance)
-	case actCustomStatus:
-		return "updates the custom status"
-	case actKVSet:
-		return fmt.Sprintf("sets KV %q=%q", a.key, a.value)
-	case actKVClear:
-		return fmt.Sprintf("clears KV %q", a.key)
-	case actKVClearAll:
-		return "clears all KV"
-	case actContinueAsNew:
+	if a.kind == actContinueAsNew {
 		return "continues as new"
 	}
-	return "does something else"
+	return describeCode(provider.Event{Kind: actionEvent(a)})
 }
 
 // userLogger is the orchestration's logger: it drops records while the code replays (checked when
 // a record is logged, so a logger kept in a variable behaves too).
 func (e *engine) userLogger() *slog.Logger {
 	if e.userLog == nil {
-		e.userLog = slog.New(replayHandler{e, e.logger.Handler()})
+		e.userLog = slog.New(replayHandler{e, e.log().Handler()})
 	}
 	return e.userLog
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duroxide-go/dxredis/internal/redistest"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 	"github.com/redis/go-redis/v9"
@@ -20,14 +21,14 @@ const readmeACL = "on >s3cret resetkeys ~{orders:* resetchannels -@all +@read +@
 // orchestration (enqueue, long-polling fetches, ack, activity, reads, admin, delete) without a
 // permission error, and that user cannot touch other namespaces.
 func TestReadmeACLIsEnough(t *testing.T) {
-	srv := startThrowawayServer(t)
+	srv := redistest.Start(t)
 	ctx := context.Background()
-	admin := redis.NewClient(&redis.Options{Addr: srv.addr()})
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer admin.Close()
 	if err := admin.Do(ctx, append([]any{"ACL", "SETUSER", "dxuser"}, toAny(strings.Fields(readmeACL))...)...).Err(); err != nil {
 		t.Fatalf("ACL SETUSER: %v", err)
 	}
-	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: srv.addr(), Username: "dxuser", Password: "s3cret",
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: srv.Addr(), Username: "dxuser", Password: "s3cret",
 		Namespace: "orders", Logger: quietLogger})
 	if err != nil {
 		t.Fatalf("New as the README's ACL user: %v", err)
@@ -77,7 +78,7 @@ func TestReadmeACLIsEnough(t *testing.T) {
 		}
 	}
 	// Other namespaces stay out of reach.
-	other, err := redisprovider.New(ctx, redisprovider.Options{Addr: srv.addr(), Username: "dxuser", Password: "s3cret",
+	other, err := redisprovider.New(ctx, redisprovider.Options{Addr: srv.Addr(), Username: "dxuser", Password: "s3cret",
 		Namespace: "payments", Logger: quietLogger})
 	if err == nil {
 		err = other.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.StartOrchestration{

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duroxide-go/dxredis/internal/redistest"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 	"github.com/redis/go-redis/v9"
@@ -143,9 +144,9 @@ func (l *loadRun) verify(t *testing.T) {
 // SIGKILLed under load and restarted from its directory. Nothing the provider acknowledged is
 // lost, and the same provider goes on by itself (no restart of the process, no reconnect call).
 func TestRestartLosesNothingAcknowledged(t *testing.T) {
-	srv := startThrowawayServer(t, "--appendonly", "yes", "--appendfsync", "always")
+	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 	ctx := context.Background()
-	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: srv.addr(), Namespace: "restart", Logger: quietLogger})
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: srv.Addr(), Namespace: "restart", Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,9 +158,9 @@ func TestRestartLosesNothingAcknowledged(t *testing.T) {
 	}
 	for i := range kills {
 		load.waitCalls(t, 200, 20*time.Second)
-		srv.kill()
+		srv.Kill()
 		time.Sleep(100 * time.Millisecond)
-		srv.restart()
+		srv.Restart()
 		took := load.waitCalls(t, 1, 20*time.Second)
 		t.Logf("kill %d: first successful call %v after the restart", i+1, took.Round(time.Millisecond))
 	}
@@ -174,19 +175,19 @@ func TestRestartLosesNothingAcknowledged(t *testing.T) {
 // provider goes on by itself and nothing it acknowledged is lost.
 func TestSentinelFailoverWithWaitReplicas(t *testing.T) {
 	fast := []string{"--repl-diskless-sync-delay", "0"} // a new replica syncs at once
-	primary := startThrowawayServer(t, fast...)
-	replica := startThrowawayServer(t, append(fast, "--replicaof", "127.0.0.1", fmt.Sprint(primary.port))...)
-	sentinel := startSentinel(t,
-		fmt.Sprintf("sentinel monitor dx 127.0.0.1 %d 1", primary.port),
+	primary := redistest.Start(t, fast...)
+	replica := redistest.Start(t, append(fast, "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port))...)
+	sentinel := redistest.StartSentinel(t,
+		fmt.Sprintf("sentinel monitor dx 127.0.0.1 %d 1", primary.Port),
 		"sentinel down-after-milliseconds dx 300",
 		"sentinel failover-timeout dx 2000")
 	ctx := context.Background()
 	waitFor(t, 10*time.Second, "the replica to sync", func() bool {
-		info := redis.NewClient(&redis.Options{Addr: replica.addr()})
+		info := redis.NewClient(&redis.Options{Addr: replica.Addr()})
 		defer info.Close()
 		return strings.Contains(info.Info(ctx, "replication").Val(), "master_link_status:up")
 	})
-	client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "dx", SentinelAddrs: []string{sentinel.addr()},
+	client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "dx", SentinelAddrs: []string{sentinel.Addr()},
 		ReadTimeout: 5 * time.Second})
 	defer client.Close()
 	p, err := redisprovider.NewFromClient(ctx, client, redisprovider.Options{Namespace: "failover", Logger: quietLogger,
@@ -197,10 +198,10 @@ func TestSentinelFailoverWithWaitReplicas(t *testing.T) {
 	defer p.Close()
 
 	// A frozen replica acknowledges nothing: the write is refused as not replicated.
-	replica.stop()
+	replica.Stop()
 	err = p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.StartOrchestration{
 		Instance: "unreplicated", Orchestration: "O", Input: "{}", ExecutionID: 1}}, 0)
-	replica.resume()
+	replica.Resume()
 	if !errors.Is(err, redisprovider.ErrNotReplicated) || provider.IsRetryable(err) {
 		t.Fatalf("write while the replica is frozen: got %v, want a permanent ErrNotReplicated", err)
 	}
@@ -208,21 +209,21 @@ func TestSentinelFailoverWithWaitReplicas(t *testing.T) {
 
 	load := startLoad(p, "f")
 	load.waitCalls(t, 100, 20*time.Second)
-	primary.kill()
+	primary.Kill()
 	killed := time.Now()
 	waitFor(t, 20*time.Second, "Sentinel to promote the replica", func() bool {
-		s := redis.NewSentinelClient(&redis.Options{Addr: sentinel.addr()})
+		s := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr()})
 		defer s.Close()
 		addr, err := s.GetMasterAddrByName(ctx, "dx").Result()
-		return err == nil && len(addr) == 2 && addr[1] == fmt.Sprint(replica.port)
+		return err == nil && len(addr) == 2 && addr[1] == fmt.Sprint(replica.Port)
 	})
 	t.Logf("Sentinel promoted the replica %v after the primary was killed", time.Since(killed).Round(time.Millisecond))
 	// The promoted replica has no replica of its own: writes wait for none from now on, so the
 	// load's writes fail as not replicated; reads and fetches work. Give it a replica back.
 	old := primary
-	old.args = append(fast, "--replicaof", "127.0.0.1", fmt.Sprint(replica.port))
-	old.dir = t.TempDir()
-	old.restart()
+	old.Args = append(fast, "--replicaof", "127.0.0.1", fmt.Sprint(replica.Port))
+	old.Dir = t.TempDir()
+	old.Restart()
 	took := load.waitCalls(t, 50, 30*time.Second)
 	t.Logf("first successful writes %v after the promotion", took.Round(time.Millisecond))
 	load.stop()
@@ -243,11 +244,11 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // replica on loopback, without and with waiting for the replica.
 func BenchmarkWaitReplicas(b *testing.B) {
 	fast := []string{"--repl-diskless-sync-delay", "0"}
-	primary := startThrowawayServer(b, fast...)
-	replica := startThrowawayServer(b, append(fast, "--replicaof", "127.0.0.1", fmt.Sprint(primary.port))...)
+	primary := redistest.Start(b, fast...)
+	replica := redistest.Start(b, append(fast, "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port))...)
 	ctx := context.Background()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		c := redis.NewClient(&redis.Options{Addr: replica.addr()})
+		c := redis.NewClient(&redis.Options{Addr: replica.Addr()})
 		up := strings.Contains(c.Info(ctx, "replication").Val(), "master_link_status:up")
 		_ = c.Close()
 		if up {
@@ -259,7 +260,7 @@ func BenchmarkWaitReplicas(b *testing.B) {
 	}
 	for _, replicas := range []int{0, 1} {
 		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
-			p, err := redisprovider.New(ctx, redisprovider.Options{Addr: primary.addr(), Logger: quietLogger,
+			p, err := redisprovider.New(ctx, redisprovider.Options{Addr: primary.Addr(), Logger: quietLogger,
 				Namespace: fmt.Sprintf("wait%d-%d", replicas, time.Now().UnixNano()), WaitReplicas: replicas})
 			if err != nil {
 				b.Fatal(err)

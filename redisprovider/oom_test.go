@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duroxide-go/dxredis/internal/redistest"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestOutOfMemory: on a server over maxmemory (noeviction), reads still work, deletes and prunes
@@ -18,7 +20,10 @@ func TestOutOfMemory(t *testing.T) {
 		name := map[bool]string{false: "functions", true: "evalsha"}[disableFunctions]
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			addr, admin := startRedisServer(t)
+			srv := redistest.Start(t)
+			addr := srv.Addr()
+			admin := redis.NewClient(&redis.Options{Addr: addr})
+			defer admin.Close()
 			p, err := redisprovider.New(ctx, redisprovider.Options{Addr: addr, Namespace: "oom", Logger: quietLogger,
 				DisableFunctions: disableFunctions})
 			if err != nil {

@@ -30,7 +30,13 @@ func Addr() string {
 // or of an embedded miniredis when that Redis does not answer (said on stderr). close drops the
 // namespace and closes everything.
 func Connect(ctx context.Context, name string) (p *redisprovider.Provider, close func(), err error) {
-	addr := Addr()
+	p, _, close, err = ConnectAddr(ctx, name)
+	return p, close, err
+}
+
+// ConnectAddr is Connect that also returns the address of the server used (for other processes).
+func ConnectAddr(ctx context.Context, name string) (p *redisprovider.Provider, addr string, close func(), err error) {
+	addr = Addr()
 	var mr *miniredis.Miniredis
 	redis.SetLogger(silent{}) // go-redis logs every failed dial; the probe's failure is said below
 	probe := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 300 * time.Millisecond, MaxRetries: -1})
@@ -39,7 +45,7 @@ func Connect(ctx context.Context, name string) (p *redisprovider.Provider, close
 	if perr != nil {
 		mr, err = miniredis.Run()
 		if err != nil {
-			return nil, nil, err
+			return nil, "", nil, err
 		}
 		fmt.Fprintf(os.Stderr, "no Redis answers at %s (%v): using an embedded miniredis (set DXREDIS_ADDR to use another server)\n", addr, perr)
 		addr = mr.Addr()
@@ -50,9 +56,9 @@ func Connect(ctx context.Context, name string) (p *redisprovider.Provider, close
 		if mr != nil {
 			mr.Close()
 		}
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	return p, func() {
+	return p, addr, func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if _, err := redisprovider.DropNamespace(dctx, p.Client(), ns); err != nil {
