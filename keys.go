@@ -25,7 +25,8 @@ import (
 //	P oq:ready:<pin>        ZSET    unlocked instances with visible messages, score = oldest visible seq
 //	P oq:due                ZSET    unlocked instances with delayed messages, score = next visible_at ms
 //	P oq:locked             ZSET    locked instances, score = locked_until ms
-//	P oq:tokens             HASH    orchestration lock token -> instance id
+//	P chores                STRING  earliest ms an index sweep (idx:expiry, oq:orphans, idx:reap) may be due
+//	P status                CHANNEL pub/sub: instance ids whose status finished or custom status changed
 //	P wake:orch             LIST    wake tokens for long-polling orchestration fetchers without a filter
 //	P wake:orch:f:<sha1>    LIST    wake tokens for fetchers with one capability filter (sha1 of its ranges)
 //	P wake:filters          ZSET    filters of waiting orchestration fetchers ("*" none, else "lo hi lo hi..."
@@ -38,13 +39,17 @@ import (
 //	P idx:status:<status>   ZSET    instance id by current status, score = ms it entered that status
 //	P i:<id>                HASH    instance: name ver exec status created updated parent pin pink
 //	                                open (direct children whose subtree is not finished; retention)
+//	                                tag (current execution's tag) hn hb (its history's events, bytes)
+//	                                kv ("1" once KV was written)
 //	P xs:<id>               ZSET    execution ids of the instance (score = id)
 //	P x:<e>:<id>            HASH    execution: status output started completed pin pink
 //	P h:<e>:<id>            STRING  history: event JSON lines ("<json>\n"), appended, never rewritten
 //	P he:<e>:<id>           SET     event ids of the history (duplicate check, count)
-//	P q:<id>                HASH    orchestrator messages: m<s> JSON, a<s> attempts, t<s> type code
+//	P q:<id>                HASH    orchestrator messages: m<s> JSON, a<s> attempts (absent 0), t<s> type
+//	                                code (S start, C continue-as-new, Q queue message; absent: other)
 //	P qz:<id>               ZSET    message seq -> visible_at ms
-//	P lk:<id>               HASH    instance lock: tok until seqs inst ("1": the instance existed at fetch)
+//	P lk:<id>               HASH    instance lock: tok ("<nonce>.<id>") until seqs inst ("1": the instance
+//	                                existed at fetch) more ("1": other messages pending) tag
 //	P cs:<id>               HASH    custom status: v (version) s (value) n ("1" when cleared)
 //	P kv:<id>               HASH    KV store (earlier executions): key -> "<ms>|<value>"
 //	P kd:<id>               HASH    KV delta (current execution): key -> "s<ms>|<value>" or "t" (tombstone)
@@ -88,6 +93,10 @@ func (k Keyspace) Seq(partition int) string { return k.Prefix(partition) + "seq"
 func (k Keyspace) Attempt(partition int, attempt string) string {
 	return k.Prefix(partition) + "att:" + attempt
 }
+
+// StatusChannel is the pub/sub channel orch_ack publishes an instance id on when the instance
+// finishes (Completed or Failed) or its custom status changes (redisprovider's WatchStatus).
+func (k Keyspace) StatusChannel(partition int) string { return k.Prefix(partition) + "status" }
 
 // WakeOrch is the list orchestration fetchers without a capability filter block on.
 func (k Keyspace) WakeOrch(partition int) string { return k.Prefix(partition) + "wake:orch" }

@@ -11,8 +11,7 @@ import "strconv"
 //
 //	P wq:m:<s>              HASH    item: j (ActivityExecute JSON) i (instance) e (execution) a (activity id)
 //	                                s (session id, "" none) t (tag key) n (attempts) c (enqueued ms)
-//	                                k (lock token) u (locked_until ms) — k, u only while locked
-//	P wq:tokens             HASH    worker lock token -> s
+//	                                k (lock token "<nonce>.<s>") u (locked_until ms) — k, u only while locked
 //	P wq:ready:<tk>         ZSET    visible unlocked session-less items with tag key tk, score = s
 //	P wq:due                ZSET    items abandoned with a delay, score = visible_at ms
 //	P wq:locked             ZSET    locked items, score = locked_until ms
@@ -61,9 +60,6 @@ func WorkTagKey(tag string) string {
 func (k Keyspace) WorkItem(partition int, s uint64) string {
 	return k.Prefix(partition) + "wq:m:" + strconv.FormatUint(s, 10)
 }
-
-// WorkTokens maps worker lock tokens to item sequence numbers.
-func (k Keyspace) WorkTokens(partition int) string { return k.Prefix(partition) + "wq:tokens" }
 
 // WorkReady is the ready set of session-less items tagged tag ("" = untagged).
 func (k Keyspace) WorkReady(partition int, tag string) string {

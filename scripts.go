@@ -82,13 +82,24 @@ func loadScripts() registry {
 		}
 		body, _ := scriptFiles.ReadFile(path)
 		bodies[name] = string(body)
-		r.names = append(r.names, name)
 		r.flags[name] = scriptFlags(string(body))
-		eval := lib + "dx_setup(ARGV[1])\nlocal function op(KEYS, ARGV)\n" + string(body) + "\nend\nreturn dx_once(op, KEYS, ARGV)\n"
-		r.evals[name] = redis.NewScript(eval)
-		r.flagged[name] = redis.NewScript("#!lua flags=" + strings.Join(r.flags[name], ",") + "\n" + eval)
+		r.names = append(r.names, name)
 	}
 	sort.Strings(r.names)
+	for _, name := range r.names {
+		body := bodies[name]
+		// Operations a combined one calls (header "-- include: a, b") are defined first, as in
+		// the Functions library.
+		var eval strings.Builder
+		eval.WriteString(lib + "dx_setup(ARGV[1])\n")
+		for _, inc := range scriptHeader(body, "include") {
+			eval.WriteString("local op_" + inc + "\nop_" + inc + " = function(KEYS, ARGV)\n" + bodies[inc] + "\nend\n")
+		}
+		eval.WriteString("local function op(KEYS, ARGV)\n" + body + "\nend\n")
+		eval.WriteString(wrapOnce(name, "op", "KEYS", "ARGV", body) + "\n")
+		r.evals[name] = redis.NewScript(eval.String())
+		r.flagged[name] = redis.NewScript("#!lua flags=" + strings.Join(r.flags[name], ",") + "\n" + eval.String())
+	}
 
 	sum := sha1.New()
 	sum.Write([]byte(lib))
@@ -101,11 +112,15 @@ func loadScripts() registry {
 	var b strings.Builder
 	b.WriteString("#!lua name=" + r.name + "\n")
 	b.WriteString(lib)
+	// Each operation body becomes a function of (KEYS, ARGV), so it reads exactly as in EVAL;
+	// declared first, so that a combined operation can call the others.
+	b.WriteString("local op_" + strings.Join(r.names, ", op_") + "\n")
 	for _, n := range r.names {
-		// Each operation body becomes a function of (KEYS, ARGV), so it reads exactly as in EVAL.
-		b.WriteString("local function op_" + n + "(KEYS, ARGV)\n" + bodies[n] + "\nend\n")
+		b.WriteString("op_" + n + " = function(KEYS, ARGV)\n" + bodies[n] + "\nend\n")
+	}
+	for _, n := range r.names {
 		b.WriteString("redis.register_function{function_name = '" + functionName(r.version, n) + "',\n" +
-			"  callback = function(keys, args)\n    dx_setup(args[1])\n    return dx_once(op_" + n + ", keys, args)\n  end,\n" +
+			"  callback = function(keys, args)\n    dx_setup(args[1])\n    " + wrapOnce(n, "op_"+n, "keys", "args", bodies[n]) + "\n  end,\n" +
 			"  flags = {" + luaStrings(r.flags[n]) + "}}\n")
 	}
 	r.library = b.String()
@@ -128,6 +143,31 @@ func scriptFlags(body string) []string {
 		}
 	}
 	return nil
+}
+
+// scriptHeader returns the comma-separated values of an operation's header line "-- <name>: a, b".
+func scriptHeader(body, name string) []string {
+	for _, line := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(line, "-- "+name+":"); ok {
+			rest, _, _ = strings.Cut(rest, "(")
+			var out []string
+			for _, f := range strings.Split(rest, ",") {
+				out = append(out, strings.TrimSpace(f))
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+// wrapOnce is the Lua statement that runs an operation: through dx_once (at most once per
+// attempt), unless its header says "-- attempt: ack only" (a combined operation that applies
+// dx_once to its ack part itself).
+func wrapOnce(name, fn, keys, args, body string) string {
+	if scriptHeader(body, "attempt") != nil {
+		return "return " + fn + "(" + keys + ", " + args + ")"
+	}
+	return "return dx_once(" + fn + ", " + keys + ", " + args + ")"
 }
 
 func luaStrings(ss []string) string {

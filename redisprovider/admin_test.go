@@ -137,14 +137,10 @@ func admIndexed(t *testing.T, p *redisprovider.Provider, id string) []string {
 			t.Fatal(err)
 		}
 	}
-	toks, err := p.Client().HGetAll(ctx, P+"oq:tokens").Result()
-	if err != nil {
+	if n, err := p.Client().Exists(ctx, p.Keyspace().Lock(id)).Result(); err != nil {
 		t.Fatal(err)
-	}
-	for _, v := range toks {
-		if v == id {
-			where = append(where, "oq:tokens")
-		}
+	} else if n > 0 {
+		where = append(where, "lock")
 	}
 	return where
 }

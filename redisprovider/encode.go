@@ -73,8 +73,10 @@ func (p *Provider) encodeItem(op string, item provider.WorkItem, toWorker bool) 
 // (StartOrchestration, ContinueAsNew), 'Q' a QueueMessage, 'O' anything else.
 func typeCode(item provider.WorkItem) string {
 	switch item.Kind.(type) {
-	case provider.StartOrchestration, provider.ContinueAsNew:
+	case provider.StartOrchestration:
 		return "S"
+	case provider.ContinueAsNew:
+		return "C"
 	case provider.QueueMessage:
 		return "Q"
 	}

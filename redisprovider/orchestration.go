@@ -41,25 +41,44 @@ func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item provider.Wor
 // waits for a wake-up, for delayed work or an expiring lock to come due, or for pollTimeout.
 // An empty SupportedDuroxideVersions list matches nothing: it returns nil after pollTimeout
 // without touching Redis.
+//
+// The item also carries HistoryLen and ExecutionTag (see provider.LiteFetcher).
 func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter) (*provider.LockedOrchestrationItem, error) {
-	const op = "fetch_orchestration_item"
+	return p.fetchOrch(ctx, "fetch_orchestration_item", lockTimeout, pollTimeout, filter, false)
+}
+
+// FetchOrchestrationItemLite implements provider.LiteFetcher: FetchOrchestrationItem without the
+// history and the KV snapshot (one Redis read less, and O(messages) bytes).
+func (p *Provider) FetchOrchestrationItemLite(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter) (*provider.LockedOrchestrationItem, error) {
+	return p.fetchOrch(ctx, "fetch_orchestration_item_lite", lockTimeout, pollTimeout, filter, true)
+}
+
+var (
+	_ provider.LiteFetcher             = (*Provider)(nil)
+	_ provider.OrchestrationAckFetcher = (*Provider)(nil)
+	_ provider.WorkAckFetcher          = (*Provider)(nil)
+)
+
+// fetchArgs checks a fetch's arguments and returns orch_fetch's ARGV after the nonce and the lock
+// ms (filter, wait registration, lite flag) and the wake list the fetch blocks on. skip is true
+// when the filter matches nothing.
+func (p *Provider) fetchArgs(op string, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter, lite bool) (args []any, wakeKey string, skip bool, err error) {
 	if lockTimeout <= 0 {
-		return nil, invalid(op, "lock timeout must be positive, got %v", lockTimeout)
+		return nil, "", false, invalid(op, "lock timeout must be positive, got %v", lockTimeout)
 	}
 	if err := checkDuration(op, "poll timeout", pollTimeout); err != nil {
-		return nil, err
+		return nil, "", false, err
 	}
 	filterArgs, wakeFilter := []any{"0", "0"}, dxredis.WakeFilterNone
 	if filter != nil {
 		if len(filter.SupportedDuroxideVersions) == 0 {
-			p.sleep(ctx, pollTimeout) // matches nothing; like TagFilterNone, do not make callers spin
-			return nil, nil
+			return nil, "", true, nil
 		}
 		filterArgs = []any{"1", strconv.Itoa(len(filter.SupportedDuroxideVersions))}
 		var bounds []string
 		for _, r := range filter.SupportedDuroxideVersions {
 			if r.Min == nil || r.Max == nil {
-				return nil, invalid(op, "capability filter range has a nil bound")
+				return nil, "", false, invalid(op, "capability filter range has a nil bound")
 			}
 			bounds = append(bounds, pinKey(r.Min), pinKey(r.Max))
 			filterArgs = append(filterArgs, pinKey(r.Min), pinKey(r.Max))
@@ -68,33 +87,51 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, lockTimeout, poll
 	}
 	// An empty fetch registers the filter for wake-ups as long as the fetch may wait: one poll,
 	// plus the rescan period idle fetches may skip the script for (see poll), plus a margin.
-	rescan := rescanPeriod(lockTimeout)
-	filterArgs = append(filterArgs, ms(pollTimeout+rescan+wakeTTL))
+	filterArgs = append(filterArgs, ms(pollTimeout+rescanPeriod(lockTimeout)+wakeTTL), boolArg(lite))
+	return append([]any{ms(lockTimeout)}, filterArgs...), p.keys.WakeOrchFilter(0, wakeFilter), false, nil
+}
+
+func (p *Provider) fetchOrch(ctx context.Context, op string, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter, lite bool) (*provider.LockedOrchestrationItem, error) {
+	args, wakeKey, skip, err := p.fetchArgs(op, lockTimeout, pollTimeout, filter, lite)
+	if err != nil {
+		return nil, err
+	}
+	if skip {
+		p.sleep(ctx, pollTimeout) // matches nothing; like TagFilterNone, do not make callers spin
+		return nil, nil
+	}
 	// Every waiter on the filter's list can take what its tokens announce, so idle fetches may
 	// skip their script.
 	var item *provider.LockedOrchestrationItem
-	err := p.poll(ctx, op, []string{p.keys.WakeOrchFilter(0, wakeFilter)}, pollTimeout, rescan, true, func() (bool, int64, int64, error) {
-		res, err := p.run(ctx, op, "orch_fetch", 0, append([]any{uuid.NewString(), ms(lockTimeout)}, filterArgs...)...)
+	err = p.poll(ctx, op, []string{wakeKey}, pollTimeout, rescanPeriod(lockTimeout), true, func() (bool, int64, int64, error) {
+		res, err := p.run(ctx, op, "orch_fetch", 0, append([]any{uuid.NewString()}, args...)...)
 		if err != nil {
 			return false, 0, 0, err
 		}
-		r := list(res)
-		if len(r) >= 8 && str(r[0]) != "" {
-			item = p.orchItem(r)
-			return true, 0, 0, nil
-		}
-		if len(r) < 3 {
-			return false, 0, 0, provider.NewPermanentError(op, "unexpected reply from orch_fetch")
-		}
-		return false, num(r[2]), num(r[1]), nil
+		return p.orchFetchReply(op, res, lite, &item)
 	})
 	return item, err
 }
 
+// orchFetchReply reads orch_fetch's reply: an item (into *item), or when the next work is due.
+func (p *Provider) orchFetchReply(op string, res any, lite bool, item **provider.LockedOrchestrationItem) (bool, int64, int64, error) {
+	r := list(res)
+	if len(r) >= 10 && str(r[0]) != "" {
+		*item = p.orchItem(r, lite)
+		return true, 0, 0, nil
+	}
+	if len(r) < 3 {
+		return false, 0, 0, provider.NewPermanentError(op, "unexpected reply from orch_fetch")
+	}
+	return false, num(r[2]), num(r[1]), nil
+}
+
 // orchItem builds the fetched item from orch_fetch's reply. Undecodable history (or messages)
-// becomes HistoryError with the lock held, as the contract requires.
-func (p *Provider) orchItem(r []any) *provider.LockedOrchestrationItem {
-	it := provider.OrchestrationItem{Instance: str(r[1]), KVSnapshot: map[string]provider.KVEntry{}}
+// becomes HistoryError with the lock held, as the contract requires. A lite item has no history
+// and no KV snapshot.
+func (p *Provider) orchItem(r []any, lite bool) *provider.LockedOrchestrationItem {
+	it := provider.OrchestrationItem{Instance: str(r[1]), KVSnapshot: map[string]provider.KVEntry{},
+		ExecutionTag: str(r[8]), HistoryLen: int(num(r[9]))}
 	var problems []string
 	for _, m := range list(r[5]) {
 		var wi provider.WorkItem
@@ -108,13 +145,18 @@ func (p *Provider) orchItem(r []any) *provider.LockedOrchestrationItem {
 	if e := str(r[3]); e != "" {
 		exec, _ = strconv.ParseUint(e, 10, 64)
 	}
-	history, err := p.history.decode(it.Instance, exec, str(r[6]))
-	if err != nil {
-		problems = append(problems, "history: "+err.Error())
-		history = nil
+	var history []provider.Event
+	if !lite {
+		var err error
+		history, err = p.history.decode(it.Instance, exec, str(r[6]))
+		if err != nil {
+			problems = append(problems, "history: "+err.Error())
+			history = nil
+		}
 	}
 	if len(problems) > 0 {
 		it.HistoryError = strings.Join(problems, "; ")
+		it.HistoryLen = 0
 	}
 	it.History = history
 	if it.History == nil {
@@ -180,11 +222,80 @@ func kvEntry(stored string) provider.KVEntry {
 // expiry, duplicate event ids, argument shape) happens before the first write.
 func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, ack provider.OrchestrationAck) error {
 	const op = "ack_orchestration_item"
-	if err := checkToken(op, lockToken); err != nil {
+	args, err := p.ackArgs(op, lockToken, ack)
+	if err != nil {
 		return err
 	}
+	_, err = p.runOnce(ctx, op, "orch_ack", 0, args...)
+	return err
+}
+
+// AckOrchestrationItemAndFetch implements provider.OrchestrationAckFetcher in one script call
+// (orch_ack_fetch): the ack runs at most once per call, as AckOrchestrationItem's; a retry of a
+// call whose reply was lost fetches again (an item the lost reply had locked is redelivered when
+// its lock expires).
+func (p *Provider) AckOrchestrationItemAndFetch(ctx context.Context, lockToken string, ack provider.OrchestrationAck, lockTimeout time.Duration,
+	filter *provider.DispatcherCapabilityFilter, opts provider.FetchOptions) (*provider.LockedOrchestrationItem, error) {
+	const op = "ack_orchestration_item_and_fetch"
+	args, err := p.ackArgs(op, lockToken, ack)
+	if err != nil {
+		return nil, err
+	}
+	fargs, _, skip, err := p.fetchArgs(op, lockTimeout, 0, filter, opts.Lite)
+	if err != nil {
+		return nil, err
+	}
+	if skip {
+		return nil, p.AckOrchestrationItem(ctx, lockToken, ack)
+	}
+	all := append([]any{strconv.Itoa(len(args))}, args...)
+	all = append(append(all, uuid.NewString()), fargs...)
+	res, err := p.runOnce(ctx, op, "orch_ack_fetch", 0, all...)
+	if err != nil {
+		return nil, err
+	}
+	var item *provider.LockedOrchestrationItem
+	if _, _, _, err := p.orchFetchReply(op, res, opts.Lite, &item); err != nil {
+		return nil, err
+	}
+	return item, nil
+}
+
+// ReadForReplay implements provider.LiteFetcher: the execution's history, the instance's KV
+// snapshot and the execution's tag (empty unless executionID is the instance's current
+// execution). Undecodable history is a permanent error.
+func (p *Provider) ReadForReplay(ctx context.Context, instance string, executionID uint64) ([]provider.Event, map[string]provider.KVEntry, string, error) {
+	const op = "read_for_replay"
+	res, err := p.onInstance(ctx, op, "inst_replay", instance, strconv.FormatUint(executionID, 10))
+	if err != nil {
+		return nil, nil, "", err
+	}
+	r := list(res)
+	if len(r) < 3 {
+		return nil, nil, "", provider.NewPermanentError(op, "unexpected reply from inst_replay")
+	}
+	history, err := p.history.decode(instance, executionID, str(r[0]))
+	if err != nil {
+		return nil, nil, "", provider.NewPermanentError(op, "stored history of "+strconv.Quote(instance)+" does not decode: "+err.Error()).WithCause(err)
+	}
+	if history == nil {
+		history = []provider.Event{}
+	}
+	kv := map[string]provider.KVEntry{}
+	pairs := list(r[1])
+	for i := 0; i+1 < len(pairs); i += 2 {
+		kv[str(pairs[i])] = kvEntry(str(pairs[i+1]))
+	}
+	return history, kv, str(r[2]), nil
+}
+
+// ackArgs checks an ack and returns orch_ack's ARGV after the prefix.
+func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) ([]any, error) {
+	if err := checkToken(op, lockToken); err != nil {
+		return nil, err
+	}
 	if ack.ExecutionID == 0 {
-		return invalid(op, "execution_id must be at least 1")
+		return nil, invalid(op, "execution_id must be at least 1")
 	}
 	md := ack.Metadata
 	args := []any{lockToken, strconv.FormatUint(ack.ExecutionID, 10), md.Status}
@@ -205,7 +316,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, a
 	for _, e := range ack.HistoryDelta {
 		js, err := p.encodeEvent(op, e)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		hist = append(hist, strconv.FormatUint(e.EventID, 10), js)
 		switch k := e.Kind.(type) {
@@ -237,14 +348,14 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, a
 	for _, w := range ack.WorkerItems {
 		route, err := p.activityRoute(op, w)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		args = append(args, route...)
 	}
 	args = append(args, strconv.Itoa(len(ack.CancelledActivities)))
 	for _, c := range ack.CancelledActivities {
 		if c.Instance == "" {
-			return invalid(op, "cancelled activity has an empty instance id")
+			return nil, invalid(op, "cancelled activity has an empty instance id")
 		}
 		args = append(args, c.Instance, strconv.FormatUint(c.ExecutionID, 10), strconv.FormatUint(c.ActivityID, 10))
 	}
@@ -252,7 +363,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, a
 	for _, o := range ack.OrchestratorItems {
 		js, err := p.encodeItem(op, o, false)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		visibleAt := "0"
 		if t, ok := o.Kind.(provider.TimerFired); ok {
@@ -260,8 +371,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, a
 		}
 		args = append(args, o.TargetInstance(), js, typeCode(o), visibleAt)
 	}
-	_, err := p.runOnce(ctx, op, "orch_ack", 0, args...)
-	return err
+	return args, nil
 }
 
 // encodeEvent validates and encodes one history event.

@@ -38,6 +38,7 @@ type Provider struct {
 	nudgeMu  sync.Mutex
 	nudge    chan struct{} // closed by Nudge: waiting fetches look again
 	once     sync.Once
+	hub      statusHub // WatchStatus's subscriber
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -202,6 +203,9 @@ func (p *Provider) Close() error {
 	var errs []error
 	p.once.Do(func() {
 		close(p.closed)
+		if err := p.hub.close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+			errs = append(errs, err)
+		}
 		if p.ownBlock {
 			errs = append(errs, p.block.Close())
 		}
@@ -265,7 +269,11 @@ func (p *Provider) runOnce(ctx context.Context, op, script string, partition int
 	start := time.Now()
 	unknown := false
 	for try := 1; ; try++ {
-		res, err := p.call(ctx, op, script, partition, attempt, args)
+		key := attempt
+		if try == 1 {
+			key += "!" // the first try: no earlier run to look up (dx_once in lib.lua)
+		}
+		res, err := p.call(ctx, op, script, partition, key, args)
 		if err == nil {
 			return res, nil
 		}

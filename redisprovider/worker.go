@@ -72,28 +72,51 @@ func (p *Provider) EnqueueForWorker(ctx context.Context, item provider.WorkItem)
 // spin). An invalid tag filter, an empty OwnerID or a negative duration is ErrInvalidInput.
 func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *provider.SessionFetchConfig, tags provider.TagFilter) (*provider.LockedWorkItem, error) {
 	const op = "fetch_work_item"
+	args, wakeKeys, rescan, skip, err := p.workFetchArgs(op, lockTimeout, pollTimeout, session, tags)
+	if err != nil {
+		return nil, err
+	}
+	if skip {
+		p.sleep(ctx, pollTimeout)
+		return nil, nil
+	}
+	// Worker wake lists are per tag filter and owner, so every waiter on them can take what they
+	// announce: idle fetches may skip their script (see poll).
+	var locked *provider.LockedWorkItem
+	err = p.poll(ctx, op, wakeKeys, pollTimeout, rescan, true, func() (bool, int64, int64, error) {
+		res, err := p.run(ctx, op, "work_fetch", workerPartition, append([]any{uuid.NewString()}, args...)...)
+		if err != nil {
+			return false, 0, 0, err
+		}
+		return workFetchReply(op, res, &locked)
+	})
+	return locked, err
+}
+
+// workFetchArgs checks a worker fetch's arguments and returns work_fetch's ARGV after the nonce,
+// the wake lists the fetch blocks on and its rescan period; skip is true for TagFilterNone.
+func (p *Provider) workFetchArgs(op string, lockTimeout, pollTimeout time.Duration, session *provider.SessionFetchConfig, tags provider.TagFilter) (args []any, wakeKeys []string, rescan time.Duration, skip bool, err error) {
 	if err := tags.Validate(); err != nil {
-		return nil, invalid(op, "%v", err)
+		return nil, nil, 0, false, invalid(op, "%v", err)
 	}
 	if lockTimeout <= 0 {
-		return nil, invalid(op, "lock timeout must be positive, got %v", lockTimeout)
+		return nil, nil, 0, false, invalid(op, "lock timeout must be positive, got %v", lockTimeout)
 	}
 	if err := checkDuration(op, "poll timeout", pollTimeout); err != nil {
-		return nil, err
+		return nil, nil, 0, false, err
 	}
 	owner, sessionLock := "", time.Duration(0)
 	if session != nil {
 		if session.OwnerID == "" {
-			return nil, invalid(op, "session fetch config has an empty owner_id")
+			return nil, nil, 0, false, invalid(op, "session fetch config has an empty owner_id")
 		}
 		if session.LockTimeout <= 0 {
-			return nil, invalid(op, "session lock timeout must be positive, got %v", session.LockTimeout)
+			return nil, nil, 0, false, invalid(op, "session lock timeout must be positive, got %v", session.LockTimeout)
 		}
 		owner, sessionLock = session.OwnerID, session.LockTimeout
 	}
 	if tags.Mode() == provider.TagModeNone {
-		p.sleep(ctx, pollTimeout)
-		return nil, nil
+		return nil, nil, 0, true, nil
 	}
 
 	// The tag keys the filter selects, and the wake lists of what this fetch may take.
@@ -111,7 +134,6 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 			tks = append(tks, dxredis.WorkTagKey(t))
 		}
 	}
-	var wakeKeys []string
 	for _, tk := range tks {
 		wakeKeys = append(wakeKeys, p.keys.WorkWake(workerPartition, dxredis.WorkWakePlain, tk, ""))
 		if owner != "" {
@@ -119,8 +141,7 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 				p.keys.WorkWake(workerPartition, dxredis.WorkWakeOwned, tk, owner))
 		}
 	}
-	token := uuid.NewString()
-	args := []any{token, ms(lockTimeout), owner, ms(sessionLock)}
+	args = []any{ms(lockTimeout), owner, ms(sessionLock)}
 	if tags.Mode() == provider.TagModeAny {
 		args = append(args, "*")
 	} else {
@@ -129,32 +150,56 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 			args = append(args, tk)
 		}
 	}
+	return args, wakeKeys, rescanPeriod(lockTimeout, sessionLock), false, nil
+}
 
-	// Worker wake lists are per tag filter and owner, so every waiter on them can take what they
-	// announce: idle fetches may skip their script (see poll).
+// workFetchReply reads work_fetch's reply: a locked item (into *locked), or when work is next due.
+func workFetchReply(op string, res any, locked **provider.LockedWorkItem) (bool, int64, int64, error) {
+	r := list(res)
+	if len(r) < 3 || (num(r[0]) == 1 && len(r) < 4) {
+		return false, 0, 0, provider.NewPermanentError(op, "unexpected reply from work_fetch")
+	}
+	if num(r[0]) != 1 {
+		return false, num(r[1]), num(r[2]), nil
+	}
+	var item provider.WorkItem
+	if err := json.Unmarshal([]byte(str(r[2])), &item); err != nil {
+		// Stored items were validated on enqueue; this is corruption. The lock expires and
+		// the item is redelivered with a higher attempt count.
+		return false, 0, 0, provider.NewPermanentError(op, "stored worker item does not decode: "+err.Error())
+	}
+	*locked = &provider.LockedWorkItem{Item: item, LockToken: str(r[3]), AttemptCount: uint32(num(r[1]))}
+	return true, 0, 0, nil
+}
+
+// AckWorkItemAndFetch implements provider.WorkAckFetcher in one script call (work_ack_fetch):
+// the ack runs at most once per call, as AckWorkItem's; a retry of a call whose reply was lost
+// fetches again (an item the lost reply had locked is redelivered when its lock expires).
+func (p *Provider) AckWorkItemAndFetch(ctx context.Context, lockToken string, completion *provider.WorkItem, lockTimeout time.Duration,
+	session *provider.SessionFetchConfig, tags provider.TagFilter) (*provider.LockedWorkItem, error) {
+	const op = "ack_work_item_and_fetch"
+	args, err := p.workAckArgs(op, lockToken, completion)
+	if err != nil {
+		return nil, err
+	}
+	fargs, _, _, skip, err := p.workFetchArgs(op, lockTimeout, 0, session, tags)
+	if err != nil {
+		return nil, err
+	}
+	if skip {
+		return nil, p.AckWorkItem(ctx, lockToken, completion)
+	}
+	all := append([]any{strconv.Itoa(len(args))}, args...)
+	all = append(append(all, uuid.NewString()), fargs...)
+	res, err := p.runOnce(ctx, op, "work_ack_fetch", workerPartition, all...)
+	if err != nil {
+		return nil, err
+	}
 	var locked *provider.LockedWorkItem
-	err := p.poll(ctx, op, wakeKeys, pollTimeout, rescanPeriod(lockTimeout, sessionLock), true, func() (bool, int64, int64, error) {
-		res, err := p.run(ctx, op, "work_fetch", workerPartition, args...)
-		if err != nil {
-			return false, 0, 0, err
-		}
-		r := list(res)
-		if len(r) < 3 {
-			return false, 0, 0, provider.NewPermanentError(op, "unexpected reply from work_fetch")
-		}
-		if num(r[0]) != 1 {
-			return false, num(r[1]), num(r[2]), nil
-		}
-		var item provider.WorkItem
-		if err := json.Unmarshal([]byte(str(r[2])), &item); err != nil {
-			// Stored items were validated on enqueue; this is corruption. The lock expires and
-			// the item is redelivered with a higher attempt count.
-			return false, 0, 0, provider.NewPermanentError(op, "stored worker item does not decode: "+err.Error())
-		}
-		locked = &provider.LockedWorkItem{Item: item, LockToken: token, AttemptCount: uint32(num(r[1]))}
-		return true, 0, 0, nil
-	})
-	return locked, err
+	if _, _, _, err := workFetchReply(op, res, &locked); err != nil {
+		return nil, err
+	}
+	return locked, nil
 }
 
 // AckWorkItem implements provider.Provider. The token must be held and unexpired; otherwise
@@ -165,24 +210,33 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 // valid, has its last activity refreshed; session ownership does not gate the ack.
 func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion *provider.WorkItem) error {
 	const op = "ack_work_item"
-	if err := checkToken(op, lockToken); err != nil {
+	args, err := p.workAckArgs(op, lockToken, completion)
+	if err != nil {
 		return err
+	}
+	_, err = p.runOnce(ctx, op, "work_ack", workerPartition, args...)
+	return err
+}
+
+// workAckArgs checks a worker ack and returns work_ack's ARGV after the prefix.
+func (p *Provider) workAckArgs(op, lockToken string, completion *provider.WorkItem) ([]any, error) {
+	if err := checkToken(op, lockToken); err != nil {
+		return nil, err
 	}
 	args := []any{lockToken, "0", "", ""}
 	if completion != nil {
 		switch completion.Kind.(type) {
 		case provider.ActivityCompleted, provider.ActivityFailed:
 		default:
-			return invalid(op, "completion must be ActivityCompleted or ActivityFailed, got %q", completion.Variant())
+			return nil, invalid(op, "completion must be ActivityCompleted or ActivityFailed, got %q", completion.Variant())
 		}
 		js, err := p.encodeItem(op, *completion, false)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		args = []any{lockToken, "1", completion.TargetInstance(), js}
 	}
-	_, err := p.runOnce(ctx, op, "work_ack", workerPartition, args...)
-	return err
+	return args, nil
 }
 
 // RenewWorkItemLock implements provider.Provider: locked_until = now + extendFor, for a held and

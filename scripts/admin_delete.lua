@@ -50,8 +50,6 @@ local function delete_all(list, in_set, res)
     if known(id) then res[1] = res[1] + 1 end
     -- Orchestrator queue, indexes and lock (oq_unindex reads the pin from the instance hash).
     oq_unindex(id)
-    local tok = redis.call('HGET', k_lock(id), 'tok')
-    if tok then redis.call('HDEL', K_TOKENS, tok) end
     redis.call('ZREM', K_LOCKED, id)
     redis.call('ZREM', K_ORPHANS, id)
     res[4] = res[4] + redis.call('ZCARD', k_vis(id))

@@ -4,15 +4,17 @@
 -- Loaded as a Redis Functions library (Redis 7+) this code runs once; as EVAL scripts it runs on
 -- every call. So nothing here may depend on the call: dx_setup(ARGV[1]) sets P and the keys
 -- derived from it at the start of every call, in both modes.
-local P, K_PINS, K_DUE, K_LOCKED, K_TOKENS, K_SEQ, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP, K_ORPHANS
+local P, K_PINS, K_DUE, K_LOCKED, K_CHORES, K_SEQ, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP, K_ORPHANS
 local setup_hooks = {} -- per-call setup of the other lib files (lib_worker.lua)
 
+local NOW -- the server time of this call, read once (now_ms)
 local function dx_setup(prefix)
   P = prefix
+  NOW = nil
   K_PINS = P .. 'oq:pins'
   K_DUE = P .. 'oq:due'
   K_LOCKED = P .. 'oq:locked'
-  K_TOKENS = P .. 'oq:tokens'
+  K_CHORES = P .. 'chores'
   K_SEQ = P .. 'seq'
   K_WAKE_ORCH = P .. 'wake:orch'
   K_WAKE_FILTERS = P .. 'wake:filters'
@@ -24,8 +26,11 @@ local function dx_setup(prefix)
 end
 
 local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if NOW == nil then
+    local t = redis.call('TIME')
+    NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return NOW
 end
 
 local function k_inst(id) return P .. 'i:' .. id end
@@ -50,11 +55,18 @@ local function fail(code, msg) return redis.error_reply('DX_' .. code .. ' ' .. 
 -- run) with the same attempt key, KEYS[2]: a run that finds the key returns the reply stored there
 -- by the run that succeeded and changes nothing; a successful run stores its reply (an integer)
 -- for ATTEMPT_TTL_MS, longer than redisprovider retries (attemptWindow). Error replies are not
--- stored: a failed run wrote nothing (principle 8). Cost: one GET, and one SET on success.
+-- stored: a failed run wrote nothing (principle 8). The first try of a call passes its key with a
+-- trailing '!': no earlier run can exist, so it skips the GET. Cost: one SET on success (and one
+-- GET on a retry).
 local ATTEMPT_TTL_MS = 20000
-local function dx_once(op, KEYS, ARGV)
+local function attempt_key(KEYS)
   local att = KEYS[2]
-  if att then
+  if att and string.sub(att, -1) == '!' then return string.sub(att, 1, -2), true end
+  return att, false
+end
+local function dx_once(op, KEYS, ARGV)
+  local att, first = attempt_key(KEYS)
+  if att and not first then
     local prev = redis.call('GET', att)
     if prev then return tonumber(prev) end
   end
@@ -64,14 +76,15 @@ local function dx_once(op, KEYS, ARGV)
 end
 
 -- Wake up to n long-polling fetchers waiting on key. The list is capped and expires, so tokens
--- nobody takes cost at most a few spurious wakes, never a spin.
+-- nobody takes cost at most a few spurious wakes, never a spin. The expiry is set when a push
+-- creates the list (every push that creates one sets it), not on every push.
 local function wake(key, n)
   if n <= 0 then return end
   if n > 16 then n = 16 end
   local len = 0
   for _ = 1, n do len = redis.call('LPUSH', key, '1') end
   if len > 16 then redis.call('LTRIM', key, 0, 15) end
-  redis.call('PEXPIRE', key, 5000)
+  if len <= n then redis.call('PEXPIRE', key, 5000) end
 end
 
 -- Orchestration fetchers wait on one list per capability filter: k_wake_filter(f) for the filter f
@@ -169,11 +182,20 @@ end
 -- and deletable (admin_orphans). A start enqueued for the instance adopts them (oq_enqueue).
 local ORPHAN_TTL_MS = 3600000
 
+-- Chores: sweeps of index entries whose keys expired (retained roots, orphans) and reaping.
+-- K_CHORES holds the earliest ms one of them may be due, so that a fetch checks one key instead
+-- of three sets; whatever adds a chore lowers it (chore_at), a sweep recomputes it.
+local function chore_at(at)
+  local cur = redis.call('GET', K_CHORES)
+  if not cur or at < tonumber(cur) then redis.call('SET', K_CHORES, at) end
+end
+
 -- Park instance id's messages as orphans; the first park sets their expiry. Cost: O(1).
 local function orphan_park(id, now)
   if redis.call('ZADD', K_ORPHANS, 'NX', now + ORPHAN_TTL_MS, id) == 1 then
     redis.call('PEXPIRE', k_msgs(id), ORPHAN_TTL_MS)
     redis.call('PEXPIRE', k_vis(id), ORPHAN_TTL_MS)
+    chore_at(now + ORPHAN_TTL_MS)
   end
 end
 
@@ -187,16 +209,26 @@ end
 
 -- Add one orchestrator message. visible_at <= now means visible at once. Returns the instance's
 -- pin key when the message is visible now for an unlocked instance (a fetcher should be woken).
+-- A message for a locked instance marks the lock ('more'): its ack then reindexes the instance.
+-- Message hash fields: m<s> the item JSON, t<s> its type code ('S' start, 'C' continue-as-new,
+-- 'Q' queue message; absent: other), a<s> fetch attempts (absent: 0).
 local function oq_enqueue(id, json, tcode, visible_at, now)
   local s = redis.call('INCR', K_SEQ)
-  if tcode == 'S' and redis.call('ZREM', K_ORPHANS, id) == 1 then -- the start adopts parked orphans
+  if (tcode == 'S' or tcode == 'C') and redis.call('ZREM', K_ORPHANS, id) == 1 then -- the start adopts parked orphans
     redis.call('PERSIST', k_msgs(id))
     redis.call('PERSIST', k_vis(id))
   end
   if visible_at < now then visible_at = now end
-  redis.call('HSET', k_msgs(id), 'm' .. s, json, 'a' .. s, 0, 't' .. s, tcode)
+  if tcode == 'O' then
+    redis.call('HSET', k_msgs(id), 'm' .. s, json)
+  else
+    redis.call('HSET', k_msgs(id), 'm' .. s, json, 't' .. s, tcode)
+  end
   redis.call('ZADD', k_vis(id), visible_at, s)
-  if is_locked(id) then return false end
+  if is_locked(id) then
+    redis.call('HSET', k_lock(id), 'more', '1')
+    return false
+  end
   if visible_at <= now then
     local pin = pin_of(id)
     redis.call('ZADD', k_ready(pin), 'NX', s, id)
@@ -222,13 +254,22 @@ local function oq_delete_many(id, seqs)
   end
 end
 
--- The instance an orchestration lock token holds and its lock {tok, until, seqs, inst}, or nil and an
--- error reply. With unexpired, a lock past its time is refused too (abandon accepts one that a
--- fetch has not reclaimed yet).
+-- Orchestration lock tokens name their instance: '<36-character nonce>.<instance id>' (orch_fetch
+-- builds them), so no token -> instance map is kept.
+local function oq_token_instance(token)
+  if #token < 38 or string.sub(token, 37, 37) ~= '.' then return nil end
+  return string.sub(token, 38)
+end
+
+-- The instance an orchestration lock token holds and its lock {tok, until, seqs, inst, more, tag},
+-- or nil and an error reply. With unexpired, a lock past its time is refused too (abandon accepts
+-- one that a fetch has not reclaimed yet). Lock hash fields: tok (token), until (ms), seqs (the
+-- locked message seqs), inst ('1': the instance existed at fetch), more ('1': the instance has
+-- other messages, delayed or arrived during the lock), tag (the execution tag the fetch announced).
 local function oq_held(token, now, unexpired)
-  local id = redis.call('HGET', K_TOKENS, token)
+  local id = oq_token_instance(token)
   if not id then return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown or already released') end
-  local lk = redis.call('HMGET', k_lock(id), 'tok', 'until', 'seqs', 'inst')
+  local lk = redis.call('HMGET', k_lock(id), 'tok', 'until', 'seqs', 'inst', 'more', 'tag')
   if lk[1] ~= token then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock no longer held') end
   if unexpired and tonumber(lk[2]) <= now then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock expired') end
   return id, lk
@@ -236,18 +277,20 @@ end
 
 -- Release an instance lock (token and lock record) and reindex the instance (returns its pin key
 -- when it is ready).
-local function oq_unlock(id, tok, now)
+local function oq_unlock(id, now)
   redis.call('DEL', k_lock(id))
   redis.call('ZREM', K_LOCKED, id)
-  if tok then redis.call('HDEL', K_TOKENS, tok) end
   return oq_reindex(id, now)
 end
 
 -- Append events to an execution's history: stored bytes are never decoded, reordered or changed.
--- hist holds {event_id, json} pairs already checked by history_check. Cost: O(events), plus a raw
--- copy of at most 4 KiB (below).
-local function history_append(id, exec, hist)
-  if #hist == 0 then return end
+-- hist holds {event_id, json} pairs already checked by history_check. compact_from (nil: never)
+-- is the stored history's byte length when the caller knows it and the execution is finishing:
+-- APPEND leaves up to 100% slack behind (Redis grows strings greedily), so a finished history of
+-- at most 4 KiB is rewritten exactly (a raw byte copy, bounded whatever the history's length).
+-- Returns the bytes appended. Cost: O(events), one APPEND (GET + SET when compacting).
+local function history_append(id, exec, hist, compact_from)
+  if #hist == 0 then return 0 end
   local lines, ids = {}, {}
   for i, h in ipairs(hist) do
     lines[i], ids[#ids + 1] = h[2], h[1]
@@ -258,25 +301,27 @@ local function history_append(id, exec, hist)
   end
   if #ids > 0 then redis.call('SADD', k_hids(id, exec), unpack(ids)) end
   local key, add = k_hist(id, exec), table.concat(lines, '\n') .. '\n'
-  -- APPEND leaves up to 100% slack behind (Redis grows strings greedily), so small histories
-  -- are rewritten exactly instead: a raw byte copy of at most 4 KiB, bounded whatever the
-  -- history's length, and the stored bytes are kept verbatim either way.
-  local len = redis.call('STRLEN', key)
-  if len + #add <= 4096 then
+  if compact_from and compact_from > 0 and compact_from + #add <= 4096 then
     redis.call('SET', key, (redis.call('GET', key) or '') .. add, 'KEEPTTL')
   else
     redis.call('APPEND', key, add)
   end
+  return #add
 end
 
 -- Fail unless every event id of hist is new to the execution and unique within hist.
 local function history_check(id, exec, hist)
   local seen = {}
-  for _, h in ipairs(hist) do
-    if seen[h[1]] or redis.call('SISMEMBER', k_hids(id, exec), h[1]) == 1 then
-      return fail('DUPLICATE', 'duplicate event_id ' .. h[1] .. ' in execution ' .. exec .. ' of instance ' .. id)
+  for i = 1, #hist, 500 do -- one SMISMEMBER per 500 events (Lua's unpack has a small stack)
+    local ids = {}
+    for j = i, math.min(i + 499, #hist) do ids[#ids + 1] = hist[j][1] end
+    local found = redis.call('SMISMEMBER', k_hids(id, exec), unpack(ids))
+    for j, eid in ipairs(ids) do
+      if seen[eid] or found[j] == 1 then
+        return fail('DUPLICATE', 'duplicate event_id ' .. eid .. ' in execution ' .. exec .. ' of instance ' .. id)
+      end
+      seen[eid] = true
     end
-    seen[h[1]] = true
   end
   return nil
 end
@@ -346,6 +391,7 @@ end
 local function retain_root(id, now, ttl)
   for _, k in ipairs(instance_keys(id, false)) do redis.call('PEXPIRE', k, ttl) end
   redis.call('ZADD', K_IDX_EXPIRY, now + ttl, id)
+  chore_at(now + ttl)
 end
 
 -- A root runs again (a new child, a new execution): it keeps its keys.
@@ -385,8 +431,6 @@ local function reap(id)
   redis.call('ZREM', K_IDX_INSTANCES, id)
   redis.call('ZREM', k_ready(pin_of(id)), id)
   redis.call('ZREM', K_DUE, id)
-  local tok = redis.call('HGET', k_lock(id), 'tok')
-  if tok then redis.call('HDEL', K_TOKENS, tok) end
   redis.call('ZREM', K_LOCKED, id)
   redis.call('DEL', k_lock(id), unpack(instance_keys(id, true)))
 end
@@ -405,4 +449,19 @@ local function sweep_expired(now)
     redis.call('ZREM', K_IDX_EXPIRY, id)
   end
   for _, id in ipairs(redis.call('SPOP', K_IDX_REAP, 100)) do reap(id) end
+end
+
+-- Run the chores that are due (fetches call it): sweeps and reaping, then the next due time.
+local function chores(now)
+  local at = redis.call('GET', K_CHORES)
+  if not at or tonumber(at) > now then return end
+  sweep_expired(now)
+  orphan_sweep(now)
+  local nxt = nil
+  if redis.call('SCARD', K_IDX_REAP) > 0 then nxt = now end
+  for _, key in ipairs({ K_IDX_EXPIRY, K_ORPHANS }) do
+    local h = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if h[2] and (nxt == nil or tonumber(h[2]) < nxt) then nxt = tonumber(h[2]) end
+  end
+  if nxt then redis.call('SET', K_CHORES, nxt) else redis.call('DEL', K_CHORES) end
 end

@@ -5,14 +5,13 @@
 --
 -- Item states: ready (in wq:ready:<tk>, or in its session group wq:sitems:<tk>:<sid> whose head is
 -- indexed in wq:sfree:<tk> or wq:sown:<tk>:<owner>), delayed (wq:due) or locked (wq:locked, token
--- in wq:tokens). A session's groups sit in its owner's index exactly while the session is in
+-- in the item's k field). A worker lock token names its item: '<36-character nonce>.<s>'. A session's groups sit in its owner's index exactly while the session is in
 -- wq:sowned; fetch moves them to the free index once the session lock expired.
 local WQ = {
   BATCH = 100, -- expired locks / due items / expired sessions handled per fetch
 }
 -- Keys derived from the call's prefix (see dx_setup in lib.lua).
 setup_hooks[#setup_hooks + 1] = function()
-  WQ.K_TOKENS = P .. 'wq:tokens'
   WQ.K_DUE = P .. 'wq:due'
   WQ.K_LOCKED = P .. 'wq:locked'
   WQ.K_TAGS = P .. 'wq:tags'
@@ -160,16 +159,19 @@ function WQ.touch_session(sid, now)
 end
 
 -- Delete worker item s wherever it stands; a held lock token stops working. keep_inst skips the
--- instance index (the caller drops that entry itself). Returns true when the item existed.
-function WQ.delete(s, keep_inst)
+-- instance index (the caller drops that entry itself). it, when the caller read them already, are
+-- the item's fields {i, e, a, s, t, k}. Returns true when the item existed.
+function WQ.delete(s, keep_inst, it)
   local ki = WQ.k_item(s)
-  local it = redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k')
+  it = it or redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k')
   local inst, sid, tk, tok = it[1], it[4], it[5], it[6]
   if not inst then return false end
-  WQ.unready(s, sid, tk)
-  redis.call('ZREM', WQ.K_DUE, s)
-  redis.call('ZREM', WQ.K_LOCKED, s)
-  if tok then redis.call('HDEL', WQ.K_TOKENS, tok) end
+  if tok then -- locked: in no ready or due index
+    redis.call('ZREM', WQ.K_LOCKED, s)
+  else
+    WQ.unready(s, sid, tk)
+    redis.call('ZREM', WQ.K_DUE, s)
+  end
   redis.call('DEL', ki)
   if not keep_inst then
     local kx, f = WQ.k_inst(inst), it[2] .. ':' .. it[3]
@@ -193,29 +195,35 @@ end
 -- {attempt, json}.
 function WQ.lock(s, token, until_ms)
   local ki = WQ.k_item(s)
-  redis.call('HSET', ki, 'k', token, 'u', until_ms)
-  local n = redis.call('HINCRBY', ki, 'n', 1)
+  local it = redis.call('HMGET', ki, 'j', 'n')
+  local n = (tonumber(it[2]) or 0) + 1
+  token = token .. '.' .. s
+  redis.call('HSET', ki, 'k', token, 'u', until_ms, 'n', n)
   redis.call('ZADD', WQ.K_LOCKED, until_ms, s)
-  redis.call('HSET', WQ.K_TOKENS, token, s)
-  return { n, redis.call('HGET', ki, 'j') }
+  return { n, it[1], token }
 end
 
 -- Unlock item s (token tok) without making it visible.
-function WQ.unlock(s, tok)
+function WQ.unlock(s)
   redis.call('HDEL', WQ.k_item(s), 'k', 'u')
   redis.call('ZREM', WQ.K_LOCKED, s)
-  if tok then redis.call('HDEL', WQ.K_TOKENS, tok) end
 end
 
--- Look up a held lock: returns s and the item fields {k, u, s, t, n}, or nil and an error reply.
--- An expired lock is still "held" until a fetch reclaims it; given now, an expired one is refused.
+-- Look up a held lock: returns s and the item fields {k, u, s, t, n, i, e, a}, or nil and an error
+-- reply. An expired lock is still "held" until a fetch reclaims it; given now, an expired one is
+-- refused.
 function WQ.held(token, now)
-  local s = redis.call('HGET', WQ.K_TOKENS, token)
-  if not s then
+  local s = nil
+  if #token > 37 and string.sub(token, 37, 37) == '.' then s = string.sub(token, 38) end
+  if not s or not string.match(s, '^%d+$') then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown worker lock_token (acked, abandoned, '
       .. 'expired and reclaimed, or the activity was cancelled)')
   end
-  local it = redis.call('HMGET', WQ.k_item(s), 'k', 'u', 's', 't', 'n')
+  local it = redis.call('HMGET', WQ.k_item(s), 'k', 'u', 's', 't', 'n', 'i', 'e', 'a')
+  if it[1] == false then
+    return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown worker lock_token (acked, abandoned, '
+      .. 'expired and reclaimed, or the activity was cancelled)')
+  end
   if it[1] ~= token then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: the worker item no longer holds this lock_token')
   end
@@ -233,7 +241,7 @@ function WQ.maintain(now)
   end
   for _, s in ipairs(redis.call('ZRANGEBYSCORE', WQ.K_LOCKED, '-inf', now, 'LIMIT', 0, WQ.BATCH)) do
     local it = redis.call('HMGET', WQ.k_item(s), 'k', 's', 't')
-    WQ.unlock(s, it[1])
+    WQ.unlock(s)
     if it[3] then WQ.make_ready(s, it[2], it[3], true) end
   end
   for _, s in ipairs(redis.call('ZRANGEBYSCORE', WQ.K_DUE, '-inf', now, 'LIMIT', 0, WQ.BATCH)) do
@@ -264,8 +272,9 @@ local function wq_enqueue(now, json, inst, exec, actid, session, tag)
   redis.call('HSET', WQ.k_item(s), 'j', json, 'i', inst, 'e', exec, 'a', actid, 's', session, 't', tk,
     'n', 0, 'c', now)
   local kx, f = WQ.k_inst(inst), exec .. ':' .. actid
-  local prev = redis.call('HGET', kx, f)
-  redis.call('HSET', kx, f, prev and (prev .. ' ' .. s) or tostring(s))
+  if redis.call('HSETNX', kx, f, s) == 0 then
+    redis.call('HSET', kx, f, redis.call('HGET', kx, f) .. ' ' .. s)
+  end
   redis.call('HINCRBY', WQ.K_TAGS, tk, 1)
   if session ~= '' and redis.call('HINCRBY', WQ.K_SCOUNT, session, 1) == 1 then
     redis.call('ZREM', WQ.K_SIDLE, session)

@@ -17,6 +17,6 @@ for _, s in ipairs(words(lk[3])) do
     if delay > 0 then redis.call('ZADD', k_vis(id), 'XX', now + delay, s) end
   end
 end
-local pin = oq_unlock(id, token, now)
+local pin = oq_unlock(id, now)
 if pin then wake_orch(pin, 1) end
 return 1

@@ -13,6 +13,11 @@
 -- Errors (nothing written): DX_INVALID_TOKEN unknown/expired token (also after a delete under
 --   the lock, or when the instance existed at fetch and its retention TTL lapsed since), DX_DUPLICATE event id already stored or repeated in the delta.
 -- Cost: O(delta + items + locked messages + KV keys touched) — never O(history length).
+-- Instance hash fields (i:<id>): name, ver, created, updated (ms), status, exec (current execution),
+--   parent, pin / pink (pinned version, its sortable key), open (children not settled, retention),
+--   tag (current execution's tag, see orch_fetch), hn / hb (its history's events and bytes), kv ('1'
+--   once KV was written). Execution hash fields (x:<e>:<id>): started, completed (ms), status,
+--   output, pin, pink.
 local token, exec = ARGV[2], ARGV[3]
 local status, has_output, output = ARGV[4], ARGV[5] == '1', ARGV[6]
 local name, ver, parent, pin, pink = ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
@@ -39,13 +44,17 @@ local hist, kvops = section(2), section(3)
 local witems, cancels, oitems = section(6), section(3), section(4)
 
 -- Check duplicates before any write.
-local dup = history_check(id, exec, hist)
-if dup then return dup end
+if #hist > 0 then
+  local dup = history_check(id, exec, hist)
+  if dup then return dup end
+end
 
+-- The instance record, read once (fields: see the header of this file).
+local ikey = k_inst(id)
+local iv = redis.call('HMGET', ikey, 'name', 'ver', 'status', 'open', 'exec', 'parent', 'pin', 'tag', 'hn', 'hb', 'kv')
+local has_inst = iv[1] ~= false
 -- An instance that existed when the turn was fetched and is gone now expired (retention) under
 -- the lock: writing would re-create it as a Running fragment of itself.
-local ikey = k_inst(id)
-local has_inst = redis.call('EXISTS', ikey) == 1
 if lk[4] == '1' and not has_inst then
   return fail('INVALID_TOKEN', 'Invalid lock token: instance ' .. id .. ' expired while locked')
 end
@@ -53,67 +62,92 @@ end
 -- 1. The messages this token locked are consumed.
 oq_delete_many(id, words(lk[3]))
 
--- 2. Instance and execution records.
-local prev = current_exec(id)
+-- 2. Instance and execution records: their changes are gathered in ifields / xfields and written
+-- with one HSET each.
+local ifields, xfields = {}, {}
+local function iset(f, v) ifields[#ifields + 1], ifields[#ifields + 2] = f, v end
+local function xset(f, v) xfields[#xfields + 1], xfields[#xfields + 2] = f, v end
+local prev = tonumber(iv[5])
+if prev == nil then prev = current_exec(id) end
+local nexec = tonumber(exec)
+local new_exec = prev == nil or nexec > prev
+local is_current = new_exec or nexec == prev
 -- Retention bookkeeping (lib.lua): whether the instance was settled before this turn. Only a
 -- status change (given, or a new execution's) can change that here.
-local changes_status = status ~= '' or prev == nil or tonumber(exec) > prev
-local was_settled = has_inst and changes_status and settled(id)
+local changes_status = status ~= '' or new_exec
+local function settled_of(st, open)
+  return (st == 'Completed' or st == 'Failed') and (tonumber(open) or 0) <= 0
+end
+local was_settled = has_inst and changes_status and settled_of(iv[3], iv[4])
+local old_status, parent_id = iv[3], iv[6] or ''
+local created = false
 if not has_inst and name ~= '' and ver ~= '' then
-  redis.call('HSET', ikey, 'name', name, 'ver', ver, 'created', now, 'updated', now, 'status', 'Running')
+  iset('name', name); iset('ver', ver); iset('created', now)
   if parent ~= '' then
-    redis.call('HSET', ikey, 'parent', parent)
-    redis.call('SADD', k_children(parent), id)
-    if redis.call('EXISTS', k_inst(parent)) == 1 then -- a new child runs: its parent is not settled
-      local parent_settled = settled(parent)
-      redis.call('HINCRBY', k_inst(parent), 'open', 1)
-      if parent_settled then tree_settle_changed(parent, false, now, retention) end
-    end
+    iset('parent', parent)
+    parent_id = parent
   end
-  redis.call('ZADD', K_IDX_INSTANCES, now, id)
-  redis.call('ZADD', k_idx_status('Running'), now, id)
-  has_inst = true
-elseif has_inst and name ~= '' and ver ~= '' then
-  redis.call('HSET', ikey, 'name', name, 'ver', ver)
+  created, has_inst, old_status = true, true, nil
+elseif has_inst and name ~= '' and ver ~= '' and (iv[1] ~= name or iv[2] ~= ver) then
+  iset('name', name); iset('ver', ver)
 end
 local xkey = k_exec(id, exec)
-if redis.call('ZADD', k_execs(id), exec, exec) == 1 then -- a new execution record
-  redis.call('HSET', xkey, 'started', now, 'status', 'Running')
+local new_record = false
+if nexec ~= prev and redis.call('ZADD', k_execs(id), exec, exec) == 1 then -- a new execution record
+  new_record = true
+  xset('started', now)
+  if status == '' then xset('status', 'Running') end
 end
-local new_exec = prev == nil or tonumber(exec) > prev
-local is_current = new_exec or tonumber(exec) == prev
 
 -- 3. Pinned version: stored when given; a new execution starts unpinned unless given.
-if pin ~= '' then redis.call('HSET', xkey, 'pin', pin, 'pink', pink) end
+if pin ~= '' then xset('pin', pin); xset('pink', pink) end
+local drop_pin = false
 if has_inst and is_current then
   if pin ~= '' then
-    redis.call('HSET', ikey, 'pin', pin, 'pink', pink)
+    if iv[7] ~= pin then iset('pin', pin); iset('pink', pink) end
   elseif new_exec then
-    local xp = redis.call('HMGET', xkey, 'pin', 'pink')
-    if xp[1] then redis.call('HSET', ikey, 'pin', xp[1], 'pink', xp[2]) else redis.call('HDEL', ikey, 'pin', 'pink') end
+    local xp = { false, false }
+    if not new_record then xp = redis.call('HMGET', xkey, 'pin', 'pink') end
+    if xp[1] then iset('pin', xp[1]); iset('pink', xp[2]) elseif iv[7] then drop_pin = true end
   end
 end
 
--- 4. History (append only).
-history_append(id, exec, hist)
+-- 4. History (append only). The instance record counts the current execution's events and bytes
+-- (hn, hb: what lite fetches report, and when a finished history may be compacted).
+local hn, hb = tonumber(iv[9]), tonumber(iv[10])
+if new_exec then hn, hb = 0, 0 end
+local compact = nil
+if terminal and is_current and hb then compact = hb end
+local added = history_append(id, exec, hist, compact)
+if has_inst and is_current and hn and #hist > 0 then iset('hn', hn + #hist); iset('hb', hb + added) end
+if has_inst and new_exec and #hist == 0 then iset('hn', 0); iset('hb', 0) end
 
 -- 5. Status and output.
+local st = nil -- the current execution's status after this turn
 if status ~= '' then
-  redis.call('HSET', xkey, 'status', status)
-  if has_output then redis.call('HSET', xkey, 'output', output) else redis.call('HDEL', xkey, 'output') end
-  if terminal then redis.call('HSET', xkey, 'completed', now) end
+  xset('status', status)
+  if has_output then xset('output', output) elseif not new_record then redis.call('HDEL', xkey, 'output') end
+  if terminal then xset('completed', now) end
+  st = status
 end
 if has_inst and is_current then
   if status == '' and not new_exec then
-    redis.call('HSET', ikey, 'updated', now) -- same execution, same status
+    iset('updated', now) -- same execution, same status
   else
-    local old = redis.call('HGET', ikey, 'status')
+    if st == nil then
+      if new_record then st = 'Running' else st = redis.call('HGET', xkey, 'status') or 'Running' end
+    end
     -- The output stays in the execution hash only: a copy here would push the instance hash out
     -- of Redis's compact listpack encoding (values over 64 bytes) and store it twice.
-    local st = redis.call('HGET', xkey, 'status')
-    redis.call('HSET', ikey, 'exec', exec, 'status', st, 'updated', now)
-    if old ~= st then
-      if old then redis.call('ZREM', k_idx_status(old), id) end
+    iset('exec', exec); iset('status', st); iset('updated', now)
+    if new_exec then
+      -- The execution's tag: the one the fetch announced, unless it is the old execution's.
+      local tag = lk[6]
+      if not tag or tag == iv[8] then tag = string.sub(token, 1, 36) end
+      iset('tag', tag)
+    end
+    if old_status ~= st then
+      if old_status then redis.call('ZREM', k_idx_status(old_status), id) end
       redis.call('ZADD', k_idx_status(st), now, id) -- score: when it entered the status
     end
   end
@@ -127,7 +161,10 @@ if cs_op ~= '' then
 end
 
 -- 7. KV: changes go to the current-execution delta; a terminal status merges it into the store.
+-- The instance field kv marks an instance that ever wrote KV (fetches and this merge skip the KV
+-- keys of the others).
 local kd, kv = k_kd(id), k_kv(id)
+if #kvops > 0 and has_inst and not iv[11] then iset('kv', '1') end
 for _, op in ipairs(kvops) do
   if op[1] == 's' then
     redis.call('HSET', kd, op[2], 's' .. op[3])
@@ -138,32 +175,69 @@ for _, op in ipairs(kvops) do
     for _, key in ipairs(redis.call('HKEYS', kd)) do redis.call('HSET', kd, key, 't') end
   end
 end
-if terminal then
+if terminal and (#kvops > 0 or iv[11] or not has_inst or created) then
   local d = redis.call('HGETALL', kd)
   for i = 1, #d, 2 do
     if d[i + 1] == 't' then redis.call('HDEL', kv, d[i]) else redis.call('HSET', kv, d[i], string.sub(d[i + 1], 2)) end
   end
-  redis.call('DEL', kd)
+  if #d > 0 then redis.call('DEL', kd) end
+end
+
+-- The records, written once.
+if created and not is_current then -- created by a turn of an older execution
+  iset('status', 'Running'); iset('updated', now)
+  redis.call('ZADD', k_idx_status('Running'), now, id)
+end
+if #ifields > 0 and has_inst then redis.call('HSET', ikey, unpack(ifields)) end
+if drop_pin then redis.call('HDEL', ikey, 'pin', 'pink') end
+if #xfields > 0 then redis.call('HSET', xkey, unpack(xfields)) end
+if created then
+  redis.call('ZADD', K_IDX_INSTANCES, now, id)
+  if parent ~= '' then
+    redis.call('SADD', k_children(parent), id)
+    if redis.call('EXISTS', k_inst(parent)) == 1 then -- a new child runs: its parent is not settled
+      local parent_settled = settled(parent)
+      redis.call('HINCRBY', k_inst(parent), 'open', 1)
+      if parent_settled then tree_settle_changed(parent, false, now, retention) end
+    end
+  end
 end
 
 -- 8. Worker items (wq_enqueue wakes a fetcher that can take each), then cancellations (an activity scheduled and cancelled in one turn ends up absent).
 for _, w in ipairs(witems) do wq_enqueue(now, w[1], w[2], w[3], w[4], w[5], w[6]) end
 for _, c in ipairs(cancels) do wq_cancel(c[1], c[2], c[3]) end
 
--- 9. Orchestrator items (TimerFired visible at fire_at_ms).
+-- 9. Orchestrator items (TimerFired visible at fire_at_ms). One for this instance (still locked)
+-- is found by the reindex below.
+local more = lk[5] == '1'
 local woken = {} -- pin key -> instances made ready
 local function ready(pin)
   if pin then woken[pin] = (woken[pin] or 0) + 1 end
 end
-for _, o in ipairs(oitems) do ready(oq_enqueue(o[1], o[2], o[3], tonumber(o[4]), now)) end
-
--- 10. Retention: a settled tree's root gets a TTL; an instance running again keeps its data.
-if has_inst and is_current and changes_status then
-  local now_settled = settled(id)
-  if now_settled ~= was_settled then tree_settle_changed(id, now_settled, now, retention) end
+for _, o in ipairs(oitems) do
+  if o[1] == id then more = true end
+  ready(oq_enqueue(o[1], o[2], o[3], tonumber(o[4]), now))
 end
 
--- 11. Release the lock; messages that arrived meanwhile make the instance ready again.
-ready(oq_unlock(id, token, now))
+-- 10. Retention: a settled tree's root gets a TTL; an instance running again keeps its data. A
+-- root without a parent that settles with retention off has nothing to do.
+if has_inst and is_current and changes_status then
+  local now_settled = settled_of(st, iv[4])
+  if now_settled ~= was_settled and not (now_settled and retention <= 0 and parent_id == '') then
+    tree_settle_changed(id, now_settled, now, retention)
+  end
+end
+
+-- 11. Release the lock; messages that arrived meanwhile (or were delayed) make the instance ready
+-- again.
+redis.call('DEL', k_lock(id))
+redis.call('ZREM', K_LOCKED, id)
+if more then ready(oq_reindex(id, now)) end
 for pin, n in pairs(woken) do wake_orch(pin, n) end
+
+-- 12. Status watchers (redisprovider's WatchStatus): the instance finished or its custom status
+-- changed.
+if cs_op ~= '' or (terminal and is_current and old_status ~= st) then
+  redis.call('PUBLISH', P .. 'status', id)
+end
 return 1

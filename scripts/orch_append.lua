@@ -8,6 +8,11 @@ local hist = {}
 for i = 4, #ARGV, 2 do hist[#hist + 1] = { ARGV[i], ARGV[i + 1] } end
 local dup = history_check(id, exec, hist)
 if dup then return dup end
-history_append(id, exec, hist)
+local added = history_append(id, exec, hist)
 redis.call('ZADD', k_execs(id), exec, exec)
+-- The instance record counts the current execution's events (see orch_ack).
+local cur = redis.call('HMGET', k_inst(id), 'exec', 'hn', 'hb')
+if cur[1] == exec and cur[2] then
+  redis.call('HSET', k_inst(id), 'hn', tonumber(cur[2]) + #hist, 'hb', (tonumber(cur[3]) or 0) + added)
+end
 return 1

@@ -1,17 +1,21 @@
 -- orch_fetch: lock the instance owning the oldest visible orchestrator message and return its turn.
 -- KEYS[1] seq key (routing only)
--- ARGV[1] prefix, ARGV[2] new lock token, ARGV[3] lock ms,
---      ARGV[4] filter: '0' none, '1' ranges follow; ARGV[5] range count n, then n pairs lo, hi
---      (sortable pin keys, inclusive); then the ms for which the caller may wait after an empty
---      fetch (its filter stays registered for wake-ups that long).
+-- ARGV[1] prefix, ARGV[2] lock token nonce (36 characters; the token is '<nonce>.<instance>'),
+--      ARGV[3] lock ms, ARGV[4] filter: '0' none, '1' ranges follow; ARGV[5] range count n, then n
+--      pairs lo, hi (sortable pin keys, inclusive); then the ms for which the caller may wait after
+--      an empty fetch (its filter stays registered for wake-ups that long); then '1' for a lite
+--      fetch (no history, no KV) or '0'. A batch that begins an execution gets the nonce as its
+--      execution tag.
 -- Reply: when nothing is eligible {'', next_ms, now_ms}: next_ms is when delayed work or a held lock
 --   next comes due (-1 when never); otherwise {token, instance, attempt, exec or '', instance
---   fields {name, ver} (empty when not created), messages {json...}, history (event JSON lines),
---   kv {key, "<ms>|<value>", ...}}.
+--   fields {name, ver} (empty when not created), messages {json...}, history (event JSON lines; ''
+--   when lite), kv {key, "<ms>|<value>", ...} (empty when lite), execution tag, history length}.
 -- Errors: none.
--- Cost: O(expired locks + expired retained instances + due instances + distinct pins + orphan instances skipped (<= 100) + messages
---   and history of the chosen instance); an empty fetch also registers its filter (O(log N)). Independent of queue length and of instances the filter
---   excludes (ready instances are indexed by pin).
+-- Cost: O(expired locks + due instances + distinct pins + orphan instances skipped (<= 100) +
+--   messages of the chosen instance, and its history unless lite), plus the chores when due (expired
+--   retained instances and orphans, <= 100 each); an empty fetch also registers its filter
+--   (O(log N)). Independent of queue length and of instances the filter excludes (ready instances
+--   are indexed by pin).
 local token, lock_ms = ARGV[2], tonumber(ARGV[3])
 local filtered = ARGV[4] == '1'
 local ranges, bounds = {}, {}
@@ -21,16 +25,15 @@ for i = 0, nranges - 1 do
   bounds[#bounds + 1], bounds[#bounds + 2] = ARGV[6 + 2 * i], ARGV[7 + 2 * i]
 end
 local wait_ms = tonumber(ARGV[6 + 2 * nranges])
+local lite = ARGV[7 + 2 * nranges] == '1'
 local now = now_ms()
-
 
 -- Reclaim expired instance locks (principle 5: no background process needed).
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_LOCKED, '-inf', now, 'LIMIT', 0, 100)) do
-  oq_unlock(id, redis.call('HGET', k_lock(id), 'tok'), now)
+  oq_unlock(id, now)
 end
 -- Drop instances whose retention expired from the listing indexes, and expired orphans.
-sweep_expired(now)
-orphan_sweep(now)
+chores(now)
 -- Make due delayed messages visible.
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'LIMIT', 0, 100)) do
   if is_locked(id) then redis.call('ZREM', K_DUE, id) else oq_reindex(id, now) end
@@ -80,60 +83,87 @@ while true do
   end
   redis.call('ZREM', k_ready(pin), id)
 
-  local seqs = redis.call('ZRANGEBYSCORE', k_vis(id), '-inf', now)
-  local has_inst = redis.call('EXISTS', k_inst(id)) == 1
-  local exec = current_exec(id)
+  -- Every message of the instance: the visible ones form the batch; delayed ones ('more') keep
+  -- the instance in the due index and make its ack reindex it.
+  local all = redis.call('ZRANGE', k_vis(id), 0, -1, 'WITHSCORES')
+  local seqs, more = {}, false
+  for i = 1, #all, 2 do
+    if tonumber(all[i + 1]) <= now then seqs[#seqs + 1] = all[i] else more = true end
+  end
+  -- Instance fields (see orch_ack): exec current execution, tag its tag, hn/hb its history's
+  -- event count and bytes, kv '1' once KV was written.
+  local iv = redis.call('HMGET', k_inst(id), 'name', 'ver', 'exec', 'tag', 'hn', 'kv')
+  local has_inst = iv[1] ~= false
+  local exec = tonumber(iv[3])
+  if exec == nil then exec = current_exec(id) end
   local ok = #seqs > 0
-  if ok and not has_inst and exec == nil then
+  table.sort(seqs, function(a, b) return tonumber(a) < tonumber(b) end)
+  -- One read of the batch: its messages, type codes and attempts.
+  local fields = {}
+  for _, s in ipairs(seqs) do
+    fields[#fields + 1], fields[#fields + 2], fields[#fields + 3] = 'm' .. s, 't' .. s, 'a' .. s
+  end
+  local vals = {}
+  for i = 1, #fields, 900 do -- chunked: Lua's unpack has a small stack
+    local part = redis.call('HMGET', k_msgs(id), unpack(fields, i, math.min(i + 899, #fields)))
+    for _, v in ipairs(part) do vals[#vals + 1] = v end
+  end
+  local has_start, has_can, only_queue = false, false, true
+  for i = 1, #seqs do
+    local t = vals[3 * i - 1]
+    if t == 'S' or t == 'C' then has_start = true end
+    if t == 'C' then has_can = true end
+    if t ~= 'Q' then only_queue = false end
+  end
+  if ok and not has_inst and exec == nil and not has_start then
     -- Not created yet: needs a start item in the batch. A batch of QueueMessages only is dropped
     -- (duroxide's rule); other messages are parked as orphans (lib.lua) until a start arrives
     -- or they expire.
-    local types = {}
-    for _, s in ipairs(seqs) do types[#types + 1] = redis.call('HGET', k_msgs(id), 't' .. s) end
-    local has_start, only_queue = false, true
-    for _, t in ipairs(types) do
-      if t == 'S' then has_start = true end
-      if t ~= 'Q' then only_queue = false end
+    ok = false
+    if only_queue then
+      oq_delete_many(id, seqs)
+      oq_reindex(id, now)
+    else
+      orphan_park(id, now)
     end
-    if not has_start then
-      ok = false
-      if only_queue then
-        oq_delete_many(id, seqs)
-        oq_reindex(id, now)
-      else
-        orphan_park(id, now)
-      end
-      -- Bounded work per call: after ORPHAN_BATCH orphans, report work due now; the caller
-      -- fetches again at once, and Redis serves others in between.
-      orphans = orphans + 1
-      if orphans >= ORPHAN_BATCH then return { '', now, now } end
-    end
+    -- Bounded work per call: after ORPHAN_BATCH orphans, report work due now; the caller
+    -- fetches again at once, and Redis serves others in between.
+    orphans = orphans + 1
+    if orphans >= ORPHAN_BATCH then return { '', now, now } end
   end
 
   if ok then
-    table.sort(seqs, function(a, b) return tonumber(a) < tonumber(b) end)
-    redis.call('ZREM', K_DUE, id)
-    local attempt, fields = 0, {}
+    if more then redis.call('ZREM', K_DUE, id) end
+    local attempt, msgs, att = 0, {}, {}
     for i, s in ipairs(seqs) do
-      local a = redis.call('HINCRBY', k_msgs(id), 'a' .. s, 1)
+      msgs[i] = vals[3 * i - 2]
+      local a = (tonumber(vals[3 * i]) or 0) + 1
       if a > attempt then attempt = a end
-      fields[i] = 'm' .. s
+      att[#att + 1], att[#att + 2] = 'a' .. s, a
     end
-    local msgs = {}
-    for i = 1, #fields, 500 do -- chunked: Lua's unpack has a small stack
-      local part = redis.call('HMGET', k_msgs(id), unpack(fields, i, math.min(i + 499, #fields)))
-      for _, m in ipairs(part) do msgs[#msgs + 1] = m end
+    for i = 1, #att, 900 do
+      redis.call('HSET', k_msgs(id), unpack(att, i, math.min(i + 899, #att)))
     end
+    -- The batch begins an execution (a start for an instance without history, or a
+    -- continue-as-new): the tag that execution gets when this turn is acked (orch_ack).
+    local begins = has_can or (exec == nil and has_start)
+    local tag = iv[4] or ''
+    if begins or tag == '' then tag = token end
     local until_ms = now + lock_ms
-    -- inst: the instance existed at fetch (orch_ack refuses to re-create it if it expired since).
-    redis.call('HSET', k_lock(id), 'tok', token, 'until', until_ms, 'seqs', table.concat(seqs, ' '),
-      'inst', has_inst and '1' or '0')
+    local full = token .. '.' .. id
+    -- Lock hash fields: see oq_held (lib.lua).
+    local lock = { 'tok', full, 'until', until_ms, 'seqs', table.concat(seqs, ' '), 'inst', has_inst and '1' or '0', 'tag', tag }
+    if more then lock[#lock + 1], lock[#lock + 2] = 'more', '1' end
+    redis.call('HSET', k_lock(id), unpack(lock))
     redis.call('ZADD', K_LOCKED, until_ms, id)
-    redis.call('HSET', K_TOKENS, token, id)
-    local inst, hist = {}, ''
-    if has_inst then inst = redis.call('HMGET', k_inst(id), 'name', 'ver') end
-    if exec then hist = redis.call('GET', k_hist(id, exec)) or '' end
-    return { token, id, attempt, exec and tostring(exec) or '', inst, msgs, hist,
-      redis.call('HGETALL', k_kv(id)) }
+    local inst, hist, kv, hn = {}, '', {}, 0
+    if has_inst then inst = { iv[1], iv[2] } end
+    if exec and not begins then hn = tonumber(iv[5]) or redis.call('SCARD', k_hids(id, exec)) end
+    if not lite then
+      if exec then hist = redis.call('GET', k_hist(id, exec)) or '' end
+      -- KV exists only once an ack wrote some (instance field kv, or no instance record).
+      if exec and (iv[6] or not has_inst) then kv = redis.call('HGETALL', k_kv(id)) end
+    end
+    return { full, id, attempt, exec and tostring(exec) or '', inst, msgs, hist, kv, tag, hn }
   end
 end

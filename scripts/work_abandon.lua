@@ -12,7 +12,7 @@ local token, delay, ignore = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
 local now = now_ms()
 local s, it = WQ.held(token)
 if not s then return it end
-WQ.unlock(s, token)
+WQ.unlock(s)
 if ignore and (tonumber(it[5]) or 0) > 0 then redis.call('HINCRBY', WQ.k_item(s), 'n', -1) end
 if delay > 0 then
   redis.call('ZADD', WQ.K_DUE, now + delay, s)

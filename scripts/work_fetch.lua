@@ -1,10 +1,10 @@
 -- work_fetch: lock the oldest visible worker item the caller may take, for the lock timeout.
 -- KEYS[1] seq key (routing only)
--- ARGV[1] prefix, ARGV[2] new lock token, ARGV[3] lock ms, ARGV[4] session owner ('' = no session
+-- ARGV[1] prefix, ARGV[2] lock token nonce (36 characters; the token is '<nonce>.<s>'), ARGV[3] lock ms, ARGV[4] session owner ('' = no session
 --      config: session-bound items are never returned), ARGV[5] session lock ms, ARGV[6] '*' for
 --      every tag key in use (TagFilter Any) or '' for the list that follows, ARGV[7..] tag keys
 --      ('-' untagged, '<len>:<tag>').
--- Reply: {1, attempt, item JSON} when an item was locked (attempt counts this delivery), else
+-- Reply: {1, attempt, item JSON, lock token} when an item was locked (attempt counts this delivery), else
 --   {0, now ms, next ms}: next is when delayed work, an item lock or (with an owner) a session lock
 --   next comes due, -1 when nothing is pending.
 -- Effects: first reclaims expired item locks (attempt + 1 on redelivery) and makes due delayed
@@ -69,4 +69,4 @@ end
 
 if not found then return { 0, now, WQ.next_due(owner ~= '') } end
 local r = WQ.lock(found, token, now + lock_ms)
-return { 1, r[1], r[2] }
+return { 1, r[1], r[2], r[3] }

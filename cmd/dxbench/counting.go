@@ -15,9 +15,8 @@ import (
 // that blocks is one call) and lets a workload observe turns without asking Redis anything.
 // The load generator's own starts go to the unwrapped provider and are not counted.
 //
-// Embedding hides the wrapped provider's optional extensions from type assertions: when the dx
-// runtime starts using one (an ack that also fetches the next item, say), forward it here,
-// counted, or the benchmark measures the runtime without it.
+// Embedding hides the wrapped provider's optional extensions from type assertions: exposed returns
+// the wrapper with the runtime extensions forwarded, counted, when the wrapped provider has them.
 type countingProvider struct {
 	provider.Provider
 	calls atomic.Int64
@@ -49,27 +48,17 @@ func (c *countingProvider) FetchOrchestrationItem(ctx context.Context, lockTimeo
 	start := time.Now()
 	item, err := c.Provider.FetchOrchestrationItem(ctx, lockTimeout, pollTimeout, filter)
 	at := time.Now()
-	if err := c.note("fetch_orchestration_item", err); err != nil || item == nil {
+	if err := c.note("fetch_orchestration_item", err); err != nil {
 		return item, err
 	}
-	if c.fetched != nil {
-		c.fetched(item, start, at)
-	}
-	if c.acked != nil {
-		c.fetchTimes.Store(item.LockToken, fetchInfo{start: start, at: at, historyEvents: len(item.Item.History), instance: item.Item.Instance})
-	}
+	c.fetchedItem(item, start, at)
 	return item, nil
 }
 
 func (c *countingProvider) AckOrchestrationItem(ctx context.Context, lockToken string, ack provider.OrchestrationAck) error {
 	start := time.Now()
 	err := c.note("ack_orchestration_item", c.Provider.AckOrchestrationItem(ctx, lockToken, ack))
-	if c.acked != nil {
-		v, _ := c.fetchTimes.LoadAndDelete(lockToken)
-		if f, ok := v.(fetchInfo); ok && err == nil {
-			c.acked(&ack, f, start, time.Now())
-		}
-	}
+	c.ackedTurn(lockToken, &ack, err, start, time.Now())
 	return err
 }
 
@@ -157,3 +146,88 @@ func (c *countingProvider) GetInstanceStats(ctx context.Context, instance string
 
 // Admin is not counted: the runtime's dispatchers make no management calls.
 func (c *countingProvider) Admin() (provider.Admin, bool) { return c.Provider.Admin() }
+
+// exposed returns the provider the dispatchers get: c itself, or, when the wrapped provider
+// implements the runtime extensions (provider.OrchestrationAckFetcher, provider.WorkAckFetcher and
+// provider.LiteFetcher, all three), c with those forwarded and counted, each call one round trip.
+func (c *countingProvider) exposed() provider.Provider {
+	_, ok1 := c.Provider.(provider.OrchestrationAckFetcher)
+	_, ok2 := c.Provider.(provider.WorkAckFetcher)
+	_, ok3 := c.Provider.(provider.LiteFetcher)
+	if ok1 && ok2 && ok3 {
+		return countingExt{c}
+	}
+	return c
+}
+
+// countingExt is countingProvider with the runtime extensions forwarded (see exposed).
+type countingExt struct{ *countingProvider }
+
+var (
+	_ provider.OrchestrationAckFetcher = countingExt{}
+	_ provider.WorkAckFetcher          = countingExt{}
+	_ provider.LiteFetcher             = countingExt{}
+)
+
+// fetchedItem runs the observers of a fetch (also of the fetch half of an ack-and-fetch).
+func (c *countingProvider) fetchedItem(item *provider.LockedOrchestrationItem, start, at time.Time) {
+	if item == nil {
+		return
+	}
+	if c.fetched != nil {
+		c.fetched(item, start, at)
+	}
+	if c.acked != nil {
+		c.fetchTimes.Store(item.LockToken, fetchInfo{start: start, at: at, historyEvents: max(len(item.Item.History), item.Item.HistoryLen), instance: item.Item.Instance})
+	}
+}
+
+// ackedTurn runs the observers of a successful or failed orchestration ack.
+func (c *countingProvider) ackedTurn(lockToken string, ack *provider.OrchestrationAck, err error, start, done time.Time) {
+	if c.acked != nil {
+		v, _ := c.fetchTimes.LoadAndDelete(lockToken)
+		if f, ok := v.(fetchInfo); ok && err == nil {
+			c.acked(ack, f, start, done)
+		}
+	}
+}
+
+func (c countingExt) AckOrchestrationItemAndFetch(ctx context.Context, lockToken string, ack provider.OrchestrationAck, lockTimeout time.Duration,
+	filter *provider.DispatcherCapabilityFilter, opts provider.FetchOptions) (*provider.LockedOrchestrationItem, error) {
+	start := time.Now()
+	next, err := c.Provider.(provider.OrchestrationAckFetcher).AckOrchestrationItemAndFetch(ctx, lockToken, ack, lockTimeout, filter, opts)
+	done := time.Now()
+	err = c.note("ack_orchestration_item_and_fetch", err)
+	c.ackedTurn(lockToken, &ack, err, start, done)
+	if err == nil {
+		c.fetchedItem(next, done, done)
+	}
+	return next, err
+}
+
+func (c countingExt) AckWorkItemAndFetch(ctx context.Context, lockToken string, completion *provider.WorkItem, lockTimeout time.Duration,
+	session *provider.SessionFetchConfig, tags provider.TagFilter) (*provider.LockedWorkItem, error) {
+	next, err := c.Provider.(provider.WorkAckFetcher).AckWorkItemAndFetch(ctx, lockToken, completion, lockTimeout, session, tags)
+	err = c.note("ack_work_item_and_fetch", err)
+	if err == nil && completion != nil && c.workAcked != nil {
+		c.workAcked()
+	}
+	return next, err
+}
+
+func (c countingExt) FetchOrchestrationItemLite(ctx context.Context, lockTimeout, pollTimeout time.Duration,
+	filter *provider.DispatcherCapabilityFilter) (*provider.LockedOrchestrationItem, error) {
+	start := time.Now()
+	item, err := c.Provider.(provider.LiteFetcher).FetchOrchestrationItemLite(ctx, lockTimeout, pollTimeout, filter)
+	at := time.Now()
+	if err := c.note("fetch_orchestration_item_lite", err); err != nil {
+		return item, err
+	}
+	c.fetchedItem(item, start, at)
+	return item, nil
+}
+
+func (c countingExt) ReadForReplay(ctx context.Context, instance string, executionID uint64) ([]provider.Event, map[string]provider.KVEntry, string, error) {
+	h, kv, tag, err := c.Provider.(provider.LiteFetcher).ReadForReplay(ctx, instance, executionID)
+	return h, kv, tag, c.note("read_for_replay", err)
+}

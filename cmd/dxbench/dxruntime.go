@@ -51,7 +51,7 @@ func (b *bench) runtimeDriver(ctx context.Context, spec orchSpec, r *runState, c
 		o.observeAck(ack, ackStart, done)
 		acked(o)
 	}
-	rt := dx.NewRuntime(cp, dx.Options{
+	rt := dx.NewRuntime(cp.exposed(), dx.Options{
 		OrchestrationConcurrency: b.cfg.orchConcurrency,
 		WorkerConcurrency:        b.cfg.workerConcurrency,
 		PollTimeout:              dispatcherPoll,

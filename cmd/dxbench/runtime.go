@@ -389,9 +389,15 @@ func (d *dispatchers) permanentFailure(op string, err error, consecutive *int) {
 
 func (d *dispatchers) orchLoop(ctx context.Context, poll time.Duration) {
 	failures, consecutive := 0, 0
+	af, _ := d.p.(provider.OrchestrationAckFetcher)
+	var next *provider.LockedOrchestrationItem // fetched by the last ack (ack-and-fetch-next)
 	for ctx.Err() == nil {
 		start := time.Now()
-		item, err := d.p.FetchOrchestrationItem(ctx, orchLockTimeout, poll, nil)
+		item, err := next, error(nil)
+		if item == nil {
+			item, err = d.p.FetchOrchestrationItem(ctx, orchLockTimeout, poll, nil)
+		}
+		next = nil
 		fetched := time.Now()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -416,7 +422,11 @@ func (d *dispatchers) orchLoop(ctx context.Context, poll time.Duration) {
 			d.hooks.fetched(obs)
 		}
 		ackStart := time.Now()
-		err = d.ack(ctx, item.LockToken, ack)
+		if af != nil {
+			next, err = d.ackFetch(ctx, af, item.LockToken, ack)
+		} else {
+			err = d.ack(ctx, item.LockToken, ack)
+		}
 		done := time.Now()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -451,12 +461,31 @@ func (d *dispatchers) ack(ctx context.Context, token string, ack provider.Orches
 	return err
 }
 
+// ackFetch is ack with provider.OrchestrationAckFetcher: the ack also returns the next turn.
+func (d *dispatchers) ackFetch(ctx context.Context, af provider.OrchestrationAckFetcher, token string, ack provider.OrchestrationAck) (*provider.LockedOrchestrationItem, error) {
+	var err error
+	var next *provider.LockedOrchestrationItem
+	for attempt := 0; attempt <= ackRetries; attempt++ {
+		if next, err = af.AckOrchestrationItemAndFetch(ctx, token, ack, orchLockTimeout, nil, provider.FetchOptions{}); err == nil || !provider.IsRetryable(err) {
+			return next, err
+		}
+		sleepCtx(ctx, 10*time.Millisecond<<attempt)
+	}
+	return nil, err
+}
+
 func (d *dispatchers) workerLoop(ctx context.Context, poll time.Duration) {
 	failures, consecutive := 0, 0
 	tags := provider.TagFilterDefaultOnly()
+	wf, _ := d.p.(provider.WorkAckFetcher)
+	var next *provider.LockedWorkItem // fetched by the last ack (ack-and-fetch-next)
 	for ctx.Err() == nil {
 		start := time.Now()
-		item, err := d.p.FetchWorkItem(ctx, workerLockTimeout, poll, nil, tags)
+		item, err := next, error(nil)
+		if item == nil {
+			item, err = d.p.FetchWorkItem(ctx, workerLockTimeout, poll, nil, tags)
+		}
+		next = nil
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -481,7 +510,11 @@ func (d *dispatchers) workerLoop(ctx context.Context, poll time.Duration) {
 		completion := provider.WorkItem{Kind: provider.ActivityCompleted{Instance: ae.Instance,
 			ExecutionID: ae.ExecutionID, ID: ae.ID, Result: d.result}}
 		for attempt := 0; ; attempt++ {
-			err = d.p.AckWorkItem(ctx, item.LockToken, &completion)
+			if wf != nil {
+				next, err = wf.AckWorkItemAndFetch(ctx, item.LockToken, &completion, workerLockTimeout, nil, tags)
+			} else {
+				err = d.p.AckWorkItem(ctx, item.LockToken, &completion)
+			}
 			if err == nil || !provider.IsRetryable(err) || attempt == ackRetries {
 				break
 			}

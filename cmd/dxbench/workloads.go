@@ -265,7 +265,11 @@ func (b *bench) runOrchestrations(parent context.Context, mode string, spec orch
 	defer cancel(nil)
 	r := newRunState(spec.name+"-", spec.n)
 	cp := &countingProvider{Provider: b.p}
-	d := newDispatchers(cp, spec.code, b.cfg.payloadBytes, func(err error) { cancel(err) })
+	var dp provider.Provider = cp
+	if !b.cfg.noExt {
+		dp = cp.exposed() // the played dispatchers use ack-and-fetch-next when the provider has it
+	}
+	d := newDispatchers(dp, spec.code, b.cfg.payloadBytes, func(err error) { cancel(err) })
 	d.actDelay = b.cfg.activityDelay
 	fetched := spec.hooks.fetched
 	acked := func(o *turnObs) {

@@ -1,0 +1,166 @@
+package conformance
+
+import (
+	"testing"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// The optional runtime extensions of provider/extensions.go. Each test is skipped when the provider
+// does not implement the extension it checks.
+func init() {
+	register("extensions",
+		test{"ack_and_fetch_next_returns_the_next_turn", AckAndFetchNextReturnsNextTurn},
+		test{"ack_and_fetch_next_failed_ack_fetches_nothing", AckAndFetchNextFailedAckFetchesNothing},
+		test{"work_ack_and_fetch_next", WorkAckAndFetchNext},
+		test{"lite_fetch_history_len_and_tag", LiteFetchHistoryLenAndTag},
+		test{"execution_tag_changes_when_recreated", ExecutionTagChangesWhenRecreated},
+	)
+}
+
+func orchAckFetcher(t *testing.T, p provider.Provider) provider.OrchestrationAckFetcher {
+	t.Helper()
+	af, ok := p.(provider.OrchestrationAckFetcher)
+	if !ok {
+		t.Skip("provider does not implement provider.OrchestrationAckFetcher")
+	}
+	return af
+}
+
+func liteFetcher(t *testing.T, p provider.Provider) provider.LiteFetcher {
+	t.Helper()
+	lf, ok := p.(provider.LiteFetcher)
+	if !ok {
+		t.Skip("provider does not implement provider.LiteFetcher")
+	}
+	return lf
+}
+
+// AckAndFetchNextReturnsNextTurn: the ack commits as AckOrchestrationItem does and returns the
+// next available turn, locked; with nothing left it returns nil.
+func AckAndFetchNextReturnsNextTurn(t *testing.T, f Factory) {
+	p := f.CreateProvider(t)
+	af := orchAckFetcher(t, p)
+	mustEnqueueOrch(t, p, startItem("ext-a"))
+	mustEnqueueOrch(t, p, startItem("ext-b"))
+	first := mustFetchOrch(t, p, longLock)
+	next, err := af.AckOrchestrationItemAndFetch(ctx(t), first.LockToken, provider.OrchestrationAck{
+		ExecutionID: 1, HistoryDelta: []provider.Event{started(first.Item.Instance)}, Metadata: testMeta(),
+	}, longLock, nil, provider.FetchOptions{})
+	wantNoErr(t, err, "ack_and_fetch")
+	if next == nil || next.Item.Instance == first.Item.Instance {
+		t.Fatalf("ack_and_fetch returned %+v, want the other instance's turn", next)
+	}
+	if h := mustRead(t, p, first.Item.Instance); len(h) != 1 {
+		t.Fatalf("acked instance has %d events, want 1", len(h))
+	}
+	mustNoOrch(t, p, longLock) // the next turn is locked by the ack-and-fetch
+	last, err := af.AckOrchestrationItemAndFetch(ctx(t), next.LockToken, provider.OrchestrationAck{
+		ExecutionID: 1, HistoryDelta: []provider.Event{started(next.Item.Instance)}, Metadata: testMeta(),
+	}, longLock, nil, provider.FetchOptions{})
+	wantNoErr(t, err, "second ack_and_fetch")
+	if last != nil {
+		t.Fatalf("nothing queued, but ack_and_fetch returned %q", last.Item.Instance)
+	}
+}
+
+// AckAndFetchNextFailedAckFetchesNothing: an ack that fails returns its error and locks nothing.
+func AckAndFetchNextFailedAckFetchesNothing(t *testing.T, f Factory) {
+	p := f.CreateProvider(t)
+	af := orchAckFetcher(t, p)
+	mustEnqueueOrch(t, p, startItem("ext-c"))
+	next, err := af.AckOrchestrationItemAndFetch(ctx(t), "no-such-token", provider.OrchestrationAck{
+		ExecutionID: 1, HistoryDelta: []provider.Event{started("ext-c")}, Metadata: testMeta(),
+	}, longLock, nil, provider.FetchOptions{})
+	wantErr(t, err, "ack_and_fetch with an invalid token")
+	if next != nil {
+		t.Fatal("a failed ack fetched a turn")
+	}
+	if it := mustFetchOrch(t, p, longLock); it.Item.Instance != "ext-c" {
+		t.Fatalf("fetched %q, want ext-c", it.Item.Instance)
+	}
+}
+
+// WorkAckAndFetchNext: the worker ack delivers the completion and returns the next activity.
+func WorkAckAndFetchNext(t *testing.T, f Factory) {
+	p := f.CreateProvider(t)
+	wf, ok := p.(provider.WorkAckFetcher)
+	if !ok {
+		t.Skip("provider does not implement provider.WorkAckFetcher")
+	}
+	createInstance(t, p, "ext-w")
+	mustEnqueueWorker(t, p, activityItem("ext-w", 1))
+	mustEnqueueWorker(t, p, activityItem("ext-w", 2))
+	first := mustFetchWork(t, p, longLock)
+	done := activityCompleted("ext-w", first.Item.Kind.(provider.ActivityExecute).ID, "ok")
+	next, err := wf.AckWorkItemAndFetch(ctx(t), first.LockToken, &done, longLock, nil, provider.TagFilterDefaultOnly())
+	wantNoErr(t, err, "work ack_and_fetch")
+	if next == nil || next.Item.Kind.(provider.ActivityExecute).ID == first.Item.Kind.(provider.ActivityExecute).ID {
+		t.Fatalf("work ack_and_fetch returned %+v, want the other activity", next)
+	}
+	it := mustFetchOrch(t, p, longLock)
+	if len(it.Item.Messages) != 1 {
+		t.Fatalf("the completion was not delivered: %d messages", len(it.Item.Messages))
+	}
+	wantNoErr(t, p.AckWorkItem(ctx(t), next.LockToken, nil), "ack of the fetched activity")
+}
+
+// LiteFetchHistoryLenAndTag: a lite fetch has no history but its length and the execution's tag,
+// the same tag the fetch that began the execution announced; ReadForReplay returns the rest.
+func LiteFetchHistoryLenAndTag(t *testing.T, f Factory) {
+	p := f.CreateProvider(t)
+	lf := liteFetcher(t, p)
+	mustEnqueueOrch(t, p, startItem("ext-l"))
+	first, err := lf.FetchOrchestrationItemLite(ctx(t), longLock, 0, nil)
+	wantNoErr(t, err, "lite fetch")
+	if first == nil || first.Item.ExecutionTag == "" || first.Item.HistoryLen != 0 {
+		t.Fatalf("first lite fetch: %+v, want a tag and no history", first)
+	}
+	mustAck(t, p, first.LockToken, provider.OrchestrationAck{ExecutionID: 1, Metadata: testMeta(),
+		HistoryDelta: []provider.Event{started("ext-l"), ev("ext-l", 2, provider.ExternalSubscribedEvent{Name: "go"})}})
+	mustEnqueueOrch(t, p, externalRaised("ext-l", "go", "{}"))
+	it, err := lf.FetchOrchestrationItemLite(ctx(t), longLock, 0, nil)
+	wantNoErr(t, err, "second lite fetch")
+	if it == nil || len(it.Item.History) != 0 || it.Item.HistoryLen != 2 || it.Item.ExecutionTag != first.Item.ExecutionTag {
+		t.Fatalf("lite fetch: %+v; want no history, HistoryLen 2 and the tag %q", it, first.Item.ExecutionTag)
+	}
+	if len(it.Item.Messages) != 1 {
+		t.Fatalf("lite fetch has %d messages, want 1", len(it.Item.Messages))
+	}
+	h, kv, tag, err := lf.ReadForReplay(ctx(t), "ext-l", 1)
+	wantNoErr(t, err, "read_for_replay")
+	if len(h) != 2 || tag != first.Item.ExecutionTag || kv == nil {
+		t.Fatalf("read_for_replay: %d events, tag %q, kv %v; want 2 events and tag %q", len(h), tag, kv, first.Item.ExecutionTag)
+	}
+	full := mustFetchOrchAfterAbandon(t, p, it.LockToken)
+	if full.Item.HistoryLen != 2 || full.Item.ExecutionTag != first.Item.ExecutionTag || len(full.Item.History) != 2 {
+		t.Fatalf("full fetch: HistoryLen %d, tag %q, %d events", full.Item.HistoryLen, full.Item.ExecutionTag, len(full.Item.History))
+	}
+}
+
+// mustFetchOrchAfterAbandon abandons a turn and fetches it again (full fetch).
+func mustFetchOrchAfterAbandon(t *testing.T, p provider.Provider, token string) *provider.LockedOrchestrationItem {
+	t.Helper()
+	wantNoErr(t, p.AbandonOrchestrationItem(ctx(t), token, 0, true), "abandon")
+	return mustFetchOrch(t, p, longLock)
+}
+
+// ExecutionTagChangesWhenRecreated: a deleted and re-created instance gets a new tag.
+func ExecutionTagChangesWhenRecreated(t *testing.T, f Factory) {
+	p := f.CreateProvider(t)
+	lf := liteFetcher(t, p)
+	createInstance(t, p, "ext-r")
+	_, _, tag1, err := lf.ReadForReplay(ctx(t), "ext-r", 1)
+	wantNoErr(t, err, "read_for_replay")
+	if tag1 == "" {
+		t.Fatal("no tag after the first turn")
+	}
+	_, err = mustAdmin(t, p).DeleteInstance(ctx(t), "ext-r", true)
+	wantNoErr(t, err, "delete")
+	createInstance(t, p, "ext-r")
+	_, _, tag2, err := lf.ReadForReplay(ctx(t), "ext-r", 1)
+	wantNoErr(t, err, "read_for_replay after re-creation")
+	if tag2 == "" || tag2 == tag1 {
+		t.Fatalf("tag after re-creation %q, before %q: want a new one", tag2, tag1)
+	}
+}

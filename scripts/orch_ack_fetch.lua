@@ -1,0 +1,16 @@
+-- orch_ack_fetch: orch_ack, then, only when it succeeded, orch_fetch (the caller never waits on
+-- its reply) — one round trip per turn (provider.OrchestrationAckFetcher).
+-- include: orch_ack, orch_fetch
+-- attempt: ack only (the ack part runs at most once per attempt, the fetch on every try)
+-- KEYS[1] seq key (routing only), KEYS[2] attempt key of the ack.
+-- ARGV[1] prefix, [2] n, the count of orch_ack arguments that follow, [3 .. 2+n] orch_ack's ARGV[2..],
+--   then orch_fetch's ARGV[2..].
+-- Reply: orch_fetch's reply. Errors: orch_ack's (nothing written, nothing fetched).
+-- Cost: orch_ack's plus orch_fetch's.
+local n = tonumber(ARGV[2])
+local a, f = { ARGV[1] }, { ARGV[1] }
+for i = 3, 2 + n do a[#a + 1] = ARGV[i] end
+for i = 3 + n, #ARGV do f[#f + 1] = ARGV[i] end
+local r = dx_once(op_orch_ack, KEYS, a)
+if type(r) ~= 'number' then return r end
+return op_orch_fetch(KEYS, f)

@@ -1,0 +1,16 @@
+-- work_ack_fetch: work_ack, then, only when it succeeded, work_fetch (the caller never waits on
+-- its reply) — one round trip per activity (provider.WorkAckFetcher).
+-- include: work_ack, work_fetch
+-- attempt: ack only (the ack part runs at most once per attempt, the fetch on every try)
+-- KEYS[1] seq key (routing only), KEYS[2] attempt key of the ack.
+-- ARGV[1] prefix, [2] n, the count of work_ack arguments that follow, [3 .. 2+n] work_ack's ARGV[2..],
+--   then work_fetch's ARGV[2..].
+-- Reply: work_fetch's reply. Errors: work_ack's (nothing written, nothing fetched).
+-- Cost: work_ack's plus work_fetch's.
+local n = tonumber(ARGV[2])
+local a, f = { ARGV[1] }, { ARGV[1] }
+for i = 3, 2 + n do a[#a + 1] = ARGV[i] end
+for i = 3 + n, #ARGV do f[#f + 1] = ARGV[i] end
+local r = dx_once(op_work_ack, KEYS, a)
+if type(r) ~= 'number' then return r end
+return op_work_fetch(KEYS, f)
