@@ -90,13 +90,17 @@ func loadScripts() registry {
 		body := bodies[name]
 		// Operations a combined one calls (header "-- include: a, b") are defined first, as in
 		// the Functions library.
-		var eval strings.Builder
-		eval.WriteString(lib + "dx_setup(ARGV[1])\n")
+		var ops strings.Builder
 		for _, inc := range scriptHeader(body, "include") {
-			eval.WriteString("local op_" + inc + "\nop_" + inc + " = function(KEYS, ARGV)\n" + bodies[inc] + "\nend\n")
+			ops.WriteString("local op_" + inc + "\nop_" + inc + " = function(KEYS, ARGV)\n" + bodies[inc] + "\nend\n")
 		}
-		eval.WriteString("local function op(KEYS, ARGV)\n" + body + "\nend\n")
-		eval.WriteString(wrapOnce(name, "op", "KEYS", "ARGV", body) + "\n")
+		ops.WriteString("local function op(KEYS, ARGV)\n" + body + "\nend\n")
+		ops.WriteString(wrapOnce(name, "op", "KEYS", "ARGV", body) + "\n")
+		// An EVAL script runs its helpers' definitions on every call: it carries only the
+		// helpers it uses (the Functions library defines them all, once per server).
+		var eval strings.Builder
+		eval.WriteString(libFor(lib, "dx_setup(ARGV[1])\n"+ops.String()) + "dx_setup(ARGV[1])\n")
+		eval.WriteString(ops.String())
 		r.evals[name] = redis.NewScript(eval.String())
 		r.flagged[name] = redis.NewScript("#!lua flags=" + strings.Join(r.flags[name], ",") + "\n" + eval.String())
 	}
@@ -125,6 +129,99 @@ func loadScripts() registry {
 	}
 	r.library = b.String()
 	return r
+}
+
+// libFor returns the parts of the shared helpers that code needs: every top-level statement that
+// is not a function definition (state, setup hooks), and the functions code uses, directly or
+// through other helpers, in their original order. Names are matched as words outside comments, so
+// it may keep a helper that is only mentioned in a string, never drop one that is used.
+func libFor(lib, uses string) string {
+	type chunk struct {
+		text string
+		fn   string // the function it defines, "" for other statements
+	}
+	var chunks []chunk
+	var cur []string
+	flush := func() {
+		if len(cur) == 0 {
+			return
+		}
+		text := strings.Join(cur, "\n") + "\n"
+		fn := ""
+		for _, l := range cur {
+			// "local function name(" or "function WQ.name(" (lib_worker.lua's table of helpers)
+			rest, ok := strings.CutPrefix(l, "local function ")
+			if !ok {
+				rest, ok = strings.CutPrefix(l, "function ")
+			}
+			if ok {
+				fn, _, _ = strings.Cut(rest, "(")
+				_, fn, _ = strings.Cut("."+fn, ".") // the name after a table prefix
+				if i := strings.LastIndex(fn, "."); i >= 0 {
+					fn = fn[i+1:]
+				}
+				break
+			}
+		}
+		chunks = append(chunks, chunk{text, fn})
+		cur = nil
+	}
+	code := false // cur holds more than comments: a top-level line starts the next chunk
+	for _, l := range strings.Split(lib, "\n") {
+		top := l != "" && l[0] != ' ' && l[0] != '\t' && !strings.HasPrefix(l, "end") &&
+			!strings.HasPrefix(l, "}") && !strings.HasPrefix(l, ")") && !strings.HasPrefix(l, "else")
+		if top && code {
+			flush()
+			code = false
+		}
+		cur = append(cur, l)
+		if strings.TrimSpace(l) != "" && !strings.HasPrefix(l, "--") {
+			code = true
+		}
+	}
+	flush()
+	words := func(s string) []string {
+		var code strings.Builder // without comments: a helper named in a comment is not used
+		for _, l := range strings.Split(s, "\n") {
+			l, _, _ = strings.Cut(l, "--")
+			code.WriteString(l + "\n")
+		}
+		return strings.FieldsFunc(code.String(), func(r rune) bool {
+			return !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		})
+	}
+	defined := map[string][]int{} // a name may be defined twice (k_inst and WQ.k_inst): keep both
+	for i, c := range chunks {
+		if c.fn != "" {
+			defined[c.fn] = append(defined[c.fn], i)
+		}
+	}
+	need := make([]bool, len(chunks))
+	var visit func(text string)
+	visit = func(text string) {
+		for _, w := range words(text) {
+			for _, i := range defined[w] {
+				if !need[i] {
+					need[i] = true
+					visit(chunks[i].text)
+				}
+			}
+		}
+	}
+	for i, c := range chunks {
+		if c.fn == "" {
+			need[i] = true
+			visit(c.text)
+		}
+	}
+	visit(uses)
+	var b strings.Builder
+	for i, c := range chunks {
+		if need[i] {
+			b.WriteString(c.text)
+		}
+	}
+	return b.String()
 }
 
 // scriptFlags reads an operation's Redis script flags from its header line "-- flags: f1, f2 (why)":
