@@ -129,6 +129,13 @@ func (k Keyspace) Execution(id string, execution uint64) string {
 	return k.inst("x:"+strconv.FormatUint(execution, 10)+":", id)
 }
 
+// ExecutionOutput is one execution's output (a string; absent when the execution has none). It
+// is not a field of the execution hash: an output over 64 bytes would push that hash out of
+// Redis's compact listpack encoding.
+func (k Keyspace) ExecutionOutput(id string, execution uint64) string {
+	return k.inst("xo:"+strconv.FormatUint(execution, 10)+":", id)
+}
+
 // History is one execution's history: a string of event JSON lines, appended in ack order.
 // A fetch or read of the whole history is then one bulk string, and an ack one APPEND.
 func (k Keyspace) History(id string, execution uint64) string {

@@ -36,6 +36,7 @@ end
 local function k_inst(id) return P .. 'i:' .. id end
 local function k_execs(id) return P .. 'xs:' .. id end
 local function k_exec(id, e) return P .. 'x:' .. e .. ':' .. id end
+local function k_xout(id, e) return P .. 'xo:' .. e .. ':' .. id end
 local function k_hist(id, e) return P .. 'h:' .. e .. ':' .. id end
 local function k_hids(id, e) return P .. 'he:' .. e .. ':' .. id end
 local function k_msgs(id) return P .. 'q:' .. id end
@@ -376,6 +377,7 @@ local function instance_keys(id, with_children)
   if with_children then keys[#keys + 1] = k_children(id) end
   for _, e in ipairs(redis.call('ZRANGE', k_execs(id), 0, -1)) do
     keys[#keys + 1] = k_exec(id, e)
+    keys[#keys + 1] = k_xout(id, e)
     keys[#keys + 1] = k_hist(id, e)
     keys[#keys + 1] = k_hids(id, e)
   end
