@@ -4,7 +4,7 @@
 -- Loaded as a Redis Functions library (Redis 7+) this code runs once; as EVAL scripts it runs on
 -- every call. So nothing here may depend on the call: dx_setup(ARGV[1]) sets P and the keys
 -- derived from it at the start of every call, in both modes.
-local P, K_PINS, K_DUE, K_LOCKED, K_CHORES, K_SEQ, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP, K_ORPHANS
+local P, K_PINS, K_DUE, K_LOCKED, K_OQ_NEXT, OQ_NEXT, K_CHORES, K_SEQ, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP, K_ORPHANS
 local setup_hooks = {} -- per-call setup of the other lib files (lib_worker.lua)
 
 local NOW -- the server time of this call, read once (now_ms)
@@ -14,6 +14,8 @@ local function dx_setup(prefix)
   K_PINS = P .. 'oq:pins'
   K_DUE = P .. 'oq:due'
   K_LOCKED = P .. 'oq:locked'
+  K_OQ_NEXT = P .. 'oq:next'
+  OQ_NEXT = nil
   K_CHORES = P .. 'chores'
   K_SEQ = P .. 'seq'
   K_WAKE_ORCH = P .. 'wake:orch'
@@ -136,12 +138,31 @@ local function is_locked(id)
   return redis.call('EXISTS', k_lock(id)) == 1
 end
 
+-- The housekeeping gate oq:next holds a time at or before every score in oq:locked and oq:due
+-- (OQ_NEVER when both are empty), so that an orchestration fetch before that time skips their two
+-- scans (one GET instead of two ZRANGEBYSCOREs). Every write of a score that can be lower than the
+-- ones there calls oq_note. A missing key means unknown: the next fetch scans and sets it.
+local OQ_NEVER = 99999999999999
+
+-- Record that a score `at` was written to oq:locked or oq:due.
+local function oq_note(at)
+  local cur = OQ_NEXT
+  if cur == nil then cur = tonumber(redis.call('GET', K_OQ_NEXT)) end
+  if cur == nil then return end -- unknown: the next fetch scans anyway
+  if at < cur then
+    redis.call('SET', K_OQ_NEXT, at)
+    cur = at
+  end
+  OQ_NEXT = cur
+end
+
 -- Record that instance id next has delayed work at ms. When that is now the earliest due time,
 -- wake one waiting fetcher that may take it: it blocked with a timeout computed before this work
 -- existed and must learn the new, earlier due time.
 local function oq_due_set(id, at)
   local head = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
   redis.call('ZADD', K_DUE, at, id)
+  oq_note(at)
   if head[2] == nil or at < tonumber(head[2]) then wake_orch(pin_of(id), 1) end
 end
 
