@@ -25,7 +25,7 @@ import (
 //	P oq:ready:<pin>        ZSET    unlocked instances with visible messages, score = oldest visible seq
 //	P oq:due                ZSET    unlocked instances with delayed messages, score = next visible_at ms
 //	P oq:locked             ZSET    locked instances, score = locked_until ms
-//	P oq:next               STRING  housekeeping gate: a time at or before every score of oq:locked and oq:due
+//	P oq:next               STRING  housekeeping gate: a time at or before every score of oq:locked, oq:due and chores
 //	                                (99999999999999 when empty); fetches scan them only once it is due
 //	P chores                STRING  earliest ms an index sweep (idx:expiry, oq:orphans, idx:reap) may be due
 //	P status                CHANNEL pub/sub: instance ids whose status finished or custom status changed

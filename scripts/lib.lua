@@ -139,8 +139,8 @@ local function is_locked(id)
 end
 
 -- The housekeeping gate oq:next holds a time at or before every score in oq:locked and oq:due
--- (OQ_NEVER when both are empty), so that an orchestration fetch before that time skips their two
--- scans (one GET instead of two ZRANGEBYSCOREs). Every write of a score that can be lower than the
+-- and the chores time (K_CHORES; OQ_NEVER when there is none of these), so that an orchestration
+-- fetch before that time skips the two scans and the chores check (one GET instead of three reads). Every write of a score that can be lower than the
 -- ones there calls oq_note. A missing key means unknown: the next fetch scans and sets it.
 local OQ_NEVER = 99999999999999
 
@@ -206,10 +206,13 @@ local ORPHAN_TTL_MS = 3600000
 
 -- Chores: sweeps of index entries whose keys expired (retained roots, orphans) and reaping.
 -- K_CHORES holds the earliest ms one of them may be due, so that a fetch checks one key instead
--- of three sets; whatever adds a chore lowers it (chore_at), a sweep recomputes it.
+-- of three sets; whatever adds a chore lowers it (chore_at), a sweep recomputes it. The fetch's
+-- housekeeping gate oq:next is at or before it too (oq_note), so a fetch reads K_CHORES only when
+-- the gate is due.
 local function chore_at(at)
   local cur = redis.call('GET', K_CHORES)
   if not cur or at < tonumber(cur) then redis.call('SET', K_CHORES, at) end
+  oq_note(at)
 end
 
 -- Park instance id's messages as orphans; the first park sets their expiry. Cost: O(1).

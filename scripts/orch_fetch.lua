@@ -32,20 +32,18 @@ local now = now_ms()
 local gate = tonumber(redis.call('GET', K_OQ_NEXT))
 local housekeeping = gate == nil or gate <= now
 if not housekeeping then OQ_NEXT = gate end
--- Reclaim expired instance locks (principle 5: no background process needed).
 if housekeeping then
+  -- Reclaim expired instance locks (principle 5: no background process needed).
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_LOCKED, '-inf', now, 'LIMIT', 0, 100)) do
     oq_unlock(id, now)
   end
-end
--- Drop instances whose retention expired from the listing indexes, and expired orphans.
-chores(now)
--- Make due delayed messages visible, then set the gate to the earliest remaining score.
-if housekeeping then
+  -- Drop instances whose retention expired from the listing indexes, and expired orphans.
+  chores(now)
+  -- Make due delayed messages visible, then set the gate to the earliest remaining score.
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'LIMIT', 0, 100)) do
     if is_locked(id) then redis.call('ZREM', K_DUE, id) else oq_reindex(id, now) end
   end
-  local nxt = OQ_NEVER
+  local nxt = tonumber(redis.call('GET', K_CHORES)) or OQ_NEVER
   for _, key in ipairs({ K_DUE, K_LOCKED }) do
     local h = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     if h[2] and tonumber(h[2]) < nxt then nxt = tonumber(h[2]) end
