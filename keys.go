@@ -25,6 +25,8 @@ import (
 //	P oq:ready:<pin>        ZSET    unlocked instances with visible messages, score = oldest visible seq
 //	P oq:due                ZSET    unlocked instances with delayed messages, score = next visible_at ms
 //	P oq:locked             ZSET    locked instances, score = locked_until ms
+//	P oq:next               STRING  housekeeping gate: a time at or before every score of oq:locked, oq:due and chores
+//	                                (99999999999999 when empty); fetches scan them only once it is due
 //	P chores                STRING  earliest ms an index sweep (idx:expiry, oq:orphans, idx:reap) may be due
 //	P status                CHANNEL pub/sub: instance ids whose status finished or custom status changed
 //	P wake:orch             LIST    wake tokens for long-polling orchestration fetchers without a filter
@@ -127,6 +129,13 @@ func (k Keyspace) Executions(id string) string { return k.inst("xs:", id) }
 // Execution is one execution's metadata hash.
 func (k Keyspace) Execution(id string, execution uint64) string {
 	return k.inst("x:"+strconv.FormatUint(execution, 10)+":", id)
+}
+
+// ExecutionOutput is one execution's output (a string; absent when the execution has none). It
+// is not a field of the execution hash: an output over 64 bytes would push that hash out of
+// Redis's compact listpack encoding.
+func (k Keyspace) ExecutionOutput(id string, execution uint64) string {
+	return k.inst("xo:"+strconv.FormatUint(execution, 10)+":", id)
 }
 
 // History is one execution's history: a string of event JSON lines, appended in ack order.

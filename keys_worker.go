@@ -26,6 +26,9 @@ import "strconv"
 //	P wq:sown:<tk>:<owner>  ZSET    sessions held by owner with visible items of tk, score = oldest s
 //	P wq:sowned             ZSET    sessions whose items are indexed under their owner, score = locked_until
 //	                                ms (fetch releases them to wq:sfree:* once expired)
+//	P wq:next               STRING  housekeeping gate: a time at or before every score of wq:sowned,
+//	                                wq:locked and wq:due (99999999999999 when empty); worker fetches
+//	                                scan those sets only once it is due
 //	P wq:sidle              ZSET    sessions with a record and no queued items, score = locked_until ms
 //	                                (what CleanupOrphanedSessions deletes once expired)
 //	P wq:owner:<owner>      SET     session ids owner holds (members may be stale; checked against wq:sess)

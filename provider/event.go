@@ -427,11 +427,29 @@ func (f *flatEvent) kind() (EventKind, error) {
 // validation pass json.Unmarshal makes first: use it to decode many stored events fast. Malformed
 // JSON, a missing envelope field, an unknown "type" or a missing ErrorDetails is an error.
 func DecodeEvent(b []byte) (Event, error) {
+	return decodeEvent(b, nil, nil)
+}
+
+// DecodeEventIn is DecodeEvent for a store that leaves the envelope's instance_id and
+// execution_id out of the events it keeps under their own instance and execution: an absent
+// instance_id is instance, an absent execution_id is execution. Fields present are decoded as
+// they are.
+func DecodeEventIn(b []byte, instance string, execution uint64) (Event, error) {
+	return decodeEvent(b, &instance, &execution)
+}
+
+func decodeEvent(b []byte, instance *string, execution *uint64) (Event, error) {
 	var f flatEvent
 	if err := json.Unmarshal(b, &f); err != nil {
 		return Event{}, fmt.Errorf("Event: %w", err)
 	}
 	env := f.eventEnvelope
+	if env.InstanceID == nil {
+		env.InstanceID = instance
+	}
+	if env.ExecutionID == nil {
+		env.ExecutionID = execution
+	}
 	if env.EventID == nil || env.InstanceID == nil || env.ExecutionID == nil || env.TimestampMs == nil ||
 		env.DuroxideVersion == nil {
 		return Event{}, fmt.Errorf("Event: missing envelope field (event_id, instance_id, execution_id, timestamp_ms, duroxide_version)")

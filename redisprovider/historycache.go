@@ -37,7 +37,7 @@ func newHistoryCache(maxBytes int) *historyCache {
 // prefix when it matches. The returned slice belongs to the caller.
 func (c *historyCache) decode(instance string, exec uint64, stored string) ([]provider.Event, error) {
 	if c.maxBytes <= 0 {
-		return decodeHistory(stored)
+		return decodeHistory(stored, instance, exec)
 	}
 	c.mu.Lock()
 	var prefix cachedHistory
@@ -48,7 +48,7 @@ func (c *historyCache) decode(instance string, exec uint64, stored string) ([]pr
 
 	var events []provider.Event
 	if prefix.exec == exec && prefix.raw != "" && strings.HasPrefix(stored, prefix.raw) {
-		tail, err := decodeHistory(stored[len(prefix.raw):])
+		tail, err := decodeHistory(stored[len(prefix.raw):], instance, exec)
 		if err != nil {
 			return nil, err
 		}
@@ -59,7 +59,7 @@ func (c *historyCache) decode(instance string, exec uint64, stored string) ([]pr
 		}
 	} else {
 		var err error
-		if events, err = decodeHistory(stored); err != nil {
+		if events, err = decodeHistory(stored, instance, exec); err != nil {
 			c.forget(instance)
 			return nil, err
 		}

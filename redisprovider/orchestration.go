@@ -313,10 +313,17 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 
 	hist, kvOps := make([]any, 0, 2*len(ack.HistoryDelta)), []any{}
 	csOp, csVal := "", ""
+	quoted := ""
+	if inst := tokenInstance(lockToken); inst != "" && len(ack.HistoryDelta) > 0 {
+		quoted = quoteInstance(inst)
+	}
 	for _, e := range ack.HistoryDelta {
 		js, err := p.encodeEvent(op, e)
 		if err != nil {
 			return nil, err
+		}
+		if quoted != "" {
+			js = storedEvent(js, quoted, ack.ExecutionID)
 		}
 		hist = append(hist, strconv.FormatUint(e.EventID, 10), js)
 		switch k := e.Kind.(type) {
@@ -453,7 +460,8 @@ func (p *Provider) readHistory(ctx context.Context, op, instance, exec string) (
 	if len(r) < 2 {
 		return []provider.Event{}, nil
 	}
-	events, err := decodeHistory(str(r[1]))
+	e, _ := strconv.ParseUint(str(r[0]), 10, 64)
+	events, err := decodeHistory(str(r[1]), instance, e)
 	if err != nil {
 		return nil, provider.NewPermanentError(op, "stored history of "+strconv.Quote(instance)+" does not decode: "+err.Error()).WithCause(err)
 	}
@@ -468,10 +476,14 @@ func (p *Provider) AppendWithExecution(ctx context.Context, instance string, exe
 		return invalid(op, "instance id must be non-empty and execution_id at least 1")
 	}
 	args := []any{instance, strconv.FormatUint(executionID, 10)}
+	quoted := quoteInstance(instance)
 	for _, e := range events {
 		js, err := p.encodeEvent(op, e)
 		if err != nil {
 			return err
+		}
+		if quoted != "" {
+			js = storedEvent(js, quoted, executionID)
 		}
 		args = append(args, strconv.FormatUint(e.EventID, 10), js)
 	}
@@ -578,7 +590,7 @@ func (p *Provider) GetInstanceStats(ctx context.Context, instance string) (*prov
 	for rest := history; rest != ""; {
 		var line string
 		line, rest, _ = strings.Cut(rest, "\n")
-		if e, err := provider.DecodeEvent([]byte(line)); err == nil && e.EventID == 1 {
+		if e, err := provider.DecodeEventIn([]byte(line), instance, 0); err == nil && e.EventID == 1 {
 			if s, ok := e.Kind.(provider.OrchestrationStartedEvent); ok {
 				st.QueuePendingCount = uint64(len(s.CarryForwardEvents))
 			}

@@ -140,7 +140,7 @@ func wNoQueueKeys(t *testing.T, p *redisprovider.Provider) {
 	t.Helper()
 	for _, k := range wKeys(t, p) {
 		switch {
-		case k == "seq", strings.HasPrefix(k, "wake:"), strings.HasPrefix(k, "wq:wake:"), // wake lists expire
+		case k == "seq", k == "wq:next", strings.HasPrefix(k, "wake:"), strings.HasPrefix(k, "wq:wake:"), // wake lists expire
 			strings.HasPrefix(k, "wq:sess:"), k == "wq:sowned", k == "wq:sidle", strings.HasPrefix(k, "wq:owner:"):
 		case strings.HasPrefix(k, "wq:"):
 			t.Errorf("worker-queue key %q left after the queue drained", k)

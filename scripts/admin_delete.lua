@@ -57,7 +57,7 @@ local function delete_all(list, in_set, res)
     for _, e in ipairs(redis.call('ZRANGE', k_execs(id), 0, -1)) do
       res[2] = res[2] + 1
       res[3] = res[3] + redis.call('SCARD', k_hids(id, e))
-      redis.call('DEL', k_hist(id, e), k_hids(id, e), k_exec(id, e))
+      redis.call('DEL', k_hist(id, e), k_hids(id, e), k_exec(id, e), k_xout(id, e))
     end
     -- Parent link and indexes. A parent that stays stops waiting for this child to settle.
     local m = redis.call('HMGET', k_inst(id), 'parent', 'status')

@@ -25,18 +25,18 @@ if what == 'info' then
   local exec = i[3] or current_exec(id)
   local status, output = i[4], false
   if exec then
-    -- The output lives in the current execution's hash only (orch_ack).
-    local x = redis.call('HMGET', k_exec(id, exec), 'status', 'output', 'started')
-    output = x[2]
-    if has == 0 then status, i[5], i[6] = x[1], x[3], x[3] end
+    -- The output lives in the current execution's output key only (orch_ack).
+    local x = redis.call('HMGET', k_exec(id, exec), 'status', 'started')
+    output = redis.call('GET', k_xout(id, exec))
+    if has == 0 then status, i[5], i[6] = x[1], x[2], x[2] end
   end
   return { 1, has, i[1] or '', i[2] or '', exec and tostring(exec) or '0', status or '', output or false,
     i[5] or '0', i[6] or '0', i[7] or false }
 elseif what == 'exec' then
   local e = ARGV[4]
   if not redis.call('ZSCORE', k_execs(id), e) then return { 0 } end
-  local x = redis.call('HMGET', k_exec(id, e), 'status', 'output', 'started', 'completed')
-  return { 1, x[1] or '', x[2] or false, x[3] or '0', x[4] or '0', redis.call('SCARD', k_hids(id, e)) }
+  local x = redis.call('HMGET', k_exec(id, e), 'status', 'started', 'completed')
+  return { 1, x[1] or '', redis.call('GET', k_xout(id, e)) or false, x[2] or '0', x[3] or '0', redis.call('SCARD', k_hids(id, e)) }
 elseif what == 'execs' then
   return redis.call('ZRANGE', k_execs(id), 0, -1)
 elseif what == 'latest' then

@@ -29,7 +29,7 @@ local function prune(id)
     if ok then
       res[2] = res[2] + 1
       res[3] = res[3] + redis.call('SCARD', k_hids(id, e))
-      redis.call('DEL', k_hist(id, e), k_hids(id, e), k_exec(id, e))
+      redis.call('DEL', k_hist(id, e), k_hids(id, e), k_exec(id, e), k_xout(id, e))
       redis.call('ZREM', k_execs(id), e)
     end
   end

@@ -17,7 +17,7 @@
 --   parent, pin / pink (pinned version, its sortable key), open (children not settled, retention),
 --   tag (current execution's tag, see orch_fetch), hn / hb (its history's events and bytes), kv ('1'
 --   once KV was written). Execution hash fields (x:<e>:<id>): started, completed (ms), status,
---   output, pin, pink.
+--   pin, pink; the execution's output is the string key xo:<e>:<id>.
 local token, exec = ARGV[2], ARGV[3]
 local status, has_output, output = ARGV[4], ARGV[5] == '1', ARGV[6]
 local name, ver, parent, pin, pink = ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
@@ -126,7 +126,13 @@ if has_inst and new_exec and #hist == 0 then iset('hn', 0); iset('hb', 0) end
 local st = nil -- the current execution's status after this turn
 if status ~= '' then
   xset('status', status)
-  if has_output then xset('output', output) elseif not new_record then redis.call('HDEL', xkey, 'output') end
+  -- The output is a string key of its own (xo:<e>:<id>): in the execution hash, an output over 64
+  -- bytes would push the hash out of Redis's compact listpack encoding (~400 bytes more).
+  if has_output then
+    redis.call('SET', k_xout(id, exec), output, 'KEEPTTL')
+  elseif not new_record then
+    redis.call('DEL', k_xout(id, exec))
+  end
   if terminal then xset('completed', now) end
   st = status
 end
@@ -137,8 +143,8 @@ if has_inst and is_current then
     if st == nil then
       if new_record then st = 'Running' else st = redis.call('HGET', xkey, 'status') or 'Running' end
     end
-    -- The output stays in the execution hash only: a copy here would push the instance hash out
-    -- of Redis's compact listpack encoding (values over 64 bytes) and store it twice.
+    -- The output stays in the execution's output key only: a copy here would push the instance
+    -- hash out of Redis's compact listpack encoding (values over 64 bytes) and store it twice.
     iset('exec', exec); iset('status', st); iset('updated', now)
     if new_exec then
       -- The execution's tag: the one the fetch announced, unless it is the old execution's.

@@ -28,15 +28,28 @@ local wait_ms = tonumber(ARGV[6 + 2 * nranges])
 local lite = ARGV[7 + 2 * nranges] == '1'
 local now = now_ms()
 
--- Reclaim expired instance locks (principle 5: no background process needed).
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_LOCKED, '-inf', now, 'LIMIT', 0, 100)) do
-  oq_unlock(id, now)
-end
--- Drop instances whose retention expired from the listing indexes, and expired orphans.
-chores(now)
--- Make due delayed messages visible.
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'LIMIT', 0, 100)) do
-  if is_locked(id) then redis.call('ZREM', K_DUE, id) else oq_reindex(id, now) end
+-- Housekeeping, only once the gate oq:next (lib.lua, oq_note) is due.
+local gate = tonumber(redis.call('GET', K_OQ_NEXT))
+local housekeeping = gate == nil or gate <= now
+if not housekeeping then OQ_NEXT = gate end
+if housekeeping then
+  -- Reclaim expired instance locks (principle 5: no background process needed).
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_LOCKED, '-inf', now, 'LIMIT', 0, 100)) do
+    oq_unlock(id, now)
+  end
+  -- Drop instances whose retention expired from the listing indexes, and expired orphans.
+  chores(now)
+  -- Make due delayed messages visible, then set the gate to the earliest remaining score.
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'LIMIT', 0, 100)) do
+    if is_locked(id) then redis.call('ZREM', K_DUE, id) else oq_reindex(id, now) end
+  end
+  local nxt = tonumber(redis.call('GET', K_CHORES)) or OQ_NEVER
+  for _, key in ipairs({ K_DUE, K_LOCKED }) do
+    local h = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if h[2] and tonumber(h[2]) < nxt then nxt = tonumber(h[2]) end
+  end
+  redis.call('SET', K_OQ_NEXT, nxt)
+  OQ_NEXT = nxt
 end
 
 local function compatible(pin)
@@ -156,6 +169,7 @@ while true do
     if more then lock[#lock + 1], lock[#lock + 2] = 'more', '1' end
     redis.call('HSET', k_lock(id), unpack(lock))
     redis.call('ZADD', K_LOCKED, until_ms, id)
+    oq_note(until_ms)
     local inst, hist, kv, hn = {}, '', {}, 0
     if has_inst then inst = { iv[1], iv[2] } end
     if exec and not begins then hn = tonumber(iv[5]) or redis.call('SCARD', k_hids(id, exec)) end

@@ -9,4 +9,5 @@ local id, err = oq_held(token, now, true)
 if not id then return err end
 redis.call('HSET', k_lock(id), 'until', now + extend)
 redis.call('ZADD', K_LOCKED, now + extend, id)
+oq_note(now + extend) -- a shorter extension can move the lock's expiry earlier
 return 1

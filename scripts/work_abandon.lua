@@ -16,6 +16,7 @@ WQ.unlock(s)
 if ignore and (tonumber(it[5]) or 0) > 0 then redis.call('HINCRBY', WQ.k_item(s), 'n', -1) end
 if delay > 0 then
   redis.call('ZADD', WQ.K_DUE, now + delay, s)
+  WQ.note(now + delay)
   local class, owner = WQ.wake_class(it[3], it[4])
   WQ.wake_for(class, it[4], owner)
 else

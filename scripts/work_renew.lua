@@ -13,5 +13,6 @@ if not s then return it end
 local until_ms = now + ext
 redis.call('HSET', WQ.k_item(s), 'u', until_ms)
 redis.call('ZADD', WQ.K_LOCKED, until_ms, s)
+WQ.note(until_ms) -- a shorter extension can move the lock's expiry earlier
 WQ.touch_session(it[3], now)
 return 1

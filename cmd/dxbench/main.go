@@ -98,11 +98,16 @@ type Result struct {
 	TurnsPerSec            *float64 `json:"turns_per_sec,omitempty"`
 	Rate                   float64  `json:"rate,omitempty"`
 	RedisRoundTripsPerOrch *float64 `json:"redis_round_trips_per_orch,omitempty"`
-	RedisUsecPerOrch       *float64 `json:"redis_script_usec_per_orch,omitempty"`
-	RedisCPUCores          *float64 `json:"redis_cpu_cores,omitempty"`
-	ClientCPUCores         *float64 `json:"client_cpu_cores,omitempty"`
-	Errors                 int      `json:"errors"`
-	ErrorDetail            string   `json:"error_detail,omitempty"`
+	// RedisKeptBytesPerOrch is MEMORY USAGE of the namespace's keys after - before / N, counting
+	// only keys without a TTL or with one over a minute (what a completed instance keeps);
+	// RedisExpiringBytesPerOrch is the rest (attempt-id keys, wake lists: gone within seconds).
+	RedisKeptBytesPerOrch     *float64 `json:"redis_kept_bytes_per_orch,omitempty"`
+	RedisExpiringBytesPerOrch *float64 `json:"redis_expiring_bytes_per_orch,omitempty"`
+	RedisUsecPerOrch          *float64 `json:"redis_script_usec_per_orch,omitempty"`
+	RedisCPUCores             *float64 `json:"redis_cpu_cores,omitempty"`
+	ClientCPUCores            *float64 `json:"client_cpu_cores,omitempty"`
+	Errors                    int      `json:"errors"`
+	ErrorDetail               string   `json:"error_detail,omitempty"`
 
 	LatenessP50Ms    *float64 `json:"lateness_p50_ms,omitempty"`
 	LatenessP99Ms    *float64 `json:"lateness_p99_ms,omitempty"`
@@ -549,6 +554,10 @@ func (b *bench) printSummary(r *Result) {
 			fmtNum(r.RoundTripsPerOrch), fmtNum(r.RedisRoundTripsPerOrch))
 		line("redis per orch", "%s commands (script-internal included), %s bytes, %s us in scripts",
 			fmtNum(r.RedisCmdsPerOrch), fmtNum(r.RedisBytesPerOrch), fmtNum(r.RedisUsecPerOrch))
+		if r.RedisKeptBytesPerOrch != nil {
+			line("keys per orch", "%s bytes kept (MEMORY USAGE of keys with no TTL or one over 60 s), %s bytes expiring within 60 s",
+				fmtNum(r.RedisKeptBytesPerOrch), fmtNum(r.RedisExpiringBytesPerOrch))
+		}
 		line("cpu", "redis %s cores (%s us per orch), dxbench %s cores (%s us per orch)", fmtNum2(r.RedisCPUCores),
 			fmtNum(r.RedisCPUUsecPerOrch), fmtNum2(r.ClientCPUCores), fmtNum(r.ClientCPUUsecPerOrch))
 		if p := r.ProviderOnly; p != nil {

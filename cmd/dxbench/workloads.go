@@ -245,6 +245,8 @@ type measured struct {
 	after      serverStats
 	cpuBefore  time.Duration
 	cpuAfter   time.Duration
+	keysBefore keyBytes // MEMORY USAGE of the namespace's keys, outside the measured window
+	keysAfter  keyBytes
 	calls      int64 // provider calls of the dispatchers over the window (countingProvider)
 	begin, end time.Time
 	enqueueDur time.Duration // rate 0: time to enqueue every start before dispatching
@@ -323,6 +325,7 @@ func (b *bench) runOrchestrations(parent context.Context, mode string, spec orch
 			return nil, err
 		}
 	}
+	m.keysBefore = b.scanKeyBytes(ctx)
 	m.before, m.cpuBefore = readStats(ctx, b.admin, b.hook), processCPU()
 	calls0 := cp.calls.Load()
 	enqErr := make(chan error, 1)
@@ -350,6 +353,7 @@ func (b *bench) runOrchestrations(parent context.Context, mode string, spec orch
 	m.after, m.cpuAfter = readStats(ctx, b.admin, b.hook), processCPU()
 	m.calls = cp.calls.Load() - calls0
 	m.end = time.Unix(0, r.lastDone.Load())
+	m.keysAfter = b.scanKeyBytes(ctx)
 	if mode == modeRuntime {
 		if err := b.verifyCompleted(ctx, r); err != nil {
 			return m, err
@@ -444,6 +448,10 @@ func (b *bench) report(name string, m *measured) *Result {
 	}
 	if diff.memOK {
 		res.RedisBytesPerOrch = num(float64(diff.memory) / n)
+	}
+	if m.keysBefore.ok && m.keysAfter.ok {
+		res.RedisKeptBytesPerOrch = num(float64(m.keysAfter.kept-m.keysBefore.kept) / n)
+		res.RedisExpiringBytesPerOrch = num(float64(m.keysAfter.expiring-m.keysBefore.expiring) / n)
 	}
 	if diff.cpuOK && diff.seconds > 0 {
 		res.RedisCPUCores = num(diff.cpuSeconds / diff.seconds)
