@@ -121,7 +121,7 @@ func LiteFetchHistoryLenAndTag(t *testing.T, f Factory) {
 	mustEnqueueOrch(t, p, externalRaised("ext-l", "go", "{}"))
 	it, err := lf.FetchOrchestrationItemLite(ctx(t), longLock, 0, nil)
 	wantNoErr(t, err, "second lite fetch")
-	if it == nil || len(it.Item.History) != 0 || it.Item.HistoryLen != 2 || it.Item.ExecutionTag != first.Item.ExecutionTag {
+	if it == nil || it.Item.History != nil || it.Item.HistoryLen != 2 || it.Item.ExecutionTag != first.Item.ExecutionTag {
 		t.Fatalf("lite fetch: %+v; want no history, HistoryLen 2 and the tag %q", it, first.Item.ExecutionTag)
 	}
 	if len(it.Item.Messages) != 1 {

@@ -52,7 +52,7 @@ type FetchOptions struct {
 // per turn instead of O(history).
 //
 // FetchOrchestrationItemLite locks and returns an item exactly as FetchOrchestrationItem does,
-// except that Item.History and Item.KVSnapshot are left empty and Item.HistoryLen and
+// except that Item.History (nil, not an empty slice: dx tells a lite item by it) and Item.KVSnapshot are left empty and Item.HistoryLen and
 // Item.ExecutionTag describe the stored history instead. A caller that holds exactly HistoryLen
 // events of that execution, read under the same ExecutionTag, may run the turn on them; any other
 // caller must read the history (and KV snapshot) with ReadForReplay before running the turn. An

@@ -159,8 +159,8 @@ func (p *Provider) orchItem(r []any, lite bool) *provider.LockedOrchestrationIte
 		it.HistoryLen = 0
 	}
 	it.History = history
-	if it.History == nil {
-		it.History = []provider.Event{}
+	if it.History == nil && !lite {
+		it.History = []provider.Event{} // a lite item's History stays nil: not read, not empty
 	}
 	it.ExecutionID = exec
 	if inst := list(r[4]); len(inst) == 2 { // the instance record's name and version
