@@ -1,0 +1,59 @@
+package redisprovider
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+
+	"github.com/duroxide-go/dxredis"
+	"github.com/duroxide-go/dxredis/provider"
+	"github.com/redis/go-redis/v9"
+)
+
+// DropNamespace deletes every key of namespace through client (SCAN on its prefix, on every
+// primary of a cluster, DEL in batches of 500) and returns how many it deleted. It is for tests,
+// benchmarks and decommissioning: unlike the Admin methods it walks the keyspace, and it does not
+// care what runs: in-flight turns simply fail. It takes a client, not a Provider, so that it can
+// run after the namespace's providers are closed.
+func DropNamespace(ctx context.Context, client redis.UniversalClient, namespace string) (int, error) {
+	keys, err := dxredis.NewKeyspace(namespace)
+	if err != nil {
+		return 0, provider.NewPermanentError("drop_namespace", err.Error()).WithKind(provider.ErrInvalidInput)
+	}
+	prefix := keys.Prefix(0)
+	match := strings.NewReplacer(`\`, `\\`, "{", `\{`, "}", `\}`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(prefix) + "*"
+	var deleted atomic.Int64
+	drop := func(ctx context.Context, c redis.Cmdable) error {
+		var batch []string
+		flush := func() error {
+			if len(batch) == 0 {
+				return nil
+			}
+			n, err := c.Del(ctx, batch...).Result()
+			deleted.Add(n)
+			batch = batch[:0]
+			return err
+		}
+		iter := c.Scan(ctx, 0, match, 1000).Iterator()
+		for iter.Next(ctx) {
+			if batch = append(batch, iter.Val()); len(batch) == 500 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		return flush()
+	}
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return drop(ctx, c) })
+	} else {
+		err = drop(ctx, client)
+	}
+	if err != nil {
+		return int(deleted.Load()), provider.NewRetryableError("drop_namespace", err.Error()).WithCause(err)
+	}
+	return int(deleted.Load()), nil
+}

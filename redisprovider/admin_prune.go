@@ -1,0 +1,89 @@
+package redisprovider
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// PruneExecutions implements provider.Admin in one script: it deletes the executions (and their
+// histories) beyond the newest max(KeepLast, 1), only those completed before CompletedBeforeMs
+// when set, never the current execution nor a Running one; KV data stays. ErrNotFound for unknown
+// instances. Cost: O(executions + events deleted).
+func (p *Provider) PruneExecutions(ctx context.Context, instance string, options provider.PruneOptions) (provider.PruneResult, error) {
+	const op = "prune_executions"
+	if err := checkID(op, instance); err != nil {
+		return provider.PruneResult{}, err
+	}
+	return p.pruneCall(ctx, op, "one", options, 0, 1, []string{instance})
+}
+
+// PruneExecutionsBulk implements provider.Admin: PruneExecutions on every instance the filter
+// selects, Running ones included: InstanceIDs (nil = every instance of idx:instances, oldest
+// first), CompletedBeforeMs (the current execution completed before it), Limit instances
+// (0 = provider.DefaultBulkLimit). InstancesProcessed counts the selected instances, pruned or
+// not. Each instance is pruned atomically; the call runs as several scripts of at most idChunk
+// (or listPageSize) instances.
+func (p *Provider) PruneExecutionsBulk(ctx context.Context, filter provider.InstanceFilter, options provider.PruneOptions) (provider.PruneResult, error) {
+	const op = "prune_executions_bulk"
+	limit := int(filter.Limit)
+	if limit == 0 {
+		limit = provider.DefaultBulkLimit
+	}
+	var total provider.PruneResult
+	run := func(ids []string) error {
+		r, err := p.pruneCall(ctx, op, "bulk", options, filter.CompletedBeforeMs, limit-int(total.InstancesProcessed), ids)
+		total.InstancesProcessed += r.InstancesProcessed
+		total.ExecutionsDeleted += r.ExecutionsDeleted
+		total.EventsDeleted += r.EventsDeleted
+		return err
+	}
+	if filter.InstanceIDs != nil {
+		ids := dedupe(filter.InstanceIDs)
+		for start := 0; start < len(ids) && int(total.InstancesProcessed) < limit; start += idChunk {
+			if err := run(ids[start:min(start+idChunk, len(ids))]); err != nil {
+				return total, err
+			}
+		}
+		return total, nil
+	}
+	cursor := ""
+	for int(total.InstancesProcessed) < limit {
+		ids, next, err := p.listPage(ctx, op, cursor, listPageSize, "")
+		if err != nil {
+			return total, err
+		}
+		if len(ids) > 0 {
+			if err := run(ids); err != nil {
+				return total, err
+			}
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	return total, nil
+}
+
+func (p *Provider) pruneCall(ctx context.Context, op, mode string, o provider.PruneOptions, instBefore uint64, limit int, ids []string) (provider.PruneResult, error) {
+	args := []any{mode, strconv.FormatUint(uint64(o.KeepLast), 10), strconv.FormatUint(o.CompletedBeforeMs, 10),
+		strconv.FormatUint(instBefore, 10), strconv.Itoa(limit)}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	res, err := p.run(ctx, op, "admin_prune", 0, args...)
+	if err != nil {
+		return provider.PruneResult{}, err
+	}
+	r := list(res)
+	if len(r) < 3 {
+		return provider.PruneResult{}, provider.NewPermanentError(op, "unexpected reply from admin_prune")
+	}
+	return provider.PruneResult{
+		InstancesProcessed: uint64(num(r[0])),
+		ExecutionsDeleted:  uint64(num(r[1])),
+		EventsDeleted:      uint64(num(r[2])),
+	}, nil
+}

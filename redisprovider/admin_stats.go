@@ -1,0 +1,170 @@
+package redisprovider
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// GetSystemMetrics implements provider.Admin. Instance counts come from the indexes (O(1));
+// TotalExecutions and TotalEvents are summed over every instance of idx:instances, in scripts of
+// scanPageSize instances each: O(instances + executions) in total, never more than one page per
+// script. The sums are exact when the namespace does not change during the walk. Instances acked
+// without a name and version are not in idx:instances and not counted, as in duroxide's SQL
+// providers (no instances row).
+func (p *Provider) GetSystemMetrics(ctx context.Context) (provider.SystemMetrics, error) {
+	const op = "get_system_metrics"
+	var m provider.SystemMetrics
+	for off := 0; ; off += scanPageSize {
+		res, err := p.run(ctx, op, "admin_metrics", 0, strconv.Itoa(off), strconv.Itoa(scanPageSize))
+		if err != nil {
+			return provider.SystemMetrics{}, err
+		}
+		r := list(res)
+		if len(r) < 7 {
+			return provider.SystemMetrics{}, provider.NewPermanentError(op, "unexpected reply from admin_metrics")
+		}
+		if off == 0 {
+			m.TotalInstances, m.RunningInstances = uint64(num(r[0])), uint64(num(r[1]))
+			m.CompletedInstances, m.FailedInstances = uint64(num(r[2])), uint64(num(r[3]))
+		}
+		m.TotalExecutions += uint64(num(r[5]))
+		m.TotalEvents += uint64(num(r[6]))
+		if num(r[4]) < scanPageSize {
+			return m, nil
+		}
+	}
+}
+
+// QueueStats is what GetQueueStats reports about both queues (dxctl queues shows it).
+type QueueStats struct {
+	// ServerTime is the Redis server's clock when the walk started.
+	ServerTime time.Time
+	// Orchestrator describes the orchestrator queue.
+	Orchestrator OrchestratorQueueStats
+	// Worker describes the worker queue.
+	Worker WorkerQueueStats
+}
+
+// OrchestratorQueueStats counts orchestrator messages. Visible + Delayed is what GetQueueDepths
+// reports (every message no lock covers).
+type OrchestratorQueueStats struct {
+	// Visible messages can be fetched now (or as soon as their instance's lock is released).
+	Visible uint64
+	// Delayed messages become visible later (timers, abandon delays).
+	Delayed uint64
+	// Locked messages are covered by a held instance lock.
+	Locked uint64
+	// LockedInstances is the number of locked instances; ExpiredLocks of them have expired and
+	// are reclaimed by the next fetch.
+	LockedInstances uint64
+	ExpiredLocks    uint64
+	// OldestVisibleAge is how long the oldest message an unlocked instance could be fetched for
+	// has been visible (0 when there is none).
+	OldestVisibleAge time.Duration
+	// Orphaned messages are parked: their instance does not exist and no start came with them.
+	// A start for the instance within an hour of parking receives them; after that they expire.
+	// PurgeOrphanMessages deletes them. Not counted in Visible or Delayed.
+	Orphaned uint64
+}
+
+// WorkerQueueStats counts worker items.
+type WorkerQueueStats struct {
+	// Unlocked items are visible or delayed; Locked ones are held by a worker (expired or not).
+	Unlocked uint64
+	Locked   uint64
+	// OldestVisibleAge is the age (since enqueue) of the oldest item a worker could fetch now,
+	// among session-less items, claimable sessions and due delayed items (0 when none).
+	OldestVisibleAge time.Duration
+}
+
+// GetQueueStats walks the orchestrator indexes (oq:ready:<pin>, oq:due, oq:locked) in scripts of
+// scanPageSize instances each: O(instances with queued messages) in total. Counts are exact when
+// the queues do not change during the walk.
+func (p *Provider) GetQueueStats(ctx context.Context) (QueueStats, error) {
+	return p.queueStats(ctx, "get_queue_stats")
+}
+
+func (p *Provider) queueStats(ctx context.Context, op string) (QueueStats, error) {
+	res, err := p.run(ctx, op, "admin_queues", 0, "head")
+	if err != nil {
+		return QueueStats{}, err
+	}
+	h := list(res)
+	if len(h) < 5 {
+		return QueueStats{}, provider.NewPermanentError(op, "unexpected reply from admin_queues")
+	}
+	now := num(h[0])
+	var qs QueueStats
+	qs.ServerTime = time.UnixMilli(now)
+	if w := list(h[4]); len(w) >= 3 {
+		qs.Worker = WorkerQueueStats{Unlocked: uint64(num(w[0])), Locked: uint64(num(w[1]))}
+		if at := num(w[2]); at >= 0 && at < now {
+			qs.Worker.OldestVisibleAge = time.Duration(now-at) * time.Millisecond
+		}
+	}
+	o := &qs.Orchestrator
+	oldest := int64(-1)
+	walk := func(what, pin string) error {
+		for off := 0; ; off += scanPageSize {
+			res, err := p.run(ctx, op, "admin_queues", 0, what, pin, strconv.Itoa(off), strconv.Itoa(scanPageSize))
+			if err != nil {
+				return err
+			}
+			r := list(res)
+			if len(r) < 6 {
+				return provider.NewPermanentError(op, "unexpected reply from admin_queues")
+			}
+			o.Visible += uint64(num(r[1]))
+			o.Delayed += uint64(num(r[2]))
+			o.Locked += uint64(num(r[3]))
+			if at := num(r[4]); at >= 0 && (oldest < 0 || at < oldest) {
+				oldest = at
+			}
+			if what == "locked" {
+				o.LockedInstances += uint64(num(r[0]))
+				o.ExpiredLocks += uint64(num(r[5]))
+			}
+			if len(r) >= 7 {
+				o.Orphaned += uint64(num(r[6]))
+			}
+			if num(r[0]) < scanPageSize {
+				return nil
+			}
+		}
+	}
+	for _, pin := range list(h[1]) {
+		if err := walk("ready", str(pin)); err != nil {
+			return QueueStats{}, err
+		}
+	}
+	if err := walk("due", ""); err != nil {
+		return QueueStats{}, err
+	}
+	if err := walk("locked", ""); err != nil {
+		return QueueStats{}, err
+	}
+	if err := walk("orphans", ""); err != nil {
+		return QueueStats{}, err
+	}
+	if oldest >= 0 && oldest < now {
+		o.OldestVisibleAge = time.Duration(now-oldest) * time.Millisecond
+	}
+	return qs, nil
+}
+
+// GetQueueDepths implements provider.Admin: orchestrator messages no lock covers (visible,
+// delayed or orphaned) and unlocked worker items; TimerQueue is always 0 (timers are delayed
+// orchestrator messages). Cost as GetQueueStats.
+func (p *Provider) GetQueueDepths(ctx context.Context) (provider.QueueDepths, error) {
+	qs, err := p.queueStats(ctx, "get_queue_depths")
+	if err != nil {
+		return provider.QueueDepths{}, err
+	}
+	return provider.QueueDepths{
+		OrchestratorQueue: qs.Orchestrator.Visible + qs.Orchestrator.Delayed + qs.Orchestrator.Orphaned,
+		WorkerQueue:       qs.Worker.Unlocked,
+	}, nil
+}
