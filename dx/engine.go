@@ -387,8 +387,7 @@ func (e *engine) poll() (outcome, bool) {
 }
 
 func (e *engine) fail(kind, msg string) outcome {
-	return outcome{result: turnFailed, details: provider.ErrorDetails{Kind: provider.ApplicationError{
-		Kind: provider.AppErrorKind{Name: kind}, Message: msg}}}
+	return outcome{result: turnFailed, details: appError(kind, msg)}
 }
 
 func (e *engine) anyRunnable() bool {
@@ -719,8 +718,7 @@ func (e *engine) finalize() outcome {
 				// ContinueAsNew's error without its action: it came from another context.
 				return e.fail(provider.AppOrchestrationFailed, "dx.ContinueAsNew's result was returned, but the continue-as-new was not requested by this orchestration")
 			}
-			return outcome{result: turnFailed, details: provider.ErrorDetails{Kind: provider.ApplicationError{
-				Kind: provider.AppErrorKind{Name: provider.AppOrchestrationFailed}, Message: main.err.Error()}}}
+			return e.fail(provider.AppOrchestrationFailed, main.err.Error())
 		}
 		return outcome{result: turnCompleted, output: main.output}
 	}

@@ -254,42 +254,33 @@ func (e *engine) prepCompletions(msgs []provider.WorkItem) {
 		}
 		return false
 	}
-	systemFailure := func(d provider.ErrorDetails) {
-		if _, app := d.Kind.(provider.ApplicationError); !app {
-			e.abort(&d)
-		}
-	}
+	activityAnswers := []string{"ActivityCompleted", "ActivityFailed"}
+	childAnswers := []string{"SubOrchestrationCompleted", "SubOrchestrationFailed"}
 	for _, m := range msgs {
 		var ev provider.EventKind
 		var src *uint64
+		// A completion answers schedule id of kind in execution exec; dup lists what already
+		// answers it (a duplicate is dropped); a failure that is not Application aborts the turn.
+		var exec, id uint64
+		var kind string
+		var dup []string
+		var failure *provider.ErrorDetails
 		switch k := m.Kind.(type) {
 		case provider.ActivityCompleted:
-			if k.ExecutionID != e.executionID || seen(k.ID, "ActivityCompleted", "ActivityFailed") || !check(k.ID, "activity") {
-				continue
-			}
-			ev, src = provider.ActivityCompletedEvent{Result: k.Result}, &k.ID
+			exec, id, kind, dup = k.ExecutionID, k.ID, "activity", activityAnswers
+			ev = provider.ActivityCompletedEvent{Result: k.Result}
 		case provider.ActivityFailed:
-			if k.ExecutionID != e.executionID || seen(k.ID, "ActivityCompleted", "ActivityFailed") || !check(k.ID, "activity") {
-				continue
-			}
-			ev, src = provider.ActivityFailedEvent{Details: k.Details}, &k.ID
-			systemFailure(k.Details)
+			exec, id, kind, dup, failure = k.ExecutionID, k.ID, "activity", activityAnswers, &k.Details
+			ev = provider.ActivityFailedEvent{Details: k.Details}
 		case provider.TimerFired:
-			if k.ExecutionID != e.executionID || seen(k.ID, "TimerFired") || !check(k.ID, "timer") {
-				continue
-			}
-			ev, src = provider.TimerFiredEvent{FireAtMs: k.FireAtMs}, &k.ID
+			exec, id, kind, dup = k.ExecutionID, k.ID, "timer", []string{"TimerFired"}
+			ev = provider.TimerFiredEvent{FireAtMs: k.FireAtMs}
 		case provider.SubOrchCompleted:
-			if k.ParentExecutionID != e.executionID || seen(k.ParentID, "SubOrchestrationCompleted", "SubOrchestrationFailed") || !check(k.ParentID, "sub-orchestration") {
-				continue
-			}
-			ev, src = provider.SubOrchestrationCompletedEvent{Result: k.Result}, &k.ParentID
+			exec, id, kind, dup = k.ParentExecutionID, k.ParentID, "sub-orchestration", childAnswers
+			ev = provider.SubOrchestrationCompletedEvent{Result: k.Result}
 		case provider.SubOrchFailed:
-			if k.ParentExecutionID != e.executionID || seen(k.ParentID, "SubOrchestrationCompleted", "SubOrchestrationFailed") || !check(k.ParentID, "sub-orchestration") {
-				continue
-			}
-			ev, src = provider.SubOrchestrationFailedEvent{Details: k.Details}, &k.ParentID
-			systemFailure(k.Details)
+			exec, id, kind, dup, failure = k.ParentExecutionID, k.ParentID, "sub-orchestration", childAnswers, &k.Details
+			ev = provider.SubOrchestrationFailedEvent{Details: k.Details}
 		case provider.ExternalRaised:
 			ev = provider.ExternalEventEvent{Name: k.Name, Data: k.Data}
 		case provider.QueueMessage:
@@ -302,8 +293,15 @@ func (e *engine) prepCompletions(msgs []provider.WorkItem) {
 		default:
 			continue
 		}
-		if src != nil {
-			id := *src
+		if kind != "" {
+			if exec != e.executionID || seen(id, dup...) || !check(id, kind) {
+				continue
+			}
+			if failure != nil {
+				if _, app := failure.Kind.(provider.ApplicationError); !app {
+					e.abort(failure)
+				}
+			}
 			src = &id
 		}
 		e.record(e.newEvent(src, ev))
@@ -359,6 +357,11 @@ func (e *engine) ackFor(o outcome, name, version string, parentInstance *string,
 		}
 	}
 
+	// What is still open when the execution ends; its own breadcrumbs change none of it.
+	var open outstandingSchedules
+	if o.result != turnContinue {
+		open = e.outstanding()
+	}
 	var status, output string
 	switch o.result {
 	case turnContinue:
@@ -382,19 +385,19 @@ func (e *engine) ackFor(o outcome, name, version string, parentInstance *string,
 		}
 	case turnCompleted:
 		detached()
-		e.terminalBreadcrumbs()
+		e.terminalBreadcrumbs(open)
 		e.record(e.newEvent(nil, provider.OrchestrationCompletedEvent{Output: o.output}))
 		toParent(true, o.output, provider.ErrorDetails{})
 		status, output = provider.StatusCompleted, o.output
 	case turnFailed:
 		detached()
-		e.terminalBreadcrumbs()
+		e.terminalBreadcrumbs(open)
 		e.record(e.newEvent(nil, provider.OrchestrationFailedEvent{Details: o.details}))
 		toParent(false, "", o.details)
 		status, output = provider.StatusFailed, displayMessage(o.details)
 	case turnContinuedAsNew:
 		carry := e.unmatchedQueueMessages()
-		e.terminalBreadcrumbs()
+		e.terminalBreadcrumbs(open)
 		e.record(e.newEvent(nil, provider.OrchestrationContinuedAsNewEvent{Input: o.can.input}))
 		if len(carry) > maxCarryForward {
 			e.log().Warn("dropping queue messages beyond the carry-forward limit", "dropped", len(carry)-maxCarryForward, "limit", maxCarryForward)
@@ -406,10 +409,9 @@ func (e *engine) ackFor(o outcome, name, version string, parentInstance *string,
 		status, output = provider.StatusContinuedAsNew, o.can.input
 	case turnCancelled:
 		d := provider.ErrorDetails{Kind: provider.ApplicationError{Kind: provider.AppErrorKind{Name: provider.AppCancelled, Reason: o.reason}}}
-		out := e.outstanding()
-		e.terminalBreadcrumbs()
+		e.terminalBreadcrumbs(open)
 		e.record(e.newEvent(nil, provider.OrchestrationFailedEvent{Details: d}))
-		for _, child := range out.subOrchs {
+		for _, child := range open.subOrchs {
 			orch = append(orch, provider.WorkItem{Kind: provider.CancelInstance{Instance: childInstanceID(e.instance, child), Reason: "parent canceled"}})
 		}
 		toParent(false, "", d)
@@ -421,7 +423,7 @@ func (e *engine) ackFor(o outcome, name, version string, parentInstance *string,
 	if status != "" {
 		reason := map[string]string{provider.StatusCompleted: "orchestration_terminal_completed",
 			provider.StatusFailed: "orchestration_terminal_failed", provider.StatusContinuedAsNew: "orchestration_terminal_continued_as_new"}[status]
-		for _, id := range e.outstanding().activities {
+		for _, id := range open.activities {
 			src := id
 			e.record(e.newEvent(&src, provider.ActivityCancelRequestedEvent{Reason: reason}))
 			cancelled = append(cancelled, provider.ScheduledActivityIdentifier{Instance: e.instance, ExecutionID: e.executionID, ActivityID: id})
@@ -614,9 +616,8 @@ func (e *engine) outstanding() outstandingSchedules {
 	return o
 }
 
-// terminalBreadcrumbs cancels the subscriptions still open when the execution ends.
-func (e *engine) terminalBreadcrumbs() {
-	o := e.outstanding()
+// terminalBreadcrumbs cancels the subscriptions still open (o) when the execution ends.
+func (e *engine) terminalBreadcrumbs(o outstandingSchedules) {
 	for _, id := range o.waits {
 		src := id
 		e.record(e.newEvent(&src, provider.ExternalSubscribedCancelledEvent{Reason: "orchestration_terminal"}))
