@@ -137,20 +137,16 @@ func (c *Client) Status(ctx context.Context, instance string) (Status, error) {
 	if cs != nil {
 		st.CustomStatus, st.CustomStatusVersion = cs.Status, cs.Version
 	}
-	switch info.Status {
-	case provider.StatusCompleted:
-		st.State = StateCompleted
+	switch st.State = stateOf(info.Status); st.State {
+	case StateCompleted:
 		if info.Output != nil {
 			st.Output = *info.Output
 		}
-	case provider.StatusFailed:
-		st.State = StateFailed
+	case StateFailed:
 		st.Err, err = c.failure(ctx, instance, info)
 		if err != nil {
 			return st, err
 		}
-	default:
-		st.State = StateRunning
 	}
 	return st, nil
 }
@@ -178,38 +174,53 @@ func (c *Client) failure(ctx context.Context, instance string, info provider.Ins
 // Transient store errors (a Redis restart) are waited out.
 //
 // With a provider that pushes status changes (provider.StatusWatcher, as redisprovider does) Wait
-// returns as soon as the instance finishes and costs a status read per change plus one every few
-// seconds; with others it polls, backing off from 5 ms to 250 ms.
+// returns as soon as the instance finishes and costs one read of the instance's state per change
+// plus one every few seconds; with others it polls, backing off from 5 ms to 250 ms.
 func (c *Client) Wait(ctx context.Context, instance string) (Status, error) {
-	return c.watch(ctx, instance, func(s Status) bool { return s.Terminal() })
+	return c.watch(ctx, instance, func(s State) (bool, error) { return s == StateCompleted || s == StateFailed, nil })
 }
 
 // WaitForStatusChange waits until the instance's custom status version is greater than
 // lastSeenVersion, or the instance finishes, or ctx ends.
 func (c *Client) WaitForStatusChange(ctx context.Context, instance string, lastSeenVersion uint64) (Status, error) {
-	return c.watch(ctx, instance, func(s Status) bool {
-		return s.Terminal() || s.CustomStatusVersion > lastSeenVersion
+	return c.watch(ctx, instance, func(s State) (bool, error) {
+		if s == StateCompleted || s == StateFailed {
+			return true, nil
+		}
+		cs, err := c.p.GetCustomStatus(ctx, instance, lastSeenVersion) // nil while unchanged
+		return cs != nil, err
 	})
 }
 
-// watchFallback is how often a watching client reads the status anyway, in case a push was missed.
+// watchFallback is how often a watching client reads the state anyway, in case a push was missed.
 const watchFallback = 3 * time.Second
 
-func (c *Client) watch(ctx context.Context, instance string, done func(Status) bool) (Status, error) {
+// watch reads the instance's state (one read) until done says the wait is over, then returns the
+// full Status (read once, at the end).
+func (c *Client) watch(ctx context.Context, instance string, done func(State) (bool, error)) (Status, error) {
 	var changes <-chan struct{}
 	if w, ok := c.p.(provider.StatusWatcher); ok {
 		ch, stop := w.WatchStatus(instance)
 		defer stop()
 		changes = ch
 	}
+	last := Status{InstanceID: instance, State: StateNotFound}
 	delay := 5 * time.Millisecond
 	for {
-		st, err := c.Status(ctx, instance)
-		if err != nil && !provider.IsRetryable(err) {
-			return st, err
+		state, err := c.state(ctx, instance)
+		ok := false
+		if err == nil {
+			last.State = state
+			ok, err = done(state)
 		}
-		if err == nil && done(st) {
-			return st, nil
+		if err == nil && ok {
+			var st Status
+			if st, err = c.Status(ctx, instance); err == nil {
+				return st, nil
+			}
+		}
+		if err != nil && !provider.IsRetryable(err) {
+			return last, err
 		}
 		wait := delay
 		if changes != nil && err == nil {
@@ -219,13 +230,40 @@ func (c *Client) watch(ctx context.Context, instance string, done func(Status) b
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return st, ctx.Err()
+			return last, ctx.Err()
 		case <-changes:
 			t.Stop()
 		case <-t.C:
 		}
 		delay = min(delay*2, 250*time.Millisecond)
 	}
+}
+
+// state reads an instance's lifecycle state alone (one read).
+func (c *Client) state(ctx context.Context, instance string) (State, error) {
+	admin, err := c.admin()
+	if err != nil {
+		return StateNotFound, err
+	}
+	info, err := admin.GetInstanceInfo(ctx, instance)
+	switch {
+	case errors.Is(err, provider.ErrNotFound):
+		return StateNotFound, nil
+	case err != nil:
+		return StateNotFound, err
+	}
+	return stateOf(info.Status), nil
+}
+
+// stateOf maps a stored status to the client's state (ContinuedAsNew is still Running).
+func stateOf(status string) State {
+	switch status {
+	case provider.StatusCompleted:
+		return StateCompleted
+	case provider.StatusFailed:
+		return StateFailed
+	}
+	return StateRunning
 }
 
 // Result waits for the instance to finish and decodes its output into T. A failed instance returns
