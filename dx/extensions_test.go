@@ -105,7 +105,12 @@ var (
 // in one call, fetches without histories, and reads a history only when it does not hold it.
 func TestRuntimeUsesExtensions(t *testing.T) {
 	p := newExtProvider(newProvider(t))
-	rt := dx.NewRuntime(p, testOptions())
+	opts := testOptions()
+	// One orchestration dispatcher: with two, the other one may fetch an instance's next turn
+	// between this fake's ack and its fetch (two calls here, one script in redisprovider), before
+	// the engine is back in the cache, and rightly read the history.
+	opts.OrchestrationConcurrency = 1
+	rt := dx.NewRuntime(p, opts)
 	dx.RegisterActivity(rt, "Inc", func(ctx context.Context, n int) (int, error) { return n + 1, nil })
 	dx.Register(rt, "Count", func(ctx dx.Context, n int) (int, error) {
 		for range 5 {
