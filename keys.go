@@ -120,20 +120,25 @@ const WakeFilterNone = "*"
 // to the list of every filter that accepts the work, so it reaches a fetcher that can take it.
 func (k Keyspace) WakeFilters(partition int) string { return k.Prefix(partition) + "wake:filters" }
 
-// Instance is an instance's metadata hash.
+// Instance is an instance's metadata hash. It also holds its current execution's record (the
+// fields of Execution, see scripts/orch_ack.lua) when that execution began with the hash.
 func (k Keyspace) Instance(id string) string { return k.inst("i:", id) }
 
-// Executions is the sorted set of an instance's execution ids.
+// Executions is the sorted set of an instance's execution ids. An instance with an Instance hash
+// and one execution has none: the hash's exec field is that execution (scripts/lib.lua,
+// executions).
 func (k Keyspace) Executions(id string) string { return k.inst("xs:", id) }
 
-// Execution is one execution's metadata hash.
+// Execution is one execution's metadata hash, for executions whose record is not in the Instance
+// hash (older executions of a continued-as-new instance, instances without a hash).
 func (k Keyspace) Execution(id string, execution uint64) string {
 	return k.inst("x:"+strconv.FormatUint(execution, 10)+":", id)
 }
 
-// ExecutionOutput is one execution's output (a string; absent when the execution has none). It
-// is not a field of the execution hash: an output over 64 bytes would push that hash out of
-// Redis's compact listpack encoding.
+// ExecutionOutput is one execution's output (a string; absent when the execution has none or
+// its history holds it: the record's out field then says where, and a finished execution's
+// output is stored once). It is not a field of a hash: an output over 64 bytes would push that
+// hash out of Redis's compact listpack encoding.
 func (k Keyspace) ExecutionOutput(id string, execution uint64) string {
 	return k.inst("xo:"+strconv.FormatUint(execution, 10)+":", id)
 }
@@ -144,7 +149,9 @@ func (k Keyspace) History(id string, execution uint64) string {
 	return k.inst("h:"+strconv.FormatUint(execution, 10)+":", id)
 }
 
-// HistoryIDs is the set of event ids of one execution's history.
+// HistoryIDs is the set of event ids of one execution's history, kept only once its ids stop
+// being exactly 1, 2, 3, ... in order (while they are, the record's event count is enough to
+// tell a duplicate).
 func (k Keyspace) HistoryIDs(id string, execution uint64) string {
 	return k.inst("he:"+strconv.FormatUint(execution, 10)+":", id)
 }

@@ -427,18 +427,18 @@ func (f *flatEvent) kind() (EventKind, error) {
 // validation pass json.Unmarshal makes first: use it to decode many stored events fast. Malformed
 // JSON, a missing envelope field, an unknown "type" or a missing ErrorDetails is an error.
 func DecodeEvent(b []byte) (Event, error) {
-	return decodeEvent(b, nil, nil)
+	return decodeEvent(b, nil, nil, nil)
 }
 
-// DecodeEventIn is DecodeEvent for a store that leaves the envelope's instance_id and
-// execution_id out of the events it keeps under their own instance and execution: an absent
-// instance_id is instance, an absent execution_id is execution. Fields present are decoded as
-// they are.
-func DecodeEventIn(b []byte, instance string, execution uint64) (Event, error) {
-	return decodeEvent(b, &instance, &execution)
+// DecodeEventIn is DecodeEvent for a store that leaves the envelope's instance_id,
+// execution_id and a common duroxide_version out of the events it keeps under their own
+// instance and execution: an absent instance_id is instance, an absent execution_id is
+// execution, an absent duroxide_version is version. Fields present are decoded as they are.
+func DecodeEventIn(b []byte, instance string, execution uint64, version string) (Event, error) {
+	return decodeEvent(b, &instance, &execution, &version)
 }
 
-func decodeEvent(b []byte, instance *string, execution *uint64) (Event, error) {
+func decodeEvent(b []byte, instance *string, execution *uint64, version *string) (Event, error) {
 	var f flatEvent
 	if err := json.Unmarshal(b, &f); err != nil {
 		return Event{}, fmt.Errorf("Event: %w", err)
@@ -449,6 +449,9 @@ func decodeEvent(b []byte, instance *string, execution *uint64) (Event, error) {
 	}
 	if env.ExecutionID == nil {
 		env.ExecutionID = execution
+	}
+	if env.DuroxideVersion == nil {
+		env.DuroxideVersion = version
 	}
 	if env.EventID == nil || env.InstanceID == nil || env.ExecutionID == nil || env.TimestampMs == nil ||
 		env.DuroxideVersion == nil {

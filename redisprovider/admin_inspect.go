@@ -69,9 +69,12 @@ func (p *Provider) GetInstanceInfo(ctx context.Context, instance string) (provid
 		UpdatedAt:            uint64(num(r[8])),
 		ParentInstanceID:     str(r[9]),
 	}
-	if r[6] != nil {
-		out := str(r[6])
-		info.Output = &out
+	var flag any
+	if len(r) > 10 {
+		flag = r[10]
+	}
+	if info.Output, err = unquoteOutput(op, r[6], flag); err != nil {
+		return provider.InstanceInfo{}, err
 	}
 	return info, nil
 }
@@ -95,9 +98,12 @@ func (p *Provider) GetExecutionInfo(ctx context.Context, instance string, execut
 		CompletedAt: uint64(num(r[4])),
 		EventCount:  uint64(num(r[5])),
 	}
-	if r[2] != nil {
-		out := str(r[2])
-		info.Output = &out
+	var flag any
+	if len(r) > 6 {
+		flag = r[6]
+	}
+	if info.Output, err = unquoteOutput(op, r[2], flag); err != nil {
+		return provider.ExecutionInfo{}, err
 	}
 	return info, nil
 }

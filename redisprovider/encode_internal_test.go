@@ -8,14 +8,16 @@ import (
 	"github.com/duroxide-go/dxredis/provider"
 )
 
-// A stored event leaves out a null source_event_id and its own instance and execution, and
-// decodes to the event it was; an event of another instance or execution is kept whole.
+// A stored event leaves out a null source_event_id, its own instance and execution and the
+// common duroxide_version, and decodes to the event it was; an event of another instance or
+// execution is kept whole, and another version stays.
 func TestStoredEventRoundTrip(t *testing.T) {
 	src := uint64(2)
 	for _, inst := range []string{"hello-1", `a"b\c`, "日本", "a,b:c{d}", `"instance_id":"x"`} {
 		for _, e := range []provider.Event{
 			{EventID: 1, InstanceID: inst, ExecutionID: 3, TimestampMs: 5, DuroxideVersion: "0.1.30", Kind: provider.ActivityCompletedEvent{Result: `"x"`}},
 			{EventID: 3, SourceEventID: &src, InstanceID: inst, ExecutionID: 3, TimestampMs: 5, DuroxideVersion: "0.1.30", Kind: provider.ActivityCompletedEvent{Result: `,"instance_id":"z"`}},
+			{EventID: 4, InstanceID: inst, ExecutionID: 3, TimestampMs: 5, DuroxideVersion: "0.2.0", Kind: provider.ActivityCompletedEvent{Result: `"duroxide_version":"0.1.30",`}},
 		} {
 			b, err := provider.Marshal(e)
 			if err != nil {
@@ -23,10 +25,11 @@ func TestStoredEventRoundTrip(t *testing.T) {
 			}
 			js := string(b)
 			stored := storedEvent(js, quoteInstance(inst), 3)
-			if strings.Contains(stored, `"execution_id"`) || strings.Contains(stored, "null") || len(stored) >= len(js) {
+			if strings.Contains(stored, `"execution_id"`) || strings.Contains(stored, "null") || len(stored) >= len(js) ||
+				strings.Contains(stored, `"duroxide_version"`) != (e.DuroxideVersion != storedVersion) {
 				t.Errorf("%q: stored %s", inst, stored)
 			}
-			got, err := provider.DecodeEventIn([]byte(stored), inst, 3)
+			got, err := provider.DecodeEventIn([]byte(stored), inst, 3, storedVersion)
 			if err != nil || !reflect.DeepEqual(got, e) {
 				t.Errorf("%q: %s decodes to %+v, %v; want %+v", inst, stored, got, err, e)
 			}
@@ -36,7 +39,7 @@ func TestStoredEventRoundTrip(t *testing.T) {
 			if other := storedEvent(js, quoteInstance(inst), 4); other != js {
 				t.Errorf("%q: another execution's history stores %s", inst, other)
 			}
-			if got, err := provider.DecodeEventIn(b, "other", 9); err != nil || !reflect.DeepEqual(got, e) {
+			if got, err := provider.DecodeEventIn(b, "other", 9, "9.9.9"); err != nil || !reflect.DeepEqual(got, e) {
 				t.Errorf("%q: a whole event decodes to %+v, %v", inst, got, err)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/provider"
@@ -298,20 +299,7 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 		return nil, invalid(op, "execution_id must be at least 1")
 	}
 	md := ack.Metadata
-	args := []any{lockToken, strconv.FormatUint(ack.ExecutionID, 10), md.Status}
-	if md.Output != nil {
-		args = append(args, "1", *md.Output)
-	} else {
-		args = append(args, "0", "")
-	}
-	args = append(args, md.OrchestrationName, md.OrchestrationVersion, md.ParentInstanceID)
-	if v := md.PinnedDuroxideVersion; v != nil {
-		args = append(args, v.String(), pinKey(v))
-	} else {
-		args = append(args, "", "")
-	}
-
-	hist, kvOps := make([]any, 0, 2*len(ack.HistoryDelta)), []any{}
+	hist, lines, kvOps := make([]any, 0, 2*len(ack.HistoryDelta)), make([]string, 0, len(ack.HistoryDelta)), []any{}
 	csOp, csVal := "", ""
 	quoted := ""
 	if inst := tokenInstance(lockToken); inst != "" && len(ack.HistoryDelta) > 0 {
@@ -326,6 +314,7 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 			js = storedEvent(js, quoted, ack.ExecutionID)
 		}
 		hist = append(hist, strconv.FormatUint(e.EventID, 10), js)
+		lines = append(lines, js)
 		switch k := e.Kind.(type) {
 		case provider.CustomStatusUpdatedEvent:
 			if k.Status != nil {
@@ -340,6 +329,18 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 		case provider.KeyValuesClearedEvent:
 			kvOps = append(kvOps, "C", "", "")
 		}
+	}
+	args := []any{lockToken, strconv.FormatUint(ack.ExecutionID, 10), md.Status}
+	if md.Output != nil {
+		args = append(args, "1", *md.Output, outputAt(lines, *md.Output))
+	} else {
+		args = append(args, "0", "", "")
+	}
+	args = append(args, md.OrchestrationName, md.OrchestrationVersion, md.ParentInstanceID)
+	if v := md.PinnedDuroxideVersion; v != nil {
+		args = append(args, v.String(), pinKey(v))
+	} else {
+		args = append(args, "", "")
 	}
 	terminal := "0"
 	if provider.IsTerminalStatus(md.Status) {
@@ -379,6 +380,46 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 		args = append(args, o.TargetInstance(), js, typeCode(o), visibleAt)
 	}
 	return args, nil
+}
+
+// outputAt is where output is, as a JSON string, in the history bytes an ack appends (its lines,
+// each ended by '\n'): "<offset> <length>", or "" when no line holds it (the output then gets a
+// key of its own). A terminal event carries its output, so it is stored once. Readers unquote
+// those bytes (unquoteOutput), which gives back any valid UTF-8 output exactly.
+func outputAt(lines []string, output string) string {
+	if len(lines) == 0 || !utf8.ValidString(output) {
+		return ""
+	}
+	q, err := provider.Marshal(output)
+	if err != nil {
+		return ""
+	}
+	off := 0
+	for _, l := range lines {
+		off += len(l) + 1
+	}
+	for i := len(lines) - 1; i >= 0; i-- { // the terminal event is usually the last
+		off -= len(lines[i]) + 1
+		if j := strings.Index(lines[i], string(q)); j >= 0 {
+			return strconv.Itoa(off+j) + " " + strconv.Itoa(len(q))
+		}
+	}
+	return ""
+}
+
+// unquoteOutput is an output the scripts return: JSON-quoted when flag is "q" (read from the
+// history, see outputAt), else as stored.
+func unquoteOutput(op string, v any, flag any) (*string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	out := str(v)
+	if str(flag) == "q" {
+		if err := json.Unmarshal([]byte(out), &out); err != nil {
+			return nil, provider.NewPermanentError(op, "stored output does not decode: "+err.Error()).WithCause(err)
+		}
+	}
+	return &out, nil
 }
 
 // encodeEvent validates and encodes one history event.
@@ -590,7 +631,7 @@ func (p *Provider) GetInstanceStats(ctx context.Context, instance string) (*prov
 	for rest := history; rest != ""; {
 		var line string
 		line, rest, _ = strings.Cut(rest, "\n")
-		if e, err := provider.DecodeEventIn([]byte(line), instance, 0); err == nil && e.EventID == 1 {
+		if e, err := provider.DecodeEventIn([]byte(line), instance, 0, storedVersion); err == nil && e.EventID == 1 {
 			if s, ok := e.Kind.(provider.OrchestrationStartedEvent); ok {
 				st.QueuePendingCount = uint64(len(s.CarryForwardEvents))
 			}

@@ -37,7 +37,7 @@ local function status_of(id)
   local s = redis.call('HGET', k_inst(id), 'status')
   if s then return s end
   local e = current_exec(id)
-  if e then return redis.call('HGET', k_exec(id, e), 'status') end
+  if e then return exec_record(id, e)[1] end
   return false
 end
 
@@ -54,9 +54,9 @@ local function delete_all(list, in_set, res)
     redis.call('ZREM', K_ORPHANS, id)
     res[4] = res[4] + redis.call('ZCARD', k_vis(id))
     -- Executions and histories.
-    for _, e in ipairs(redis.call('ZRANGE', k_execs(id), 0, -1)) do
+    for _, e in ipairs(executions(id)) do
       res[2] = res[2] + 1
-      res[3] = res[3] + redis.call('SCARD', k_hids(id, e))
+      res[3] = res[3] + exec_events(id, e, exec_record(id, e))
       redis.call('DEL', k_hist(id, e), k_hids(id, e), k_exec(id, e), k_xout(id, e))
     end
     -- Parent link and indexes. A parent that stays stops waiting for this child to settle.
@@ -108,7 +108,7 @@ local function eligible_tree(root)
   if not terminal(status_of(root)) then return nil end
   if before > 0 then
     local e = current_exec(root)
-    local c = e and redis.call('HGET', k_exec(root, e), 'completed')
+    local c = e and exec_record(root, e)[3]
     if not c or tonumber(c) >= before then return nil end
   end
   local all, seen = { root }, { [root] = true }

@@ -6,8 +6,9 @@
 -- at least one execution (acks without metadata, append_with_execution).
 -- Reply by what:
 --   'info'     {known 0/1, has instance hash 0/1, name, ver, exec, status, output or false,
---              created, updated, parent or false}
---   'exec'     {exists 0/1, status, output or false, started, completed, event count}
+--              created, updated, parent or false, 'q' when the output is JSON-quoted}
+--   'exec'     {exists 0/1, status, output or false, started, completed, event count, 'q' when
+--              the output is JSON-quoted}
 --   'execs'    {execution id...} ascending
 --   'latest'   current execution id, or false
 --   'children' {child id...}
@@ -23,22 +24,22 @@ if what == 'info' then
   local i = redis.call('HMGET', k_inst(id), 'name', 'ver', 'exec', 'status', 'created', 'updated', 'parent')
   local has = redis.call('EXISTS', k_inst(id))
   local exec = i[3] or current_exec(id)
-  local status, output = i[4], false
+  local status, output, quoted = i[4], false, ''
   if exec then
-    -- The output lives in the current execution's output key only (orch_ack).
-    local x = redis.call('HMGET', k_exec(id, exec), 'status', 'started')
-    output = redis.call('GET', k_xout(id, exec))
+    local x = exec_record(id, exec)
+    output, quoted = exec_output(id, exec, x[4])
     if has == 0 then status, i[5], i[6] = x[1], x[2], x[2] end
   end
   return { 1, has, i[1] or '', i[2] or '', exec and tostring(exec) or '0', status or '', output or false,
-    i[5] or '0', i[6] or '0', i[7] or false }
+    i[5] or '0', i[6] or '0', i[7] or false, quoted }
 elseif what == 'exec' then
   local e = ARGV[4]
-  if not redis.call('ZSCORE', k_execs(id), e) then return { 0 } end
-  local x = redis.call('HMGET', k_exec(id, e), 'status', 'started', 'completed')
-  return { 1, x[1] or '', redis.call('GET', k_xout(id, e)) or false, x[2] or '0', x[3] or '0', redis.call('SCARD', k_hids(id, e)) }
+  if not has_exec(id, e) then return { 0 } end
+  local x = exec_record(id, e)
+  local output, quoted = exec_output(id, e, x[4])
+  return { 1, x[1] or '', output or false, x[2] or '0', x[3] or '0', exec_events(id, e, x), quoted }
 elseif what == 'execs' then
-  return redis.call('ZRANGE', k_execs(id), 0, -1)
+  return executions(id)
 elseif what == 'latest' then
   local e = current_exec(id)
   if e then return tostring(e) end

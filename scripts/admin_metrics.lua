@@ -19,9 +19,9 @@ if n <= 0 then return out end
 local ids = redis.call('ZRANGE', K_IDX_INSTANCES, off, off + n - 1)
 out[5] = #ids
 for _, id in ipairs(ids) do
-  for _, e in ipairs(redis.call('ZRANGE', k_execs(id), 0, -1)) do
+  for _, e in ipairs(executions(id)) do
     out[6] = out[6] + 1
-    out[7] = out[7] + redis.call('SCARD', k_hids(id, e))
+    out[7] = out[7] + exec_events(id, e, exec_record(id, e))
   end
 end
 return out

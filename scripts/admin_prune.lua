@@ -20,15 +20,15 @@ local function known(id) return redis.call('EXISTS', k_inst(id), k_execs(id)) > 
 local res = { 0, 0, 0 }
 
 local function prune(id)
-  local execs = redis.call('ZRANGE', k_execs(id), 0, -1)
+  local execs = executions(id)
   for i = 1, #execs - keep do
     local e = execs[i]
-    local x = redis.call('HMGET', k_exec(id, e), 'status', 'completed')
+    local x = exec_record(id, e)
     local ok = x[1] ~= 'Running'
-    if ok and exec_before > 0 then ok = x[2] and tonumber(x[2]) < exec_before end
+    if ok and exec_before > 0 then ok = x[3] and tonumber(x[3]) < exec_before end
     if ok then
       res[2] = res[2] + 1
-      res[3] = res[3] + redis.call('SCARD', k_hids(id, e))
+      res[3] = res[3] + exec_events(id, e, x)
       redis.call('DEL', k_hist(id, e), k_hids(id, e), k_exec(id, e), k_xout(id, e))
       redis.call('ZREM', k_execs(id), e)
     end
@@ -49,7 +49,7 @@ for i = 7, #ARGV do
   local ok = known(id)
   if ok and inst_before > 0 then
     local e = current_exec(id)
-    local c = e and redis.call('HGET', k_exec(id, e), 'completed')
+    local c = e and exec_record(id, e)[3]
     ok = c and tonumber(c) < inst_before
   end
   if ok then prune(id) end

@@ -18,7 +18,7 @@ local exec = current_exec(id)
 if exec == nil and redis.call('EXISTS', k_inst(id)) == 0 then return { 0 } end
 local count, hist = 0, ''
 if exec then
-  count = redis.call('SCARD', k_hids(id, exec))
+  count = exec_events(id, exec, exec_record(id, exec))
   hist = redis.call('GET', k_hist(id, exec)) or ''
 end
 return { 1, count, hist, redis.call('HGETALL', k_kv(id)), redis.call('HGETALL', k_kd(id)) }

@@ -121,11 +121,73 @@ local function wake_orch(pin, n)
   end
 end
 
+-- Executions. An instance with an instance hash keeps its current execution's record in that
+-- hash (fields exec, status, pin, pink, xs started, done completed, out output location, hn/hb
+-- history events and bytes, hd dense ids; see orch_ack) and has no execution set xs:<id> while
+-- it has one execution: xs: is written once a second execution exists (execs_add), x:<e>:<id>
+-- holds the record of every other execution (and of executions of instances without a hash or
+-- written before this layout), with fields started, completed, status, pin, pink, out, hn, hd.
+
 -- Current execution of an instance (highest acked), or nil.
 local function current_exec(id)
+  local e = tonumber(redis.call('HGET', k_inst(id), 'exec'))
+  if e then return e end
   local r = redis.call('ZRANGE', k_execs(id), -1, -1)
   if r[1] then return tonumber(r[1]) end
   return nil
+end
+
+-- Execution ids of an instance, ascending (strings).
+local function executions(id)
+  local r = redis.call('ZRANGE', k_execs(id), 0, -1)
+  if #r > 0 then return r end
+  local e = redis.call('HGET', k_inst(id), 'exec')
+  if e then return { e } end
+  return {}
+end
+
+-- Add execution e to the execution set (with the hash's current execution when the set is new).
+-- Returns 1 when e is new. Cost: O(1), three commands when the set is created.
+local function execs_add(id, e)
+  e = tostring(e)
+  if redis.call('EXISTS', k_execs(id)) == 0 then
+    local cur = redis.call('HGET', k_inst(id), 'exec')
+    if cur and cur ~= e then redis.call('ZADD', k_execs(id), cur, cur) end
+  end
+  return redis.call('ZADD', k_execs(id), e, e)
+end
+
+-- Whether execution e of an instance exists.
+local function has_exec(id, e)
+  e = tostring(e)
+  if redis.call('HGET', k_inst(id), 'exec') == e then return true end
+  return redis.call('ZSCORE', k_execs(id), e) ~= false
+end
+
+-- An execution's record {status, started, completed, out, hn, hd} (false where absent).
+local function exec_record(id, e)
+  e = tostring(e)
+  local i = redis.call('HMGET', k_inst(id), 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd')
+  if i[1] == e and i[2] then return { i[3], i[2], i[4], i[5], i[6], i[7] } end
+  return redis.call('HMGET', k_exec(id, e), 'status', 'started', 'completed', 'out', 'hn', 'hd')
+end
+
+-- An execution's event count (rec: its exec_record).
+local function exec_events(id, e, rec)
+  return tonumber(rec[5]) or redis.call('SCARD', k_hids(id, e))
+end
+
+-- An execution's output, given its record's out field: '<offset> <length>' the bytes of the
+-- output as a JSON string in the execution's history (most outputs: the terminal event carries
+-- them, so they are not stored twice), 'k' or absent the output key xo:<e>:<id>, '-' none.
+-- Returns the output (false when none) and 'q' when it is JSON-quoted (redisprovider unquotes).
+local function exec_output(id, e, out)
+  if out == '-' then return false, '' end
+  local off, len = string.match(out or '', '^(%d+) (%d+)$')
+  if off then
+    return redis.call('GETRANGE', k_hist(id, e), off, tonumber(off) + tonumber(len) - 1), 'q'
+  end
+  return redis.call('GET', k_xout(id, e)), ''
 end
 
 -- The pin key of an instance's current execution ('-' when none).
@@ -308,43 +370,76 @@ local function oq_unlock(id, now)
   return oq_reindex(id, now)
 end
 
--- Append events to an execution's history: stored bytes are never decoded, reordered or changed.
--- hist holds {event_id, json} pairs already checked by history_check. compact_from (nil: never)
--- is the stored history's byte length when the caller knows it and the execution is finishing:
--- APPEND leaves up to 100% slack behind (Redis grows strings greedily), so a finished history of
--- at most 4 KiB is rewritten exactly (a raw byte copy, bounded whatever the history's length).
--- Returns the bytes appended. Cost: O(events), one APPEND (GET + SET when compacting).
-local function history_append(id, exec, hist, compact_from)
-  if #hist == 0 then return 0 end
-  local lines, ids = {}, {}
+-- Event ids of an execution are dense while they are exactly 1..n in order (the record's hd '1',
+-- hn n): duplicates are then ids <= n, and no id set is kept. The first other id writes the set
+-- he:<e>:<id> (1..n and what follows) and the execution stays with the set.
+
+-- Whether hist continues a dense execution of n events: ids n+1, n+2, ... in order.
+local function dense_next(n, hist)
   for i, h in ipairs(hist) do
-    lines[i], ids[#ids + 1] = h[2], h[1]
-    if #ids == 500 then -- chunked: Lua's unpack has a small stack
+    if h[1] ~= tostring(n + i) then return false end
+  end
+  return true
+end
+
+-- Append events to an execution's history: stored bytes are never decoded, reordered or changed.
+-- hist holds {event_id, json} pairs already checked by history_check; dense is the event count
+-- when the execution's ids are dense, else nil. compact_from (nil: never) is the stored history's
+-- byte length when the caller knows it and the execution is finishing: APPEND leaves up to 100%
+-- slack behind (Redis grows strings greedily), so a finished history of at most 4 KiB is rewritten
+-- exactly (a raw byte copy, bounded whatever the history's length).
+-- Returns the bytes appended and whether the ids are still dense. Cost: O(events), one APPEND
+-- (GET + SET when compacting); O(n) once when a dense execution gets its id set.
+local function history_append(id, exec, hist, compact_from, dense)
+  if #hist == 0 then return 0, dense ~= nil end
+  local still = dense ~= nil and dense_next(dense, hist)
+  local ids = {}
+  local function flush(force)
+    if #ids == 500 or (force and #ids > 0) then -- chunked: Lua's unpack has a small stack
       redis.call('SADD', k_hids(id, exec), unpack(ids))
       ids = {}
     end
   end
-  if #ids > 0 then redis.call('SADD', k_hids(id, exec), unpack(ids)) end
+  if not still then
+    if dense then
+      for n = 1, dense do ids[#ids + 1] = n; flush(false) end
+    end
+    for _, h in ipairs(hist) do ids[#ids + 1] = h[1]; flush(false) end
+    flush(true)
+  end
+  local lines = {}
+  for i, h in ipairs(hist) do lines[i] = h[2] end
   local key, add = k_hist(id, exec), table.concat(lines, '\n') .. '\n'
   if compact_from and compact_from > 0 and compact_from + #add <= 4096 then
     redis.call('SET', key, (redis.call('GET', key) or '') .. add, 'KEEPTTL')
   else
     redis.call('APPEND', key, add)
   end
-  return #add
+  return #add, still
 end
 
--- Fail unless every event id of hist is new to the execution and unique within hist.
-local function history_check(id, exec, hist)
+-- Fail unless every event id of hist is new to the execution and unique within hist (dense: see
+-- history_append).
+local function history_check(id, exec, hist, dense)
   local seen = {}
+  local function dup(eid)
+    return fail('DUPLICATE', 'duplicate event_id ' .. eid .. ' in execution ' .. exec .. ' of instance ' .. id)
+  end
+  if dense then
+    for _, h in ipairs(hist) do
+      local eid = h[1]
+      local n = #eid <= 15 and tonumber(eid)
+      if seen[eid] or (n and n <= dense) then return dup(eid) end
+      seen[eid] = true
+    end
+    return nil
+  end
   for i = 1, #hist, 500 do -- one SMISMEMBER per 500 events (Lua's unpack has a small stack)
     local ids = {}
     for j = i, math.min(i + 499, #hist) do ids[#ids + 1] = hist[j][1] end
     local found = redis.call('SMISMEMBER', k_hids(id, exec), unpack(ids))
     for j, eid in ipairs(ids) do
-      if seen[eid] or found[j] == 1 then
-        return fail('DUPLICATE', 'duplicate event_id ' .. eid .. ' in execution ' .. exec .. ' of instance ' .. id)
-      end
+      if seen[eid] or found[j] == 1 then return dup(eid) end
       seen[eid] = true
     end
   end
@@ -399,7 +494,7 @@ end
 local function instance_keys(id, with_children)
   local keys = { k_inst(id), k_execs(id), k_cs(id), k_kv(id), k_kd(id), k_msgs(id), k_vis(id) }
   if with_children then keys[#keys + 1] = k_children(id) end
-  for _, e in ipairs(redis.call('ZRANGE', k_execs(id), 0, -1)) do
+  for _, e in ipairs(executions(id)) do
     keys[#keys + 1] = k_exec(id, e)
     keys[#keys + 1] = k_xout(id, e)
     keys[#keys + 1] = k_hist(id, e)

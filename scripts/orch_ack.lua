@@ -1,10 +1,12 @@
 -- orch_ack: commit one orchestration turn atomically and release the instance lock.
 -- KEYS[1] seq key (routing only)
 -- ARGV[1] prefix, [2] lock token, [3] execution id, [4] status ('' = unchanged),
---   [5] '1' when output is given, [6] output, [7] orchestration name, [8] version, [9] parent id,
---   [10] pinned version ('' = none), [11] its sortable pin key, [12] custom status op
---   ('' none, 's' set, 'c' clear), [13] custom status value, [14] '1' when status is terminal,
---   [15] retention ms (0 = keep forever), then sections, each a count followed by its entries:
+--   [5] '1' when output is given, [6] output, [7] where the output is in the appended history:
+--   '<byte offset> <length>' of it as a JSON string ('' = not there), [8] orchestration name,
+--   [9] version, [10] parent id, [11] pinned version ('' = none), [12] its sortable pin key,
+--   [13] custom status op ('' none, 's' set, 'c' clear), [14] custom status value, [15] '1' when
+--   status is terminal, [16] retention ms (0 = keep forever), then sections, each a count
+--   followed by its entries:
 --   history (event_id, json), kv ops (op 's'|'c'|'C', key, "<ms>|<value>"),
 --   worker items (json, instance, execution, activity id, session, tag),
 --   cancelled activities (instance, execution, activity id),
@@ -16,19 +18,21 @@
 -- Instance hash fields (i:<id>): name, ver, created, updated (ms), status, exec (current execution),
 --   parent, pin / pink (pinned version, its sortable key), open (children not settled, retention),
 --   tag (current execution's tag, see orch_fetch), hn / hb (its history's events and bytes), kv ('1'
---   once KV was written). Execution hash fields (x:<e>:<id>): started, completed (ms), status,
---   pin, pink; the execution's output is the string key xo:<e>:<id>.
+--   once KV was written), and the current execution's record: xs (started ms), done (completed
+--   ms), out (where its output is), hd ('1' while its event ids are dense). Execution hash fields
+--   (x:<e>:<id>, other executions): started, completed (ms), status, pin, pink, out, hn, hd. See
+--   lib.lua (Executions, exec_output, history_append).
 local token, exec = ARGV[2], ARGV[3]
-local status, has_output, output = ARGV[4], ARGV[5] == '1', ARGV[6]
-local name, ver, parent, pin, pink = ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
-local cs_op, cs_val, terminal, retention = ARGV[12], ARGV[13], ARGV[14] == '1', tonumber(ARGV[15])
+local status, has_output, output, out_at = ARGV[4], ARGV[5] == '1', ARGV[6], ARGV[7]
+local name, ver, parent, pin, pink = ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12]
+local cs_op, cs_val, terminal, retention = ARGV[13], ARGV[14], ARGV[15] == '1', tonumber(ARGV[16])
 local now = now_ms()
 
 local id, lk = oq_held(token, now, true)
 if not id then return lk end
 
 -- Parse sections.
-local pos = 16
+local pos = 17
 local function section(width)
   local n = tonumber(ARGV[pos]); pos = pos + 1
   local out = {}
@@ -43,15 +47,10 @@ end
 local hist, kvops = section(2), section(3)
 local witems, cancels, oitems = section(6), section(3), section(4)
 
--- Check duplicates before any write.
-if #hist > 0 then
-  local dup = history_check(id, exec, hist)
-  if dup then return dup end
-end
-
 -- The instance record, read once (fields: see the header of this file).
 local ikey = k_inst(id)
-local iv = redis.call('HMGET', ikey, 'name', 'ver', 'status', 'open', 'exec', 'parent', 'pin', 'tag', 'hn', 'hb', 'kv')
+local iv = redis.call('HMGET', ikey, 'name', 'ver', 'status', 'open', 'exec', 'parent', 'pin', 'tag', 'hn', 'hb',
+  'kv', 'xs', 'hd', 'out', 'done', 'pink')
 local has_inst = iv[1] ~= false
 -- An instance that existed when the turn was fetched and is gone now expired (retention) under
 -- the lock: writing would re-create it as a Running fragment of itself.
@@ -59,19 +58,57 @@ if lk[4] == '1' and not has_inst then
   return fail('INVALID_TOKEN', 'Invalid lock token: instance ' .. id .. ' expired while locked')
 end
 
--- 1. The messages this token locked are consumed.
-oq_delete_many(id, words(lk[3]))
-
--- 2. Instance and execution records: their changes are gathered in ifields / xfields and written
--- with one HSET each.
-local ifields, xfields = {}, {}
-local function iset(f, v) ifields[#ifields + 1], ifields[#ifields + 2] = f, v end
-local function xset(f, v) xfields[#xfields + 1], xfields[#xfields + 2] = f, v end
+-- The execution this turn writes, and where its record is (lib.lua, Executions): in the instance
+-- hash (rec_in_i) when it is the current execution of an instance with a hash and began with one,
+-- else in its execution hash (xrec: that hash's hn, hd, out when it exists).
 local prev = tonumber(iv[5])
 if prev == nil then prev = current_exec(id) end
 local nexec = tonumber(exec)
 local new_exec = prev == nil or nexec > prev
 local is_current = new_exec or nexec == prev
+local new_record = nexec ~= prev and (prev == nil or redis.call('ZSCORE', k_execs(id), exec) == false)
+local will_inst = has_inst or (name ~= '' and ver ~= '')
+local rec_in_i = will_inst and ((new_exec and new_record) or (nexec == prev and iv[12] ~= false))
+local xkey = k_exec(id, exec)
+local xrec = nil
+local hn, hb = tonumber(iv[9]), tonumber(iv[10])
+if new_exec then hn, hb = 0, 0 end
+local dense = nil -- the event count while the execution's ids are dense (lib.lua)
+if new_record then
+  dense = 0
+elseif rec_in_i then
+  if iv[13] == '1' then dense = hn end
+else
+  xrec = redis.call('HMGET', xkey, 'hn', 'hd', 'out')
+  if xrec[2] == '1' then dense = tonumber(xrec[1]) end
+end
+
+-- Check duplicates before any write.
+if #hist > 0 then
+  local dup = history_check(id, exec, hist, dense)
+  if dup then return dup end
+end
+
+-- 1. The messages this token locked are consumed.
+oq_delete_many(id, words(lk[3]))
+
+-- 2. Instance and execution records: their changes are gathered in ifields / xfields and written
+-- with one HSET each; rset writes the execution's record wherever it is (the instance hash calls
+-- started xs and completed done; its status is the instance's, written below).
+local ifields, xfields, iseen, idel = {}, {}, {}, {}
+local function iset(f, v)
+  ifields[#ifields + 1], ifields[#ifields + 2] = f, v
+  iseen[f] = true
+end
+local function xset(f, v) xfields[#xfields + 1], xfields[#xfields + 2] = f, v end
+local IREC = { started = 'xs', completed = 'done' }
+local function rset(f, v)
+  if not rec_in_i then
+    xset(f, v)
+  elseif f ~= 'status' then
+    iset(IREC[f] or f, v)
+  end
+end
 -- Retention bookkeeping (lib.lua): whether the instance was settled before this turn. Only a
 -- status change (given, or a new execution's) can change that here.
 local changes_status = status ~= '' or new_exec
@@ -91,16 +128,24 @@ if not has_inst and name ~= '' and ver ~= '' then
 elseif has_inst and name ~= '' and ver ~= '' and (iv[1] ~= name or iv[2] ~= ver) then
   iset('name', name); iset('ver', ver)
 end
-local xkey = k_exec(id, exec)
-local new_record = false
-if nexec ~= prev and redis.call('ZADD', k_execs(id), exec, exec) == 1 then -- a new execution record
-  new_record = true
-  xset('started', now)
-  if status == '' then xset('status', 'Running') end
+-- A new execution moves the old one's record out of the instance hash into its execution hash.
+if new_exec and prev ~= nil and iv[12] then
+  local a, vals = {}, { iv[3], iv[12], iv[15], iv[14], iv[9], iv[13], iv[7], iv[16] }
+  for j, f in ipairs({ 'status', 'started', 'completed', 'out', 'hn', 'hd', 'pin', 'pink' }) do
+    if vals[j] then a[#a + 1], a[#a + 2] = f, vals[j] end
+  end
+  redis.call('HSET', k_exec(id, prev), unpack(a))
+  idel = { 'xs', 'done', 'out', 'hd' }
+end
+if new_record then
+  -- The first execution of an instance with a hash needs no execution set.
+  if not rec_in_i or prev ~= nil then execs_add(id, exec) end
+  rset('started', now)
+  if status == '' then rset('status', 'Running') end
 end
 
 -- 3. Pinned version: stored when given; a new execution starts unpinned unless given.
-if pin ~= '' then xset('pin', pin); xset('pink', pink) end
+if pin ~= '' and not rec_in_i then xset('pin', pin); xset('pink', pink) end
 local drop_pin = false
 if has_inst and is_current then
   if pin ~= '' then
@@ -114,26 +159,42 @@ end
 
 -- 4. History (append only). The instance record counts the current execution's events and bytes
 -- (hn, hb: what lite fetches report, and when a finished history may be compacted).
-local hn, hb = tonumber(iv[9]), tonumber(iv[10])
-if new_exec then hn, hb = 0, 0 end
 local compact = nil
 if terminal and is_current and hb then compact = hb end
-local added = history_append(id, exec, hist, compact)
+local added, still = history_append(id, exec, hist, compact, dense)
 if has_inst and is_current and hn and #hist > 0 then iset('hn', hn + #hist); iset('hb', hb + added) end
 if has_inst and new_exec and #hist == 0 then iset('hn', 0); iset('hb', 0) end
+local hd = still and '1' or '0'
+if rec_in_i then
+  if new_exec or (iv[13] or '0') ~= hd then iset('hd', hd) end
+elseif new_record then
+  xset('hn', #hist); xset('hd', hd)
+elseif xrec and xrec[1] and #hist > 0 then
+  xset('hn', tonumber(xrec[1]) + #hist)
+  if xrec[2] == '1' and not still then xset('hd', '0') end
+end
 
 -- 5. Status and output.
 local st = nil -- the current execution's status after this turn
 if status ~= '' then
-  xset('status', status)
-  -- The output is a string key of its own (xo:<e>:<id>): in the execution hash, an output over 64
-  -- bytes would push the hash out of Redis's compact listpack encoding (~400 bytes more).
-  if has_output then
+  rset('status', status)
+  -- The output is not a field of a record: a value over 64 bytes would push the hash out of Redis's
+  -- compact listpack encoding (~400 bytes more). It is where the history has it (the terminal
+  -- event carries it), else a string key of its own, xo:<e>:<id> (lib.lua, exec_output).
+  local prev_out = nil -- the record's out before this turn
+  if rec_in_i and not new_exec then prev_out = iv[14] elseif xrec then prev_out = xrec[3] end
+  local p, l = string.match(out_at, '^(%d+) (%d+)$')
+  if has_output and rec_in_i and p and hb then
+    rset('out', (hb + tonumber(p)) .. ' ' .. l)
+    if prev_out == 'k' then redis.call('DEL', k_xout(id, exec)) end
+  elseif has_output then
     redis.call('SET', k_xout(id, exec), output, 'KEEPTTL')
+    if rec_in_i or new_record or prev_out then rset('out', 'k') end
   elseif not new_record then
-    redis.call('DEL', k_xout(id, exec))
+    if prev_out == 'k' or (prev_out == nil and not rec_in_i) then redis.call('DEL', k_xout(id, exec)) end
+    if prev_out and prev_out ~= '-' then rset('out', '-') end
   end
-  if terminal then xset('completed', now) end
+  if terminal then rset('completed', now) end
   st = status
 end
 if has_inst and is_current then
@@ -195,7 +256,12 @@ if created and not is_current then -- created by a turn of an older execution
   redis.call('ZADD', k_idx_status('Running'), now, id)
 end
 if #ifields > 0 and has_inst then redis.call('HSET', ikey, unpack(ifields)) end
-if drop_pin then redis.call('HDEL', ikey, 'pin', 'pink') end
+if drop_pin then idel[#idel + 1], idel[#idel + 2] = 'pin', 'pink' end
+local dels = {}
+for _, f in ipairs(idel) do
+  if not iseen[f] then dels[#dels + 1] = f end
+end
+if #dels > 0 and has_inst then redis.call('HDEL', ikey, unpack(dels)) end
 if #xfields > 0 then redis.call('HSET', xkey, unpack(xfields)) end
 if created then
   redis.call('ZADD', K_IDX_INSTANCES, now, id)

@@ -6,13 +6,26 @@
 local id, exec = ARGV[2], ARGV[3]
 local hist = {}
 for i = 4, #ARGV, 2 do hist[#hist + 1] = { ARGV[i], ARGV[i + 1] } end
-local dup = history_check(id, exec, hist)
+-- The execution's record says whether its ids are dense (lib.lua); one without a record has a set.
+local rec = exec_record(id, exec)
+local dense = nil
+if rec[6] == '1' then dense = tonumber(rec[5]) end
+local dup = history_check(id, exec, hist, dense)
 if dup then return dup end
-local added = history_append(id, exec, hist)
-redis.call('ZADD', k_execs(id), exec, exec)
--- The instance record counts the current execution's events (see orch_ack).
-local cur = redis.call('HMGET', k_inst(id), 'exec', 'hn', 'hb')
+local added, still = history_append(id, exec, hist, nil, dense)
+execs_add(id, exec)
+-- The instance record counts the current execution's events (see orch_ack); an execution hash
+-- counts its own.
+local cur = redis.call('HMGET', k_inst(id), 'exec', 'hn', 'hb', 'xs')
+local hd = (dense and not still) and '0' or nil
 if cur[1] == exec and cur[2] then
-  redis.call('HSET', k_inst(id), 'hn', tonumber(cur[2]) + #hist, 'hb', (tonumber(cur[3]) or 0) + added)
+  local f = { 'hn', tonumber(cur[2]) + #hist, 'hb', (tonumber(cur[3]) or 0) + added }
+  if hd and cur[4] then f[#f + 1], f[#f + 2] = 'hd', hd end
+  redis.call('HSET', k_inst(id), unpack(f))
+end
+if not (cur[1] == exec and cur[4]) and rec[5] then
+  local f = { 'hn', tonumber(rec[5]) + #hist }
+  if hd then f[#f + 1], f[#f + 2] = 'hd', hd end
+  redis.call('HSET', k_exec(id, exec), unpack(f))
 end
 return 1

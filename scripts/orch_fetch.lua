@@ -172,7 +172,7 @@ while true do
     oq_note(until_ms)
     local inst, hist, kv, hn = {}, '', {}, 0
     if has_inst then inst = { iv[1], iv[2] } end
-    if exec and not begins then hn = tonumber(iv[5]) or redis.call('SCARD', k_hids(id, exec)) end
+    if exec and not begins then hn = tonumber(iv[5]) or exec_events(id, exec, exec_record(id, exec)) end
     if not lite then
       if exec then hist = redis.call('GET', k_hist(id, exec)) or '' end
       -- KV exists only once an ack wrote some (instance field kv, or no instance record).
