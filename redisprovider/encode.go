@@ -106,8 +106,9 @@ const storedVersion = "0.1.30"
 // storedEvent shortens an encoded event (js, provider.Marshal's layout: event_id,
 // source_event_id, instance_id, execution_id, timestamp_ms, duroxide_version, ...) for the
 // history of (instance, exec): a null source_event_id is left out, and so are instance_id and
-// execution_id when they are the history's own, and duroxide_version when it is storedVersion
-// (decodeHistory puts them back; provider.DecodeEventIn). About 90 bytes less per event. An
+// execution_id when they are the history's own, duroxide_version when it is storedVersion, and
+// an OrchestrationStarted's null parent_instance and parent_id (decodeHistory puts them back;
+// provider.DecodeEventIn; absent options decode as null). About 90 bytes less per event. An
 // event of another instance or execution is stored as it is.
 func storedEvent(js, quotedInstance string, exec uint64) string {
 	const head, sid, sidNull = `{"event_id":`, `"source_event_id":`, `"source_event_id":null,`
@@ -134,8 +135,16 @@ func storedEvent(js, quotedInstance string, exec uint64) string {
 	}
 	rest = rest[len(own):]
 	const ts, dv = `"timestamp_ms":`, `"duroxide_version":"` + storedVersion + `",`
-	if j := strings.IndexByte(rest, ','); strings.HasPrefix(rest, ts) && j > 0 && strings.HasPrefix(rest[j+1:], dv) {
+	j := strings.IndexByte(rest, ',')
+	if !strings.HasPrefix(rest, ts) || j < 0 {
+		return id + keep + rest
+	}
+	if strings.HasPrefix(rest[j+1:], dv) {
 		rest = rest[:j+1] + rest[j+1+len(dv):]
+	}
+	const started, noParent = `"type":"OrchestrationStarted",`, `,"parent_instance":null,"parent_id":null}`
+	if strings.HasPrefix(rest[j+1:], started) && strings.HasSuffix(rest, noParent) {
+		rest = rest[:len(rest)-len(noParent)] + "}"
 	}
 	return id + keep + rest
 }

@@ -23,7 +23,7 @@ if what == 'info' then
   if not known() then return { 0 } end
   local i = redis.call('HMGET', k_inst(id), 'name', 'ver', 'exec', 'status', 'created', 'updated', 'parent')
   local has = redis.call('EXISTS', k_inst(id))
-  local exec = i[3] or current_exec(id)
+  local exec = i[3] or current_exec(id, true)
   local status, output, quoted = i[4], false, ''
   if exec then
     local x = exec_record(id, exec)

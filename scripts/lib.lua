@@ -128,9 +128,11 @@ end
 -- holds the record of every other execution (and of executions of instances without a hash or
 -- written before this layout), with fields started, completed, status, pin, pink, out, hn, hd.
 
--- Current execution of an instance (highest acked), or nil.
-local function current_exec(id)
-  local e = tonumber(redis.call('HGET', k_inst(id), 'exec'))
+-- Current execution of an instance (highest acked), or nil. hash_read: the caller read the
+-- instance hash's exec field already and found none.
+local function current_exec(id, hash_read)
+  local e = nil
+  if not hash_read then e = tonumber(redis.call('HGET', k_inst(id), 'exec')) end
   if e then return e end
   local r = redis.call('ZRANGE', k_execs(id), -1, -1)
   if r[1] then return tonumber(r[1]) end
@@ -164,11 +166,13 @@ local function has_exec(id, e)
   return redis.call('ZSCORE', k_execs(id), e) ~= false
 end
 
--- An execution's record {status, started, completed, out, hn, hd} (false where absent).
+-- An execution's record {status, started, completed, out, hn, hd} (false where absent). The
+-- instance hash holds the current execution's record when it has hd; its started is xs, or
+-- created when xs is absent.
 local function exec_record(id, e)
   e = tostring(e)
-  local i = redis.call('HMGET', k_inst(id), 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd')
-  if i[1] == e and i[2] then return { i[3], i[2], i[4], i[5], i[6], i[7] } end
+  local i = redis.call('HMGET', k_inst(id), 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd', 'created')
+  if i[1] == e and i[7] then return { i[3], i[2] or i[8], i[4], i[5], i[6], i[7] } end
   return redis.call('HMGET', k_exec(id, e), 'status', 'started', 'completed', 'out', 'hn', 'hd')
 end
 
@@ -339,6 +343,12 @@ local function oq_delete_many(id, seqs)
     redis.call('HDEL', k_msgs(id), unpack(fields))
     redis.call('ZREM', k_vis(id), unpack(members))
   end
+end
+
+-- An execution's tag (orch_fetch, orch_ack): 12 random hex digits of the lock nonce (a UUID) of
+-- the fetch that began it.
+local function exec_tag(nonce)
+  return string.sub(nonce, 1, 8) .. string.sub(nonce, 10, 13)
 end
 
 -- Orchestration lock tokens name their instance: '<36-character nonce>.<instance id>' (orch_fetch

@@ -18,8 +18,9 @@
 -- Instance hash fields (i:<id>): name, ver, created, updated (ms), status, exec (current execution),
 --   parent, pin / pink (pinned version, its sortable key), open (children not settled, retention),
 --   tag (current execution's tag, see orch_fetch), hn / hb (its history's events and bytes), kv ('1'
---   once KV was written), and the current execution's record: xs (started ms), done (completed
---   ms), out (where its output is), hd ('1' while its event ids are dense). Execution hash fields
+--   once KV was written), and the current execution's record when it has hd ('1' while its event
+--   ids are dense, else '0'): xs (started ms; absent: created), done (completed ms), out (where
+--   its output is). Execution hash fields
 --   (x:<e>:<id>, other executions): started, completed (ms), status, pin, pink, out, hn, hd. See
 --   lib.lua (Executions, exec_output, history_append).
 local token, exec = ARGV[2], ARGV[3]
@@ -50,7 +51,7 @@ local witems, cancels, oitems = section(6), section(3), section(4)
 -- The instance record, read once (fields: see the header of this file).
 local ikey = k_inst(id)
 local iv = redis.call('HMGET', ikey, 'name', 'ver', 'status', 'open', 'exec', 'parent', 'pin', 'tag', 'hn', 'hb',
-  'kv', 'xs', 'hd', 'out', 'done', 'pink')
+  'kv', 'xs', 'hd', 'out', 'done', 'pink', 'created')
 local has_inst = iv[1] ~= false
 -- An instance that existed when the turn was fetched and is gone now expired (retention) under
 -- the lock: writing would re-create it as a Running fragment of itself.
@@ -62,13 +63,13 @@ end
 -- hash (rec_in_i) when it is the current execution of an instance with a hash and began with one,
 -- else in its execution hash (xrec: that hash's hn, hd, out when it exists).
 local prev = tonumber(iv[5])
-if prev == nil then prev = current_exec(id) end
+if prev == nil then prev = current_exec(id, true) end
 local nexec = tonumber(exec)
 local new_exec = prev == nil or nexec > prev
 local is_current = new_exec or nexec == prev
 local new_record = nexec ~= prev and (prev == nil or redis.call('ZSCORE', k_execs(id), exec) == false)
 local will_inst = has_inst or (name ~= '' and ver ~= '')
-local rec_in_i = will_inst and ((new_exec and new_record) or (nexec == prev and iv[12] ~= false))
+local rec_in_i = will_inst and ((new_exec and new_record) or (nexec == prev and iv[13] ~= false))
 local xkey = k_exec(id, exec)
 local xrec = nil
 local hn, hb = tonumber(iv[9]), tonumber(iv[10])
@@ -89,8 +90,13 @@ if #hist > 0 then
   if dup then return dup end
 end
 
--- 1. The messages this token locked are consumed.
-oq_delete_many(id, words(lk[3]))
+-- 1. The messages this token locked are consumed: all of the instance's unless others arrived
+-- during the lock or were delayed ('more').
+if lk[5] == '1' then
+  oq_delete_many(id, words(lk[3]))
+else
+  redis.call('DEL', k_msgs(id), k_vis(id))
+end
 
 -- 2. Instance and execution records: their changes are gathered in ifields / xfields and written
 -- with one HSET each; rset writes the execution's record wherever it is (the instance hash calls
@@ -129,8 +135,8 @@ elseif has_inst and name ~= '' and ver ~= '' and (iv[1] ~= name or iv[2] ~= ver)
   iset('name', name); iset('ver', ver)
 end
 -- A new execution moves the old one's record out of the instance hash into its execution hash.
-if new_exec and prev ~= nil and iv[12] then
-  local a, vals = {}, { iv[3], iv[12], iv[15], iv[14], iv[9], iv[13], iv[7], iv[16] }
+if new_exec and prev ~= nil and iv[13] then
+  local a, vals = {}, { iv[3], iv[12] or iv[17], iv[15], iv[14], iv[9], iv[13], iv[7], iv[16] }
   for j, f in ipairs({ 'status', 'started', 'completed', 'out', 'hn', 'hd', 'pin', 'pink' }) do
     if vals[j] then a[#a + 1], a[#a + 2] = f, vals[j] end
   end
@@ -140,7 +146,7 @@ end
 if new_record then
   -- The first execution of an instance with a hash needs no execution set.
   if not rec_in_i or prev ~= nil then execs_add(id, exec) end
-  rset('started', now)
+  if not (rec_in_i and (created or iv[17] == tostring(now))) then rset('started', now) end
   if status == '' then rset('status', 'Running') end
 end
 
@@ -210,7 +216,7 @@ if has_inst and is_current then
     if new_exec then
       -- The execution's tag: the one the fetch announced, unless it is the old execution's.
       local tag = lk[6]
-      if not tag or tag == iv[8] then tag = string.sub(token, 1, 36) end
+      if not tag or tag == iv[8] then tag = exec_tag(token) end
       iset('tag', tag)
     end
     if old_status ~= st then

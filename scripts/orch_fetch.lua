@@ -108,7 +108,7 @@ while true do
   local iv = redis.call('HMGET', k_inst(id), 'name', 'ver', 'exec', 'tag', 'hn', 'kv')
   local has_inst = iv[1] ~= false
   local exec = tonumber(iv[3])
-  if exec == nil then exec = current_exec(id) end
+  if exec == nil then exec = current_exec(id, true) end
   local ok = #seqs > 0
   table.sort(seqs, function(a, b) return tonumber(a) < tonumber(b) end)
   -- One read of the batch: its messages, type codes and attempts.
@@ -161,7 +161,7 @@ while true do
     -- continue-as-new): the tag that execution gets when this turn is acked (orch_ack).
     local begins = has_can or (exec == nil and has_start)
     local tag = iv[4] or ''
-    if begins or tag == '' then tag = token end
+    if begins or tag == '' then tag = exec_tag(token) end
     local until_ms = now + lock_ms
     local full = token .. '.' .. id
     -- Lock hash fields: see oq_held (lib.lua).
