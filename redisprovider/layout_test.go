@@ -151,7 +151,9 @@ func TestEventIDsDenseThenSet(t *testing.T) {
 	layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}})
 	md := provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}
 	raise := provider.WorkItem{Kind: provider.ExternalRaised{Instance: id, Name: "e", Data: "{}"}}
-	ev := func(n uint64) provider.Event { return layoutEvent(id, 1, n, provider.ExternalEventEvent{Name: "e", Data: "{}"}) }
+	ev := func(n uint64) provider.Event {
+		return layoutEvent(id, 1, n, provider.ExternalEventEvent{Name: "e", Data: "{}"})
+	}
 	if err := layoutTurn(t, p, id, 1, []provider.Event{
 		layoutEvent(id, 1, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}), ev(2),
 	}, md, raise); err != nil {
@@ -239,7 +241,9 @@ func TestContinueAsNewKeepsEveryExecution(t *testing.T) {
 		t.Errorf("instance info %+v, %v", info, err)
 	}
 	// The older execution keeps its own count and refuses its duplicates.
-	old := func(n uint64) provider.Event { return layoutEvent(id, 1, n, provider.ExternalEventEvent{Name: "e", Data: "{}"}) }
+	old := func(n uint64) provider.Event {
+		return layoutEvent(id, 1, n, provider.ExternalEventEvent{Name: "e", Data: "{}"})
+	}
 	if err := p.AppendWithExecution(ctx, id, 1, []provider.Event{old(2)}); !errors.Is(err, provider.ErrDuplicateEvent) {
 		t.Fatalf("duplicate in execution 1: %v", err)
 	}
@@ -270,4 +274,3 @@ func TestContinueAsNewKeepsEveryExecution(t *testing.T) {
 		t.Fatalf("keys left after delete: %v", keys)
 	}
 }
-
