@@ -36,6 +36,11 @@ import "strconv"
 //	P wq:wake:s:<tk>        LIST    wake tokens for session-aware fetchers: items of claimable sessions
 //	P wq:wake:o:<tk>:<o>    LIST    wake tokens for owner o's fetchers: items of sessions o holds
 //	                                (tk "*" for TagFilter Any fetchers; every wake-up also goes there)
+//	P wq:waiting            ZSET    the wq:wake lists fetchers may be blocked on, by their suffix after
+//	                                "wq:wake:" ("p:-", "o:-:<o>", ...), score = until when ms: an empty
+//	                                fetch registers its lists; a wake-up pushes a token only to lists
+//	                                registered until now or later (stale members: removed when a new
+//	                                one is added; the set expires once nobody registered for a while)
 //
 // Worker fetchers long-poll on the wq:wake lists their tag filter and owner select, so the wake-up for an item reaches a fetcher that can take it.
 //
@@ -119,6 +124,9 @@ func (k Keyspace) SessionsIdle(partition int) string { return k.Prefix(partition
 func (k Keyspace) OwnerSessions(partition int, owner string) string {
 	return k.Prefix(partition) + "wq:owner:" + owner
 }
+
+// WorkWaiting is the registry of wake lists worker fetchers may be blocked on.
+func (k Keyspace) WorkWaiting(partition int) string { return k.Prefix(partition) + "wq:waiting" }
 
 // WorkWake is a wake list worker fetchers block on: class WorkWakePlain, WorkWakeSession or
 // WorkWakeOwned (owner is used only for that one), tag key tk (WorkTagKey or WorkTagKeyAny).

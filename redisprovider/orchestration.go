@@ -86,9 +86,7 @@ func (p *Provider) fetchArgs(op string, lockTimeout, pollTimeout time.Duration, 
 		}
 		wakeFilter = strings.Join(bounds, " ") // as orch_fetch registers it
 	}
-	// An empty fetch registers the filter for wake-ups as long as the fetch may wait: one poll,
-	// plus the rescan period idle fetches may skip the script for (see poll), plus a margin.
-	filterArgs = append(filterArgs, ms(pollTimeout+rescanPeriod(lockTimeout)+wakeTTL), boolArg(lite))
+	filterArgs = append(filterArgs, ms(waitRegistration(pollTimeout, rescanPeriod(lockTimeout))), boolArg(lite))
 	return append([]any{ms(lockTimeout)}, filterArgs...), p.keys.WakeOrchFilter(0, wakeFilter), false, nil
 }
 

@@ -62,6 +62,17 @@ func rescanPeriod(lockTimeouts ...time.Duration) time.Duration {
 	return d
 }
 
+// waitRegistration is how long an empty fetch registers its wake lists (or filter) for wake-ups:
+// as long as the fetch may wait, one poll, plus the rescan period idle fetches may skip the script
+// for (see poll), plus a margin; 0 (nothing registered) for a fetch that will not wait, such as
+// the fetch part of an ack-and-fetch.
+func waitRegistration(pollTimeout, rescan time.Duration) time.Duration {
+	if pollTimeout <= 0 {
+		return 0
+	}
+	return pollTimeout + rescan + wakeTTL
+}
+
 // idleState remembers, per set of wake lists, a wait that timed out.
 type idleState struct {
 	mu    sync.Mutex

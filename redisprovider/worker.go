@@ -141,7 +141,11 @@ func (p *Provider) workFetchArgs(op string, lockTimeout, pollTimeout time.Durati
 				p.keys.WorkWake(workerPartition, dxredis.WorkWakeOwned, tk, owner))
 		}
 	}
-	args = []any{ms(lockTimeout), owner, ms(sessionLock)}
+	// An empty fetch registers its wake lists as long as the fetch may wait: one poll, plus the
+	// rescan period idle fetches may skip the script for (see poll), plus a margin. A fetch that
+	// will not wait registers nothing.
+	rescan = rescanPeriod(lockTimeout, sessionLock)
+	args = []any{ms(lockTimeout), owner, ms(sessionLock), ms(waitRegistration(pollTimeout, rescan))}
 	if tags.Mode() == provider.TagModeAny {
 		args = append(args, "*")
 	} else {
@@ -150,7 +154,7 @@ func (p *Provider) workFetchArgs(op string, lockTimeout, pollTimeout time.Durati
 			args = append(args, tk)
 		}
 	}
-	return args, wakeKeys, rescanPeriod(lockTimeout, sessionLock), false, nil
+	return args, wakeKeys, rescan, false, nil
 }
 
 // workFetchReply reads work_fetch's reply: a locked item (into *locked), or when work is next due.

@@ -140,7 +140,7 @@ func wNoQueueKeys(t *testing.T, p *redisprovider.Provider) {
 	t.Helper()
 	for _, k := range wKeys(t, p) {
 		switch {
-		case k == "seq", k == "wq:next", strings.HasPrefix(k, "wake:"), strings.HasPrefix(k, "wq:wake:"), // wake lists expire
+		case k == "seq", k == "wq:next", strings.HasPrefix(k, "wake:"), strings.HasPrefix(k, "wq:wake:"), k == "wq:waiting", // wake keys expire
 			strings.HasPrefix(k, "wq:sess:"), k == "wq:sowned", k == "wq:sidle", strings.HasPrefix(k, "wq:owner:"):
 		case strings.HasPrefix(k, "wq:"):
 			t.Errorf("worker-queue key %q left after the queue drained", k)
@@ -183,14 +183,14 @@ func TestWorkerLuaKeysMatchGo(t *testing.T) {
 		WQ.K_DUE, WQ.K_LOCKED, WQ.K_TAGS, WQ.k_inst(ARGV[2]), WQ.k_sess(ARGV[3]),
 		WQ.k_sitems(WQ.tag_key(ARGV[4]), ARGV[3]), WQ.k_sitems(WQ.tag_key(''), ARGV[3]), WQ.k_stags(ARGV[3]), WQ.K_SCOUNT,
 		WQ.k_sfree(WQ.tag_key(ARGV[4])), WQ.k_sown(WQ.tag_key(ARGV[4]), ARGV[5]), WQ.K_SOWNED, WQ.K_SIDLE,
-		WQ.k_owner(ARGV[5]), WQ.k_wake('p', WQ.tag_key(ARGV[4])), WQ.k_wake('s', '*'), WQ.k_wake('o', WQ.tag_key(''), ARGV[5])}`,
+		WQ.k_owner(ARGV[5]), WQ.k_wake('p', WQ.tag_key(ARGV[4])), WQ.k_wake('s', '*'), WQ.k_wake('o', WQ.tag_key(''), ARGV[5]), WQ.K_WAITING}`,
 		inst, sid, tag, owner)
 	want := []string{ks.WorkItem(0, 42), ks.WorkReady(0, ""), ks.WorkReady(0, tag),
 		ks.WorkDue(0), ks.WorkLocked(0), ks.WorkTags(0), ks.WorkInstance(inst), ks.Session(0, sid),
 		ks.SessionItems(0, tag, sid), ks.SessionItems(0, "", sid), ks.SessionTags(0, sid), ks.SessionCounts(0),
 		ks.SessionsFree(0, tag), ks.SessionsOwnedBy(0, tag, owner), ks.SessionsOwned(0), ks.SessionsIdle(0),
 		ks.OwnerSessions(0, owner), ks.WorkWake(0, dxredis.WorkWakePlain, dxredis.WorkTagKey(tag), ""),
-		ks.WorkWake(0, dxredis.WorkWakeSession, dxredis.WorkTagKeyAny, ""), ks.WorkWake(0, dxredis.WorkWakeOwned, "-", owner)}
+		ks.WorkWake(0, dxredis.WorkWakeSession, dxredis.WorkTagKeyAny, ""), ks.WorkWake(0, dxredis.WorkWakeOwned, "-", owner), ks.WorkWaiting(0)}
 	g, _ := got.([]any)
 	if len(g) != len(want) {
 		t.Fatalf("lua returned %d keys, want %d", len(g), len(want))
@@ -936,6 +936,60 @@ func TestWorkerScriptsParse(t *testing.T) {
 			if !strings.Contains(src, h) {
 				t.Errorf("%s.lua header lacks %q", name, h)
 			}
+		}
+	}
+}
+
+// A worker wake-up goes only to lists a fetcher may be blocked on: an enqueue nobody waits for
+// pushes no token, and a fetcher blocked in a long poll (plain, tagged, Any, with a session
+// config) is woken at once by the item it may take.
+func TestWorkerWakeOnlyWhereFetchersWait(t *testing.T) {
+	ctx := t.Context()
+	p := newTestProvider(t)
+	ks := p.Keyspace()
+	wEnqueue(t, p, wAct("nobody", 1, "", ""))
+	if n := p.Client().Exists(ctx, ks.WorkWake(0, dxredis.WorkWakePlain, "-", ""), ks.WorkWake(0, dxredis.WorkWakePlain, "*", "")).Val(); n != 0 {
+		t.Fatalf("an enqueue with no fetcher waiting pushed %d wake lists", n)
+	}
+	if it := wFetch(t, p, wLongLock, nil, provider.TagFilterAny()); it == nil {
+		t.Fatal("queued item not fetched")
+	}
+	session := &provider.SessionFetchConfig{OwnerID: "w1", LockTimeout: time.Minute}
+	gpu, err := provider.TagFilterTags("gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct {
+		filter  provider.TagFilter
+		session *provider.SessionFetchConfig
+		item    provider.WorkItem
+	}{
+		{provider.TagFilterDefaultOnly(), nil, wAct("plain", 2, "", "")},
+		{gpu, nil, wAct("tagged", 3, "gpu", "")},
+		{provider.TagFilterAny(), nil, wAct("any", 4, "gpu", "")},
+		{provider.TagFilterDefaultOnly(), session, wAct("session", 5, "", "s1")},
+	} {
+		got := make(chan *provider.LockedWorkItem, 1)
+		go func() {
+			it, err := p.FetchWorkItem(ctx, wLongLock, 10*time.Second, c.session, c.filter)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- it
+		}()
+		time.Sleep(300 * time.Millisecond) // the fetch found nothing and blocks
+		start := time.Now()
+		wEnqueue(t, p, c.item)
+		select {
+		case it := <-got:
+			if it == nil {
+				t.Fatalf("case %d: the blocked fetch returned nothing", i)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Fatalf("case %d: woken after %v", i, d)
+			}
+		case <-time.After(8 * time.Second):
+			t.Fatalf("case %d: the blocked fetch was not woken", i)
 		}
 	}
 }

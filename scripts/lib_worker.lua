@@ -19,6 +19,7 @@ setup_hooks[#setup_hooks + 1] = function()
   WQ.K_SOWNED = P .. 'wq:sowned'
   WQ.K_SIDLE = P .. 'wq:sidle'
   WQ.K_NEXT = P .. 'wq:next'
+  WQ.K_WAITING = P .. 'wq:waiting'
   WQ.NEXT = nil -- this call's reading of K_NEXT (the library outlives calls under FUNCTION)
 end
 function WQ.k_item(s) return P .. 'wq:m:' .. s end
@@ -51,15 +52,41 @@ end
 -- 's' items of claimable sessions, 'o' items of sessions owner holds; per tag key, and tag key '*'
 -- for TagFilter Any. A fetcher blocks on the lists of its tag keys (and, with a session config,
 -- its 's' and 'o' lists), so a wake-up always reaches a fetcher that can take the item.
-function WQ.k_wake(class, tk, owner)
-  if owner then return P .. 'wq:wake:' .. class .. ':' .. tk .. ':' .. owner end
-  return P .. 'wq:wake:' .. class .. ':' .. tk
+-- A list is pushed to only while a fetcher may block on it: an empty fetch registers its lists in
+-- WQ.K_WAITING (WQ.register_waiter) until the longest it may wait, skipped scripts included (see
+-- redisprovider's poll), so a busy queue pays one ZMSCORE per wake-up instead of list pushes nobody
+-- takes.
+function WQ.wake_suffix(class, tk, owner)
+  if owner then return class .. ':' .. tk .. ':' .. owner end
+  return class .. ':' .. tk
 end
+function WQ.k_wake(class, tk, owner) return P .. 'wq:wake:' .. WQ.wake_suffix(class, tk, owner) end
 
 -- Wake one fetcher that may take an item of (class, tk, owner), and one TagFilter Any fetcher.
 function WQ.wake_for(class, tk, owner)
-  wake(WQ.k_wake(class, tk, owner), 1)
-  wake(WQ.k_wake(class, '*', owner), 1)
+  local s = redis.call('ZMSCORE', WQ.K_WAITING, WQ.wake_suffix(class, tk, owner), WQ.wake_suffix(class, '*', owner))
+  local now = now_ms()
+  if s[1] and tonumber(s[1]) >= now then wake(WQ.k_wake(class, tk, owner), 1) end
+  if s[2] and tonumber(s[2]) >= now then wake(WQ.k_wake(class, '*', owner), 1) end
+end
+
+-- Register the wake lists of a fetcher with tag keys tks (or {'*'}) and owner ('' none) for
+-- wait_ms. The registry expires once nobody registered for up to twice that long. Cost: ZADD and
+-- PTTL; a ZREMRANGEBYSCORE when a list is new to the registry, a PEXPIRE once per wait_ms.
+function WQ.register_waiter(tks, owner, wait_ms)
+  local until_ms = now_ms() + wait_ms
+  local args = { 'GT' }
+  for _, tk in ipairs(tks) do
+    args[#args + 1], args[#args + 2] = until_ms, WQ.wake_suffix('p', tk)
+    if owner ~= '' then
+      args[#args + 1], args[#args + 2] = until_ms, WQ.wake_suffix('s', tk)
+      args[#args + 1], args[#args + 2] = until_ms, WQ.wake_suffix('o', tk, owner)
+    end
+  end
+  if #args > 1 and redis.call('ZADD', WQ.K_WAITING, unpack(args)) > 0 then
+    redis.call('ZREMRANGEBYSCORE', WQ.K_WAITING, '-inf', '(' .. now_ms())
+  end
+  if redis.call('PTTL', WQ.K_WAITING) < wait_ms then redis.call('PEXPIRE', WQ.K_WAITING, 2 * wait_ms) end
 end
 
 -- The wake class of an item of session sid ('' none) with tag key tk: class, owner.

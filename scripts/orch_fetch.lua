@@ -3,9 +3,9 @@
 -- ARGV[1] prefix, ARGV[2] lock token nonce (36 characters; the token is '<nonce>.<instance>'),
 --      ARGV[3] lock ms, ARGV[4] filter: '0' none, '1' ranges follow; ARGV[5] range count n, then n
 --      pairs lo, hi (sortable pin keys, inclusive); then the ms for which the caller may wait after
---      an empty fetch (its filter stays registered for wake-ups that long); then '1' for a lite
---      fetch (no history, no KV) or '0'. A batch that begins an execution gets the nonce as its
---      execution tag.
+--      an empty fetch (its filter stays registered for wake-ups that long; 0: not registered);
+--      then '1' for a lite fetch (no history, no KV) or '0'. A batch that begins an execution gets
+--      the first 12 hex digits of the nonce as its execution tag (exec_tag).
 -- Reply: when nothing is eligible {'', next_ms, now_ms}: next_ms is when delayed work or a held lock
 --   next comes due (-1 when never); otherwise {token, instance, attempt, exec or '', instance
 --   fields {name, ver} (empty when not created), messages {json...}, history (event JSON lines; ''
@@ -82,11 +82,14 @@ while true do
   if id == nil then
     -- The caller may now wait: register its filter, in this same script, so that every wake-up
     -- for work it accepts reaches its list from now on (see wake_orch).
-    redis.call('ZREMRANGEBYSCORE', K_WAKE_FILTERS, '-inf', now)
-    local f, until_ms = filtered and table.concat(bounds, ' ') or '*', now + wait_ms
-    local cur = redis.call('ZSCORE', K_WAKE_FILTERS, f) -- never shorten another waiter's registration
-    if not cur or tonumber(cur) < until_ms then redis.call('ZADD', K_WAKE_FILTERS, until_ms, f) end
-    if redis.call('PTTL', K_WAKE_FILTERS) < wait_ms then redis.call('PEXPIRE', K_WAKE_FILTERS, wait_ms) end -- gone once nobody waits
+    -- A caller that will not wait (wait_ms 0) registers nothing.
+    if wait_ms > 0 then
+      redis.call('ZREMRANGEBYSCORE', K_WAKE_FILTERS, '-inf', now)
+      local f, until_ms = filtered and table.concat(bounds, ' ') or '*', now + wait_ms
+      local cur = redis.call('ZSCORE', K_WAKE_FILTERS, f) -- never shorten another waiter's registration
+      if not cur or tonumber(cur) < until_ms then redis.call('ZADD', K_WAKE_FILTERS, until_ms, f) end
+      if redis.call('PTTL', K_WAKE_FILTERS) < wait_ms then redis.call('PEXPIRE', K_WAKE_FILTERS, wait_ms) end -- gone once nobody waits
+    end
     local nxt = -1
     local d = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
     if d[2] then nxt = tonumber(d[2]) end
