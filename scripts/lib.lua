@@ -7,10 +7,10 @@
 local P, K_PINS, K_DUE, K_LOCKED, K_OQ_NEXT, OQ_NEXT, K_CHORES, K_SEQ, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP, K_ORPHANS
 local setup_hooks = {} -- per-call setup of the other lib files (lib_worker.lua)
 
-local NOW -- the server time of this call, read once (now_ms)
+local NOW, NOW_S -- the server time of this call, read once (now_ms), and as a string (now_s)
 local function dx_setup(prefix)
   P = prefix
-  NOW = nil
+  NOW, NOW_S = nil, nil
   K_PINS = P .. 'oq:pins'
   K_DUE = P .. 'oq:due'
   K_LOCKED = P .. 'oq:locked'
@@ -31,9 +31,19 @@ local function now_ms()
   if NOW == nil then
     local t = redis.call('TIME')
     NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    NOW_S = t[1] .. string.sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3) -- the same ms, unformatted
   end
   return NOW
 end
+
+-- Numbers given to redis.call are formatted by the server with '%.17g', which costs more than
+-- many commands (about 0.3 us each, and Lua's tostring as much); the hot paths pass strings:
+-- integers through d ('%d' is several times faster), constants as literals, the time as now_s().
+local function now_s()
+  now_ms()
+  return NOW_S
+end
+local function d(n) return string.format('%d', n) end
 
 local function k_inst(id) return P .. 'i:' .. id end
 local function k_execs(id) return P .. 'xs:' .. id end
@@ -61,7 +71,7 @@ local function fail(code, msg) return redis.error_reply('DX_' .. code .. ' ' .. 
 -- stored: a failed run wrote nothing (principle 8). The first try of a call passes its key with a
 -- trailing '!': no earlier run can exist, so it skips the GET. Cost: one SET on success (and one
 -- GET on a retry).
-local ATTEMPT_TTL_MS = 20000
+local ATTEMPT_TTL_MS = '20000'
 local function attempt_key(KEYS)
   local att = KEYS[2]
   if att and string.sub(att, -1) == '!' then return string.sub(att, 1, -2), true end
@@ -74,7 +84,7 @@ local function dx_once(op, KEYS, ARGV)
     if prev then return tonumber(prev) end
   end
   local r = op(KEYS, ARGV)
-  if att and type(r) == 'number' then redis.call('SET', att, r, 'PX', ATTEMPT_TTL_MS) end
+  if att and type(r) == 'number' then redis.call('SET', att, d(r), 'PX', ATTEMPT_TTL_MS) end
   return r
 end
 
@@ -86,8 +96,8 @@ local function wake(key, n)
   if n > 16 then n = 16 end
   local len = 0
   for _ = 1, n do len = redis.call('LPUSH', key, '1') end
-  if len > 16 then redis.call('LTRIM', key, 0, 15) end
-  if len <= n then redis.call('PEXPIRE', key, 5000) end
+  if len > 16 then redis.call('LTRIM', key, '0', '15') end
+  if len <= n then redis.call('PEXPIRE', key, '5000') end
 end
 
 -- Orchestration fetchers wait on one list per capability filter: k_wake_filter(f) for the filter f
@@ -116,7 +126,7 @@ end
 -- Wake n fetchers of every filter that accepts work of pin key pin. Cost: O(registered filters);
 -- registrations that lapsed are removed by orch_fetch.
 local function wake_orch(pin, n)
-  for _, f in ipairs(redis.call('ZRANGE', K_WAKE_FILTERS, 0, -1)) do
+  for _, f in ipairs(redis.call('ZRANGE', K_WAKE_FILTERS, '0', '-1')) do
     if filter_accepts(f, pin) then wake(k_wake_filter(f), n) end
   end
 end
@@ -134,14 +144,14 @@ local function current_exec(id, hash_read)
   local e = nil
   if not hash_read then e = tonumber(redis.call('HGET', k_inst(id), 'exec')) end
   if e then return e end
-  local r = redis.call('ZRANGE', k_execs(id), -1, -1)
+  local r = redis.call('ZRANGE', k_execs(id), '-1', '-1')
   if r[1] then return tonumber(r[1]) end
   return nil
 end
 
 -- Execution ids of an instance, ascending (strings).
 local function executions(id)
-  local r = redis.call('ZRANGE', k_execs(id), 0, -1)
+  local r = redis.call('ZRANGE', k_execs(id), '0', '-1')
   if #r > 0 then return r end
   local e = redis.call('HGET', k_inst(id), 'exec')
   if e then return { e } end
@@ -216,7 +226,7 @@ local function oq_note(at)
   if cur == nil then cur = tonumber(redis.call('GET', K_OQ_NEXT)) end
   if cur == nil then return end -- unknown: the next fetch scans anyway
   if at < cur then
-    redis.call('SET', K_OQ_NEXT, at)
+    redis.call('SET', K_OQ_NEXT, d(at))
     cur = at
   end
   OQ_NEXT = cur
@@ -226,8 +236,8 @@ end
 -- wake one waiting fetcher that may take it: it blocked with a timeout computed before this work
 -- existed and must learn the new, earlier due time.
 local function oq_due_set(id, at)
-  local head = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
-  redis.call('ZADD', K_DUE, at, id)
+  local head = redis.call('ZRANGE', K_DUE, '0', '0', 'WITHSCORES')
+  redis.call('ZADD', K_DUE, d(at), id)
   oq_note(at)
   if head[2] == nil or at < tonumber(head[2]) then wake_orch(pin_of(id), 1) end
 end
@@ -236,7 +246,7 @@ end
 -- when it is ready (a fetcher should be woken), else nil. Cost: O(messages of the instance that
 -- are visible) + O(log N).
 local function oq_reindex(id, now)
-  local vis = redis.call('ZRANGEBYSCORE', k_vis(id), '-inf', now)
+  local vis = redis.call('ZRANGEBYSCORE', k_vis(id), '-inf', d(now))
   local best, pin = nil, nil
   for _, s in ipairs(vis) do
     local n = tonumber(s)
@@ -244,10 +254,10 @@ local function oq_reindex(id, now)
   end
   if best ~= nil then
     pin = pin_of(id)
-    redis.call('ZADD', k_ready(pin), best, id)
+    redis.call('ZADD', k_ready(pin), d(best), id)
     redis.call('SADD', K_PINS, pin)
   end
-  local nxt = redis.call('ZRANGEBYSCORE', k_vis(id), '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local nxt = redis.call('ZRANGEBYSCORE', k_vis(id), '(' .. d(now), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
   if nxt[1] then
     oq_due_set(id, tonumber(nxt[2]))
   else
@@ -304,7 +314,7 @@ end
 -- Message hash fields: m<s> the item JSON, t<s> its type code ('S' start, 'C' continue-as-new,
 -- 'Q' queue message; absent: other), a<s> fetch attempts (absent: 0).
 local function oq_enqueue(id, json, tcode, visible_at, now)
-  local s = redis.call('INCR', K_SEQ)
+  local s = d(redis.call('INCR', K_SEQ))
   if (tcode == 'S' or tcode == 'C') and redis.call('ZREM', K_ORPHANS, id) == 1 then -- the start adopts parked orphans
     redis.call('PERSIST', k_msgs(id))
     redis.call('PERSIST', k_vis(id))
@@ -315,7 +325,7 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
   else
     redis.call('HSET', k_msgs(id), 'm' .. s, json, 't' .. s, tcode)
   end
-  redis.call('ZADD', k_vis(id), visible_at, s)
+  redis.call('ZADD', k_vis(id), d(visible_at), s)
   if is_locked(id) then
     redis.call('HSET', k_lock(id), 'more', '1')
     return false

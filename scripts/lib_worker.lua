@@ -65,6 +65,7 @@ function WQ.k_wake(class, tk, owner) return P .. 'wq:wake:' .. WQ.wake_suffix(cl
 -- Wake one fetcher that may take an item of (class, tk, owner), and one TagFilter Any fetcher.
 function WQ.wake_for(class, tk, owner)
   local s = redis.call('ZMSCORE', WQ.K_WAITING, WQ.wake_suffix(class, tk, owner), WQ.wake_suffix(class, '*', owner))
+  if not (s[1] or s[2]) then return end
   local now = now_ms()
   if s[1] and tonumber(s[1]) >= now then wake(WQ.k_wake(class, tk, owner), 1) end
   if s[2] and tonumber(s[2]) >= now then wake(WQ.k_wake(class, '*', owner), 1) end
@@ -76,6 +77,7 @@ end
 function WQ.register_waiter(tks, owner, wait_ms)
   local until_ms = now_ms() + wait_ms
   local args = { 'GT' }
+  until_ms = d(until_ms)
   for _, tk in ipairs(tks) do
     args[#args + 1], args[#args + 2] = until_ms, WQ.wake_suffix('p', tk)
     if owner ~= '' then
@@ -100,7 +102,7 @@ end
 -- Point the group's index entry at its oldest ready item, or drop it when the group is empty.
 function WQ.reindex_group(sid, tk)
   local idx = WQ.group_index(sid, tk)
-  local h = redis.call('ZRANGE', WQ.k_sitems(tk, sid), 0, 0, 'WITHSCORES')
+  local h = redis.call('ZRANGE', WQ.k_sitems(tk, sid), '0', '0', 'WITHSCORES')
   if h[1] then redis.call('ZADD', idx, h[2], sid) else redis.call('ZREM', idx, sid) end
 end
 
@@ -211,8 +213,8 @@ function WQ.delete(s, keep_inst, it)
     end
     if #rest == 0 then redis.call('HDEL', kx, f) else redis.call('HSET', kx, f, table.concat(rest, ' ')) end
   end
-  if redis.call('HINCRBY', WQ.K_TAGS, tk, -1) <= 0 then redis.call('HDEL', WQ.K_TAGS, tk) end
-  if sid ~= '' and redis.call('HINCRBY', WQ.K_SCOUNT, sid, -1) <= 0 then
+  if redis.call('HINCRBY', WQ.K_TAGS, tk, '-1') <= 0 then redis.call('HDEL', WQ.K_TAGS, tk) end
+  if sid ~= '' and redis.call('HINCRBY', WQ.K_SCOUNT, sid, '-1') <= 0 then
     redis.call('HDEL', WQ.K_SCOUNT, sid)
     redis.call('DEL', WQ.k_stags(sid))
     local u = redis.call('HGET', WQ.k_sess(sid), 'u')
@@ -228,8 +230,9 @@ function WQ.lock(s, token, until_ms)
   local it = redis.call('HMGET', ki, 'j', 'n')
   local n = (tonumber(it[2]) or 0) + 1
   token = token .. '.' .. s
-  redis.call('HSET', ki, 'k', token, 'u', until_ms, 'n', n)
-  redis.call('ZADD', WQ.K_LOCKED, until_ms, s)
+  local u = d(until_ms)
+  redis.call('HSET', ki, 'k', token, 'u', u, 'n', d(n))
+  redis.call('ZADD', WQ.K_LOCKED, u, s)
   WQ.note(until_ms)
   return { n, it[1], token }
 end
@@ -327,16 +330,16 @@ end
 -- Add one worker item (session and tag '' for none), visible at once, and wake a fetcher that may
 -- take it (worker fetchers block on the WQ.k_wake lists). Cost: O(1) (O(log N) index updates).
 local function wq_enqueue(now, json, inst, exec, actid, session, tag)
-  local s = redis.call('INCR', K_SEQ)
+  local s = d(redis.call('INCR', K_SEQ))
   local tk = WQ.tag_key(tag)
   redis.call('HSET', WQ.k_item(s), 'j', json, 'i', inst, 'e', exec, 'a', actid, 's', session, 't', tk,
-    'n', 0, 'c', now)
+    'n', '0', 'c', d(now))
   local kx, f = WQ.k_inst(inst), exec .. ':' .. actid
   if redis.call('HSETNX', kx, f, s) == 0 then
     redis.call('HSET', kx, f, redis.call('HGET', kx, f) .. ' ' .. s)
   end
-  redis.call('HINCRBY', WQ.K_TAGS, tk, 1)
-  if session ~= '' and redis.call('HINCRBY', WQ.K_SCOUNT, session, 1) == 1 then
+  redis.call('HINCRBY', WQ.K_TAGS, tk, '1')
+  if session ~= '' and redis.call('HINCRBY', WQ.K_SCOUNT, session, '1') == 1 then
     redis.call('ZREM', WQ.K_SIDLE, session)
   end
   WQ.make_ready(s, session, tk, true)

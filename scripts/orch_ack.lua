@@ -27,7 +27,7 @@ local token, exec = ARGV[2], ARGV[3]
 local status, has_output, output, out_at = ARGV[4], ARGV[5] == '1', ARGV[6], ARGV[7]
 local name, ver, parent, pin, pink = ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12]
 local cs_op, cs_val, terminal, retention = ARGV[13], ARGV[14], ARGV[15] == '1', tonumber(ARGV[16])
-local now = now_ms()
+local now, nows = now_ms(), now_s()
 
 local id, lk = oq_held(token, now, true)
 if not id then return lk end
@@ -125,7 +125,7 @@ local was_settled = has_inst and changes_status and settled_of(iv[3], iv[4])
 local old_status, parent_id = iv[3], iv[6] or ''
 local created = false
 if not has_inst and name ~= '' and ver ~= '' then
-  iset('name', name); iset('ver', ver); iset('created', now)
+  iset('name', name); iset('ver', ver); iset('created', nows)
   if parent ~= '' then
     iset('parent', parent)
     parent_id = parent
@@ -146,7 +146,7 @@ end
 if new_record then
   -- The first execution of an instance with a hash needs no execution set.
   if not rec_in_i or prev ~= nil then execs_add(id, exec) end
-  if not (rec_in_i and (created or iv[17] == tostring(now))) then rset('started', now) end
+  if not (rec_in_i and (created or iv[17] == nows)) then rset('started', nows) end
   if status == '' then rset('status', 'Running') end
 end
 
@@ -168,15 +168,15 @@ end
 local compact = nil
 if terminal and is_current and hb then compact = hb end
 local added, still = history_append(id, exec, hist, compact, dense)
-if has_inst and is_current and hn and #hist > 0 then iset('hn', hn + #hist); iset('hb', hb + added) end
-if has_inst and new_exec and #hist == 0 then iset('hn', 0); iset('hb', 0) end
+if has_inst and is_current and hn and #hist > 0 then iset('hn', d(hn + #hist)); iset('hb', d(hb + added)) end
+if has_inst and new_exec and #hist == 0 then iset('hn', '0'); iset('hb', '0') end
 local hd = still and '1' or '0'
 if rec_in_i then
   if new_exec or (iv[13] or '0') ~= hd then iset('hd', hd) end
 elseif new_record then
-  xset('hn', #hist); xset('hd', hd)
+  xset('hn', d(#hist)); xset('hd', hd)
 elseif xrec and xrec[1] and #hist > 0 then
-  xset('hn', tonumber(xrec[1]) + #hist)
+  xset('hn', d(tonumber(xrec[1]) + #hist))
   if xrec[2] == '1' and not still then xset('hd', '0') end
 end
 
@@ -191,7 +191,7 @@ if status ~= '' then
   if rec_in_i and not new_exec then prev_out = iv[14] elseif xrec then prev_out = xrec[3] end
   local p, l = string.match(out_at, '^(%d+) (%d+)$')
   if has_output and rec_in_i and p and hb then
-    rset('out', (hb + tonumber(p)) .. ' ' .. l)
+    rset('out', d(hb + tonumber(p)) .. ' ' .. l)
     if prev_out == 'k' then redis.call('DEL', k_xout(id, exec)) end
   elseif has_output then
     redis.call('SET', k_xout(id, exec), output, 'KEEPTTL')
@@ -200,19 +200,19 @@ if status ~= '' then
     if prev_out == 'k' or (prev_out == nil and not rec_in_i) then redis.call('DEL', k_xout(id, exec)) end
     if prev_out and prev_out ~= '-' then rset('out', '-') end
   end
-  if terminal then rset('completed', now) end
+  if terminal then rset('completed', nows) end
   st = status
 end
 if has_inst and is_current then
   if status == '' and not new_exec then
-    iset('updated', now) -- same execution, same status
+    iset('updated', nows) -- same execution, same status
   else
     if st == nil then
       if new_record then st = 'Running' else st = redis.call('HGET', xkey, 'status') or 'Running' end
     end
     -- The output stays in the execution's output key only: a copy here would push the instance
     -- hash out of Redis's compact listpack encoding (values over 64 bytes) and store it twice.
-    iset('exec', exec); iset('status', st); iset('updated', now)
+    iset('exec', exec); iset('status', st); iset('updated', nows)
     if new_exec then
       -- The execution's tag: the one the fetch announced, unless it is the old execution's.
       local tag = lk[6]
@@ -221,7 +221,7 @@ if has_inst and is_current then
     end
     if old_status ~= st then
       if old_status then redis.call('ZREM', k_idx_status(old_status), id) end
-      redis.call('ZADD', k_idx_status(st), now, id) -- score: when it entered the status
+      redis.call('ZADD', k_idx_status(st), nows, id) -- score: when it entered the status
     end
   end
 end
@@ -229,7 +229,7 @@ end
 -- 6. Custom status: the last CustomStatusUpdated of the delta.
 if cs_op ~= '' then
   local ck = k_cs(id)
-  redis.call('HINCRBY', ck, 'v', 1)
+  redis.call('HINCRBY', ck, 'v', '1')
   if cs_op == 's' then redis.call('HSET', ck, 's', cs_val, 'n', '0') else redis.call('HSET', ck, 's', '', 'n', '1') end
 end
 
@@ -258,8 +258,8 @@ end
 
 -- The records, written once.
 if created and not is_current then -- created by a turn of an older execution
-  iset('status', 'Running'); iset('updated', now)
-  redis.call('ZADD', k_idx_status('Running'), now, id)
+  iset('status', 'Running'); iset('updated', nows)
+  redis.call('ZADD', k_idx_status('Running'), nows, id)
 end
 if #ifields > 0 and has_inst then redis.call('HSET', ikey, unpack(ifields)) end
 if drop_pin then idel[#idel + 1], idel[#idel + 2] = 'pin', 'pink' end
@@ -270,12 +270,12 @@ end
 if #dels > 0 and has_inst then redis.call('HDEL', ikey, unpack(dels)) end
 if #xfields > 0 then redis.call('HSET', xkey, unpack(xfields)) end
 if created then
-  redis.call('ZADD', K_IDX_INSTANCES, now, id)
+  redis.call('ZADD', K_IDX_INSTANCES, nows, id)
   if parent ~= '' then
     redis.call('SADD', k_children(parent), id)
     if redis.call('EXISTS', k_inst(parent)) == 1 then -- a new child runs: its parent is not settled
       local parent_settled = settled(parent)
-      redis.call('HINCRBY', k_inst(parent), 'open', 1)
+      redis.call('HINCRBY', k_inst(parent), 'open', '1')
       if parent_settled then tree_settle_changed(parent, false, now, retention) end
     end
   end

@@ -34,21 +34,21 @@ local housekeeping = gate == nil or gate <= now
 if not housekeeping then OQ_NEXT = gate end
 if housekeeping then
   -- Reclaim expired instance locks (principle 5: no background process needed).
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_LOCKED, '-inf', now, 'LIMIT', 0, 100)) do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_LOCKED, '-inf', now_s(), 'LIMIT', '0', '100')) do
     oq_unlock(id, now)
   end
   -- Drop instances whose retention expired from the listing indexes, and expired orphans.
   chores(now)
   -- Make due delayed messages visible, then set the gate to the earliest remaining score.
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'LIMIT', 0, 100)) do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now_s(), 'LIMIT', '0', '100')) do
     if is_locked(id) then redis.call('ZREM', K_DUE, id) else oq_reindex(id, now) end
   end
   local nxt = tonumber(redis.call('GET', K_CHORES)) or OQ_NEVER
   for _, key in ipairs({ K_DUE, K_LOCKED }) do
-    local h = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    local h = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
     if h[2] and tonumber(h[2]) < nxt then nxt = tonumber(h[2]) end
   end
-  redis.call('SET', K_OQ_NEXT, nxt)
+  redis.call('SET', K_OQ_NEXT, d(nxt))
   OQ_NEXT = nxt
 end
 
@@ -64,7 +64,7 @@ local function next_candidate()
   local best, best_score, best_pin = nil, nil, nil
   for _, pin in ipairs(redis.call('SMEMBERS', K_PINS)) do
     if compatible(pin) then
-      local r = redis.call('ZRANGE', k_ready(pin), 0, 0, 'WITHSCORES')
+      local r = redis.call('ZRANGE', k_ready(pin), '0', '0', 'WITHSCORES')
       if r[1] == nil then
         if pin ~= '-' then redis.call('SREM', K_PINS, pin) end
       elseif best == nil or tonumber(r[2]) < best_score then
@@ -84,16 +84,16 @@ while true do
     -- for work it accepts reaches its list from now on (see wake_orch).
     -- A caller that will not wait (wait_ms 0) registers nothing.
     if wait_ms > 0 then
-      redis.call('ZREMRANGEBYSCORE', K_WAKE_FILTERS, '-inf', now)
+      redis.call('ZREMRANGEBYSCORE', K_WAKE_FILTERS, '-inf', now_s())
       local f, until_ms = filtered and table.concat(bounds, ' ') or '*', now + wait_ms
       local cur = redis.call('ZSCORE', K_WAKE_FILTERS, f) -- never shorten another waiter's registration
       if not cur or tonumber(cur) < until_ms then redis.call('ZADD', K_WAKE_FILTERS, until_ms, f) end
       if redis.call('PTTL', K_WAKE_FILTERS) < wait_ms then redis.call('PEXPIRE', K_WAKE_FILTERS, wait_ms) end -- gone once nobody waits
     end
     local nxt = -1
-    local d = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
-    if d[2] then nxt = tonumber(d[2]) end
-    local l = redis.call('ZRANGE', K_LOCKED, 0, 0, 'WITHSCORES')
+    local du = redis.call('ZRANGE', K_DUE, '0', '0', 'WITHSCORES')
+    if du[2] then nxt = tonumber(du[2]) end
+    local l = redis.call('ZRANGE', K_LOCKED, '0', '0', 'WITHSCORES')
     if l[2] and (nxt < 0 or tonumber(l[2]) < nxt) then nxt = tonumber(l[2]) end
     return { '', nxt, now }
   end
@@ -101,7 +101,7 @@ while true do
 
   -- Every message of the instance: the visible ones form the batch; delayed ones ('more') keep
   -- the instance in the due index and make its ack reindex it.
-  local all = redis.call('ZRANGE', k_vis(id), 0, -1, 'WITHSCORES')
+  local all = redis.call('ZRANGE', k_vis(id), '0', '-1', 'WITHSCORES')
   local seqs, more = {}, false
   for i = 1, #all, 2 do
     if tonumber(all[i + 1]) <= now then seqs[#seqs + 1] = all[i] else more = true end
@@ -155,7 +155,7 @@ while true do
       msgs[i] = vals[3 * i - 2]
       local a = (tonumber(vals[3 * i]) or 0) + 1
       if a > attempt then attempt = a end
-      att[#att + 1], att[#att + 2] = 'a' .. s, a
+      att[#att + 1], att[#att + 2] = 'a' .. s, d(a)
     end
     for i = 1, #att, 900 do
       redis.call('HSET', k_msgs(id), unpack(att, i, math.min(i + 899, #att)))
@@ -166,12 +166,13 @@ while true do
     local tag = iv[4] or ''
     if begins or tag == '' then tag = exec_tag(token) end
     local until_ms = now + lock_ms
+    local until_s = d(until_ms)
     local full = token .. '.' .. id
     -- Lock hash fields: see oq_held (lib.lua).
-    local lock = { 'tok', full, 'until', until_ms, 'seqs', table.concat(seqs, ' '), 'inst', has_inst and '1' or '0', 'tag', tag }
+    local lock = { 'tok', full, 'until', until_s, 'seqs', table.concat(seqs, ' '), 'inst', has_inst and '1' or '0', 'tag', tag }
     if more then lock[#lock + 1], lock[#lock + 2] = 'more', '1' end
     redis.call('HSET', k_lock(id), unpack(lock))
-    redis.call('ZADD', K_LOCKED, until_ms, id)
+    redis.call('ZADD', K_LOCKED, until_s, id)
     oq_note(until_ms)
     local inst, hist, kv, hn = {}, '', {}, 0
     if has_inst then inst = { iv[1], iv[2] } end
