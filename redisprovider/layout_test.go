@@ -274,3 +274,57 @@ func TestContinueAsNewKeepsEveryExecution(t *testing.T) {
 		t.Fatalf("keys left after delete: %v", keys)
 	}
 }
+
+// A finished execution's completed time stays when later turns touch the instance (the instance
+// hash leaves it implied by updated until then), and moves when the execution finishes again.
+func TestCompletedTimeSurvivesLaterTurns(t *testing.T) {
+	ctx := context.Background()
+	p := newTestProvider(t)
+	const id = "done"
+	out := `"ok"`
+	layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}})
+	md := provider.ExecutionMetadata{Status: provider.StatusCompleted, Output: &out, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}
+	if err := layoutTurn(t, p, id, 1, []provider.Event{
+		layoutEvent(id, 1, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}),
+		layoutEvent(id, 1, 2, provider.OrchestrationCompletedEvent{Output: out}),
+	}, md); err != nil {
+		t.Fatal(err)
+	}
+	times := func() (completed, updated uint64) {
+		t.Helper()
+		x, err := p.GetExecutionInfo(ctx, id, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := p.GetInstanceInfo(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x.CompletedAt, info.UpdatedAt
+	}
+	finished, _ := times()
+	if finished == 0 {
+		t.Fatal("no completed time")
+	}
+	raise := provider.WorkItem{Kind: provider.ExternalRaised{Instance: id, Name: "e", Data: "{}"}}
+	step := func(status string) {
+		t.Helper()
+		time.Sleep(5 * time.Millisecond)
+		layoutEnqueue(t, p, raise)
+		if err := layoutTurn(t, p, id, 1, nil, provider.ExecutionMetadata{Status: status, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step("") // a turn that changes nothing but the instance's updated time
+	if c, u := times(); c != finished || u <= finished {
+		t.Fatalf("after a later turn: completed %d (want %d), updated %d", c, finished, u)
+	}
+	step(provider.StatusRunning)
+	if c, _ := times(); c != finished {
+		t.Fatalf("after running again: completed %d, want %d", c, finished)
+	}
+	step(provider.StatusFailed)
+	if c, u := times(); c <= finished || c != u {
+		t.Fatalf("after failing: completed %d, want the new time %d", c, u)
+	}
+}

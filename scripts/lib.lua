@@ -176,13 +176,23 @@ local function has_exec(id, e)
   return redis.call('ZSCORE', k_execs(id), e) ~= false
 end
 
+-- Whether an execution status is terminal (provider.IsTerminalStatus).
+local function is_terminal(st)
+  return st == 'Completed' or st == 'Failed' or st == 'ContinuedAsNew'
+end
+
 -- An execution's record {status, started, completed, out, hn, hd} (false where absent). The
 -- instance hash holds the current execution's record when it has hd; its started is xs, or
--- created when xs is absent.
+-- created when xs is absent; its completed is done, or updated when done is absent and the
+-- status is terminal (orch_ack writes done only once updated moves on).
 local function exec_record(id, e)
   e = tostring(e)
-  local i = redis.call('HMGET', k_inst(id), 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd', 'created')
-  if i[1] == e and i[7] then return { i[3], i[2] or i[8], i[4], i[5], i[6], i[7] } end
+  local i = redis.call('HMGET', k_inst(id), 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd', 'created', 'updated')
+  if i[1] == e and i[7] then
+    local done = i[4]
+    if not done and is_terminal(i[3]) then done = i[9] end
+    return { i[3], i[2] or i[8], done, i[5], i[6], i[7] }
+  end
   return redis.call('HMGET', k_exec(id, e), 'status', 'started', 'completed', 'out', 'hn', 'hd')
 end
 

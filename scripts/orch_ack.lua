@@ -16,11 +16,12 @@
 --   the lock, or when the instance existed at fetch and its retention TTL lapsed since), DX_DUPLICATE event id already stored or repeated in the delta.
 -- Cost: O(delta + items + locked messages + KV keys touched) — never O(history length).
 -- Instance hash fields (i:<id>): name, ver, created, updated (ms), status, exec (current execution),
---   parent, pin / pink (pinned version, its sortable key), open (children not settled, retention),
+--   parent, pink (the pinned version's sortable key; pin, the version, in older records), open
+--   (children not settled, retention),
 --   tag (current execution's tag, see orch_fetch), hn / hb (its history's events and bytes), kv ('1'
 --   once KV was written), and the current execution's record when it has hd ('1' while its event
---   ids are dense, else '0'): xs (started ms; absent: created), done (completed ms), out (where
---   its output is). Execution hash fields
+--   ids are dense, else '0'): xs (started ms; absent: created), done (completed ms; absent while
+--   the status is terminal and updated is that time), out (where its output is). Execution hash fields
 --   (x:<e>:<id>, other executions): started, completed (ms), status, pin, pink, out, hn, hd. See
 --   lib.lua (Executions, exec_output, history_append).
 local token, exec = ARGV[2], ARGV[3]
@@ -51,7 +52,7 @@ local witems, cancels, oitems = section(6), section(3), section(4)
 -- The instance record, read once (fields: see the header of this file).
 local ikey = k_inst(id)
 local iv = redis.call('HMGET', ikey, 'name', 'ver', 'status', 'open', 'exec', 'parent', 'pin', 'tag', 'hn', 'hb',
-  'kv', 'xs', 'hd', 'out', 'done', 'pink', 'created')
+  'kv', 'xs', 'hd', 'out', 'done', 'pink', 'created', 'updated')
 local has_inst = iv[1] ~= false
 -- An instance that existed when the turn was fetched and is gone now expired (retention) under
 -- the lock: writing would re-create it as a Running fragment of itself.
@@ -136,7 +137,9 @@ elseif has_inst and name ~= '' and ver ~= '' and (iv[1] ~= name or iv[2] ~= ver)
 end
 -- A new execution moves the old one's record out of the instance hash into its execution hash.
 if new_exec and prev ~= nil and iv[13] then
-  local a, vals = {}, { iv[3], iv[12] or iv[17], iv[15], iv[14], iv[9], iv[13], iv[7], iv[16] }
+  local done = iv[15]
+  if not done and is_terminal(iv[3]) then done = iv[18] end
+  local a, vals = {}, { iv[3], iv[12] or iv[17], done, iv[14], iv[9], iv[13], iv[7], iv[16] }
   for j, f in ipairs({ 'status', 'started', 'completed', 'out', 'hn', 'hd', 'pin', 'pink' }) do
     if vals[j] then a[#a + 1], a[#a + 2] = f, vals[j] end
   end
@@ -150,16 +153,18 @@ if new_record then
   if status == '' then rset('status', 'Running') end
 end
 
--- 3. Pinned version: stored when given; a new execution starts unpinned unless given.
+-- 3. Pinned version: stored when given; a new execution starts unpinned unless given. The instance
+-- hash keeps only its sortable key (what the ready indexes use; the version itself is in the
+-- history's OrchestrationStarted event).
 if pin ~= '' and not rec_in_i then xset('pin', pin); xset('pink', pink) end
 local drop_pin = false
 if has_inst and is_current then
   if pin ~= '' then
-    if iv[7] ~= pin then iset('pin', pin); iset('pink', pink) end
+    if iv[16] ~= pink then iset('pink', pink) end
   elseif new_exec then
     local xp = { false, false }
     if not new_record then xp = redis.call('HMGET', xkey, 'pin', 'pink') end
-    if xp[1] then iset('pin', xp[1]); iset('pink', xp[2]) elseif iv[7] then drop_pin = true end
+    if xp[2] then iset('pink', xp[2]) elseif iv[16] then drop_pin = true end
   end
 end
 
@@ -200,7 +205,7 @@ if status ~= '' then
     if prev_out == 'k' or (prev_out == nil and not rec_in_i) then redis.call('DEL', k_xout(id, exec)) end
     if prev_out and prev_out ~= '-' then rset('out', '-') end
   end
-  if terminal then rset('completed', nows) end
+  if terminal and not rec_in_i then xset('completed', nows) end
   st = status
 end
 if has_inst and is_current then
@@ -223,6 +228,16 @@ if has_inst and is_current then
       if old_status then redis.call('ZREM', k_idx_status(old_status), id) end
       redis.call('ZADD', k_idx_status(st), nows, id) -- score: when it entered the status
     end
+  end
+end
+-- The completed time of a record in the instance hash (lib.lua, exec_record): a terminal status
+-- written now completed now (updated); one that finished earlier keeps its time in done once
+-- updated moves on.
+if rec_in_i and not new_exec then
+  if terminal then
+    if iv[15] then idel[#idel + 1] = 'done' end
+  elseif not iv[15] and is_terminal(iv[3]) and iseen['updated'] then
+    iset('done', iv[18])
   end
 end
 
