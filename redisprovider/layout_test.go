@@ -3,6 +3,7 @@ package redisprovider_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -326,5 +327,44 @@ func TestCompletedTimeSurvivesLaterTurns(t *testing.T) {
 	step(provider.StatusFailed)
 	if c, u := times(); c <= finished || c != u {
 		t.Fatalf("after failing: completed %d, want the new time %d", c, u)
+	}
+}
+
+// An ack-and-fetch of a turn of thousands of events commits the same on either side of the
+// size where the script stops copying its arguments at once (about 4,000 arguments).
+func TestLargeAckAndFetch(t *testing.T) {
+	ctx := context.Background()
+	p := newTestProvider(t)
+	for _, n := range []uint64{1990, 2100} {
+		id, other := fmt.Sprint("large-", n), fmt.Sprint("next-", n)
+		layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}})
+		it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 0, nil)
+		if err != nil || it == nil || it.Item.Instance != id {
+			t.Fatalf("fetch: %+v %v", it, err)
+		}
+		layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: other, Orchestration: "O", Input: "{}", ExecutionID: 1}})
+		events := []provider.Event{layoutEvent(id, 1, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"})}
+		for i := uint64(2); i <= n; i++ {
+			events = append(events, layoutEvent(id, 1, i, provider.ExternalEventEvent{Name: "e", Data: "{}"}))
+		}
+		next, err := p.AckOrchestrationItemAndFetch(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: events,
+			Metadata: provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}},
+			5*time.Second, nil, provider.FetchOptions{})
+		if err != nil || next == nil || next.Item.Instance != other {
+			t.Fatalf("%d events: ack and fetch: %+v %v", n, next, err)
+		}
+		if err := p.AbandonOrchestrationItem(ctx, next.LockToken, 0, true); err != nil {
+			t.Fatal(err)
+		}
+		if h, err := p.Read(ctx, id); err != nil || uint64(len(h)) != n {
+			t.Fatalf("history: %d events, %v", len(h), err)
+		}
+		// The other instance's start stays queued; drain it so the next round fetches its own.
+		if it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 0, nil); err != nil || it == nil || it.Item.Instance != other {
+			t.Fatalf("refetch: %+v %v", it, err)
+		} else if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+			Metadata: provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
