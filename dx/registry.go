@@ -18,6 +18,7 @@ type activityFunc func(ctx context.Context, input string) (string, error)
 
 type orchVersion struct {
 	version *semver.Version
+	text    string // version.String(), what turns name it by
 	fn      orchestrationFunc
 }
 
@@ -65,7 +66,7 @@ func RegisterVersion[In, Out any](rt *Runtime, name, version string, fn func(ctx
 			panic(fmt.Sprintf("dx: orchestration %q version %s is already registered", name, v))
 		}
 	}
-	vs := append(r.orchestration[name], orchVersion{v, bindOrchestration(name, fn)})
+	vs := append(r.orchestration[name], orchVersion{v, v.String(), bindOrchestration(name, fn)})
 	slices.SortFunc(vs, func(a, b orchVersion) int { return a.version.Compare(b.version) })
 	r.orchestration[name] = vs
 }
@@ -100,6 +101,11 @@ func (r *registry) resolve(name string, version *string) (orchVersion, bool) {
 	}
 	if version == nil {
 		return vs[len(vs)-1], true
+	}
+	for _, ov := range vs { // the version as registered: no parse (a regexp) per turn
+		if ov.text == *version {
+			return ov, true
+		}
 	}
 	want, err := semver.NewVersion(*version)
 	if err != nil {
