@@ -39,14 +39,27 @@ import (
 //	P idx:expiry            ZSET    retained (settled) roots, score = when their keys expire
 //	P idx:reap              SET     descendants of expired roots, deleted by the next fetches
 //	P idx:status:<status>   ZSET    instance id by current status, score = ms it entered that status
-//	P i:<id>                HASH    instance: name ver exec status created updated parent pin pink
+//	P i:<id>                HASH    instance: name ver exec status created updated parent pink (the
+//	                                pinned version's sortable key; pin too in older records)
 //	                                open (direct children whose subtree is not finished; retention)
 //	                                tag (current execution's tag) hn hb (its history's events, bytes)
-//	                                kv ("1" once KV was written)
-//	P xs:<id>               ZSET    execution ids of the instance (score = id)
-//	P x:<e>:<id>            HASH    execution: status output started completed pin pink
+//	                                kv ("1" once KV was written); and, when the current execution began
+//	                                with the hash, its record: hd ("1" while its event ids are 1..n,
+//	                                else "0"; the marker) xs (started; absent = created) done
+//	                                (completed; absent while the status is terminal = updated) out
+//	                                ("<offset> <length>" of the output in the history, "k" in xo:, "-"
+//	                                none)
+//	P xs:<id>               ZSET    execution ids of the instance (score = id); absent while an
+//	                                instance with a hash has one execution
+//	P x:<e>:<id>            HASH    execution record when not in i: (older executions, instances
+//	                                without a hash, older records): status started completed pin pink
+//	                                out hn hd
+//	P xo:<e>:<id>           STRING  an execution's output when its history does not hold it
 //	P h:<e>:<id>            STRING  history: event JSON lines ("<json>\n"), appended, never rewritten
-//	P he:<e>:<id>           SET     event ids of the history (duplicate check, count)
+//	                                (a finished one of at most 4 KiB is rewritten once, exactly);
+//	                                instance_id, execution_id, a null source_event_id, duroxide_version
+//	                                0.1.30 and null parents of OrchestrationStarted are left out
+//	P he:<e>:<id>           SET     event ids of the history, once they are not exactly 1..n in order
 //	P q:<id>                HASH    orchestrator messages: m<s> JSON, a<s> attempts (absent 0), t<s> type
 //	                                code (S start, C continue-as-new, Q queue message; absent: other)
 //	P qz:<id>               ZSET    message seq -> visible_at ms
