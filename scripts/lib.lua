@@ -131,12 +131,13 @@ local function wake_orch(pin, n)
   end
 end
 
--- Executions. An instance with an instance hash keeps its current execution's record in that
--- hash (fields exec, status, pin, pink, xs started, done completed, out output location, hn/hb
--- history events and bytes, hd dense ids; see orch_ack) and has no execution set xs:<id> while
--- it has one execution: xs: is written once a second execution exists (execs_add), x:<e>:<id>
--- holds the record of every other execution (and of executions of instances without a hash or
--- written before this layout), with fields started, completed, status, pin, pink, out, hn, hd.
+-- Executions. An instance with an instance hash keeps the record of a current execution that
+-- began with the hash in that hash (marker hd, dense ids; status, pink, xs started, done
+-- completed, out output location, hn/hb history events and bytes; see orch_ack and exec_record)
+-- and has no execution set xs:<id> while it has one execution: xs: is written once a second
+-- execution exists (execs_add). x:<e>:<id> holds the record of every other execution (and of
+-- executions of instances without a hash or written before this layout), with fields started,
+-- completed, status, pin, pink, out, hn, hd.
 
 -- Current execution of an instance (highest acked), or nil. hash_read: the caller read the
 -- instance hash's exec field already and found none.

@@ -21,9 +21,9 @@
 --   tag (current execution's tag, see orch_fetch), hn / hb (its history's events and bytes), kv ('1'
 --   once KV was written), and the current execution's record when it has hd ('1' while its event
 --   ids are dense, else '0'): xs (started ms; absent: created), done (completed ms; absent while
---   the status is terminal and updated is that time), out (where its output is). Execution hash fields
---   (x:<e>:<id>, other executions): started, completed (ms), status, pin, pink, out, hn, hd. See
---   lib.lua (Executions, exec_output, history_append).
+--   the status is terminal and updated is that time), out (where its output is). Execution hash
+--   fields (x:<e>:<id>, other executions): started, completed (ms), status, pin, pink, out, hn,
+--   hd. See lib.lua (Executions, exec_output, history_append).
 local token, exec = ARGV[2], ARGV[3]
 local status, has_output, output, out_at = ARGV[4], ARGV[5] == '1', ARGV[6], ARGV[7]
 local name, ver, parent, pin, pink = ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12]
