@@ -106,7 +106,8 @@ func WorkAckAndFetchNext(t *testing.T, f Factory) {
 }
 
 // LiteFetchHistoryLenAndTag: a lite fetch has no history but its length and the execution's tag,
-// the same tag the fetch that began the execution announced; ReadForReplay returns the rest.
+// the same tag the fetch that began the execution announced; ReadForReplay returns the rest. (A
+// provider may return the item whole instead: then its History holds exactly HistoryLen events.)
 func LiteFetchHistoryLenAndTag(t *testing.T, f Factory) {
 	p := f.CreateProvider(t)
 	lf := liteFetcher(t, p)
@@ -121,8 +122,9 @@ func LiteFetchHistoryLenAndTag(t *testing.T, f Factory) {
 	mustEnqueueOrch(t, p, externalRaised("ext-l", "go", "{}"))
 	it, err := lf.FetchOrchestrationItemLite(ctx(t), longLock, 0, nil)
 	wantNoErr(t, err, "second lite fetch")
-	if it == nil || it.Item.History != nil || it.Item.HistoryLen != 2 || it.Item.ExecutionTag != first.Item.ExecutionTag {
-		t.Fatalf("lite fetch: %+v; want no history, HistoryLen 2 and the tag %q", it, first.Item.ExecutionTag)
+	if it == nil || (it.Item.History != nil && len(it.Item.History) != 2) || it.Item.HistoryLen != 2 ||
+		it.Item.ExecutionTag != first.Item.ExecutionTag {
+		t.Fatalf("lite fetch: %+v; want no history (or all of it), HistoryLen 2 and the tag %q", it, first.Item.ExecutionTag)
 	}
 	if len(it.Item.Messages) != 1 {
 		t.Fatalf("lite fetch has %d messages, want 1", len(it.Item.Messages))

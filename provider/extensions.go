@@ -65,6 +65,10 @@ type FetchOptions struct {
 // returns its tag; a deleted and re-created instance gets a new one. Non-lite fetches (and
 // AckOrchestrationItemAndFetch without Lite) set HistoryLen and ExecutionTag too.
 //
+// A provider may return a lite fetch's item whole, as FetchOrchestrationItem would (History
+// non-nil, KVSnapshot set), where that costs less than the caller's ReadForReplay would: callers
+// tell by History. redisprovider does so for histories of at most 2 KiB of instances without KV.
+//
 // ReadForReplay returns what FetchOrchestrationItem would have put in the item: the execution's
 // history and the instance's KV snapshot, with the execution's tag. Call it while holding the
 // instance's lock.

@@ -433,3 +433,39 @@ func TestInstanceOfThePreviousLayout(t *testing.T) {
 		t.Fatalf("keys left after delete: %v", keys)
 	}
 }
+
+// A lite fetch sends a small history whole (one GET instead of the caller's ReadForReplay) unless
+// the instance has KV; a larger history, or one with KV, is left out as before.
+func TestLiteFetchSendsSmallHistoriesWhole(t *testing.T) {
+	ctx := context.Background()
+	p := newTestProvider(t)
+	md := provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}
+	for _, c := range []struct {
+		id        string
+		dataBytes int
+		kv        bool
+		whole     bool
+	}{{"small", 10, false, true}, {"large", 3000, false, false}, {"small-kv", 10, true, false}} {
+		layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: c.id, Orchestration: "O", Input: "{}", ExecutionID: 1}})
+		events := []provider.Event{
+			layoutEvent(c.id, 1, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}),
+			layoutEvent(c.id, 1, 2, provider.ExternalEventEvent{Name: "e", Data: `"` + strings.Repeat("x", c.dataBytes) + `"`}),
+		}
+		if c.kv {
+			events = append(events, layoutEvent(c.id, 1, 3, provider.KeyValueSetEvent{Key: "k", Value: "v", LastUpdatedAtMs: 1}))
+		}
+		if err := layoutTurn(t, p, c.id, 1, events, md, provider.WorkItem{Kind: provider.ExternalRaised{Instance: c.id, Name: "e", Data: "{}"}}); err != nil {
+			t.Fatal(err)
+		}
+		it, err := p.FetchOrchestrationItemLite(ctx, 5*time.Second, 0, nil)
+		if err != nil || it == nil || it.Item.Instance != c.id {
+			t.Fatalf("%s: lite fetch %+v %v", c.id, it, err)
+		}
+		if got := it.Item.History != nil; got != c.whole || it.Item.HistoryLen != len(events) || (got && len(it.Item.History) != len(events)) {
+			t.Fatalf("%s: whole %v (want %v), %d events, HistoryLen %d", c.id, got, c.whole, len(it.Item.History), it.Item.HistoryLen)
+		}
+		if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1, Metadata: md}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

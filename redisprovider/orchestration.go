@@ -116,7 +116,7 @@ func (p *Provider) fetchOrch(ctx context.Context, op string, lockTimeout, pollTi
 func (p *Provider) orchFetchReply(op string, res any, lite bool, item **provider.LockedOrchestrationItem) (bool, int64, int64, error) {
 	r := list(res)
 	if len(r) >= 10 && str(r[0]) != "" {
-		*item = p.orchItem(r, lite)
+		*item = p.orchItem(r, lite && (len(r) < 11 || str(r[10]) != "1"))
 		return true, 0, 0, nil
 	}
 	if len(r) < 3 {
@@ -127,7 +127,7 @@ func (p *Provider) orchFetchReply(op string, res any, lite bool, item **provider
 
 // orchItem builds the fetched item from orch_fetch's reply. Undecodable history (or messages)
 // becomes HistoryError with the lock held, as the contract requires. A lite item has no history
-// and no KV snapshot.
+// and no KV snapshot (a lite fetch of a small history without KV gets them whole: lite false).
 func (p *Provider) orchItem(r []any, lite bool) *provider.LockedOrchestrationItem {
 	it := provider.OrchestrationItem{Instance: str(r[1]), KVSnapshot: map[string]provider.KVEntry{},
 		ExecutionTag: str(r[8]), HistoryLen: int(num(r[9]))}

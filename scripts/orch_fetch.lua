@@ -9,7 +9,9 @@
 -- Reply: when nothing is eligible {'', next_ms, now_ms}: next_ms is when delayed work or a held lock
 --   next comes due (-1 when never); otherwise {token, instance, attempt, exec or '', instance
 --   fields {name, ver} (empty when not created), messages {json...}, history (event JSON lines; ''
---   when lite), kv {key, "<ms>|<value>", ...} (empty when lite), execution tag, history length}.
+--   when lite), kv {key, "<ms>|<value>", ...} (empty when lite), execution tag, history length,
+--   '1' when history and kv are whole (always without lite; with lite, for a history of at most
+--   2 KiB of an instance without KV), else '0'}.
 -- Errors: none.
 -- Cost: O(expired locks + due instances + distinct pins + orphan instances skipped (<= 100) +
 --   messages of the chosen instance, and its history unless lite), plus the chores when due (expired
@@ -25,6 +27,7 @@ for i = 0, nranges - 1 do
   bounds[#bounds + 1], bounds[#bounds + 2] = ARGV[6 + 2 * i], ARGV[7 + 2 * i]
 end
 local wait_ms = tonumber(ARGV[6 + 2 * nranges])
+local LITE_WHOLE = 2048 -- history bytes a lite fetch sends anyway
 local lite = ARGV[7 + 2 * nranges] == '1'
 local now = now_ms()
 
@@ -108,7 +111,7 @@ while true do
   end
   -- Instance fields (see orch_ack): exec current execution, tag its tag, hn/hb its history's
   -- event count and bytes, kv '1' once KV was written.
-  local iv = redis.call('HMGET', k_inst(id), 'name', 'ver', 'exec', 'tag', 'hn', 'kv')
+  local iv = redis.call('HMGET', k_inst(id), 'name', 'ver', 'exec', 'tag', 'hn', 'kv', 'hb')
   local has_inst = iv[1] ~= false
   local exec = tonumber(iv[3])
   if exec == nil then exec = current_exec(id, true) end
@@ -177,11 +180,14 @@ while true do
     local inst, hist, kv, hn = {}, '', {}, 0
     if has_inst then inst = { iv[1], iv[2] } end
     if exec and not begins then hn = tonumber(iv[5]) or exec_events(id, exec, exec_record(id, exec)) end
-    if not lite then
+    -- A lite fetch gets a small history all the same (one GET instead of the caller's second
+    -- round trip when it does not hold the instance) if the instance has no KV to send.
+    local whole = not lite or (exec and not begins and has_inst and not iv[6] and (tonumber(iv[7]) or LITE_WHOLE + 1) <= LITE_WHOLE)
+    if whole then
       if exec then hist = redis.call('GET', k_hist(id, exec)) or '' end
       -- KV exists only once an ack wrote some (instance field kv, or no instance record).
       if exec and (iv[6] or not has_inst) then kv = redis.call('HGETALL', k_kv(id)) end
     end
-    return { full, id, attempt, exec and tostring(exec) or '', inst, msgs, hist, kv, tag, hn }
+    return { full, id, attempt, exec and tostring(exec) or '', inst, msgs, hist, kv, tag, hn, whole and '1' or '0' }
   end
 end
