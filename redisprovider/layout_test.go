@@ -205,6 +205,32 @@ func TestEventIDsDenseThenSet(t *testing.T) {
 	}
 }
 
+// An append out of sequence on dense ids starts the id set as an ack does, and appends to the
+// hash's execution add no execution keys.
+func TestAppendOutOfSequenceOnDenseIDs(t *testing.T) {
+	ctx := context.Background()
+	p := newTestProvider(t)
+	ks := p.Keyspace()
+	md := provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}
+	const other = "ids-append"
+	layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: other, Orchestration: "O", Input: "{}", ExecutionID: 1}})
+	if err := layoutTurn(t, p, other, 1, []provider.Event{
+		layoutEvent(other, 1, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}),
+	}, md); err != nil {
+		t.Fatal(err)
+	}
+	gap := []provider.Event{layoutEvent(other, 1, 5, provider.ExternalEventEvent{Name: "e", Data: "{}"})}
+	if err := p.AppendWithExecution(ctx, other, 1, gap); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendWithExecution(ctx, other, 1, gap); !errors.Is(err, provider.ErrDuplicateEvent) {
+		t.Fatalf("append of an event appended out of sequence before: %v", err)
+	}
+	if got := layoutKeys(t, p, ks.Execution(other, 1), ks.Executions(other)); len(got) != 0 {
+		t.Fatalf("appends to the hash's execution wrote %v", got)
+	}
+}
+
 // Continue-as-new moves the finished execution's record out of the instance hash: both
 // executions stay described, an older execution keeps refusing its duplicates, prune and delete
 // find every key.

@@ -7,24 +7,26 @@ local id, exec = ARGV[2], ARGV[3]
 local hist = {}
 for i = 4, #ARGV, 2 do hist[#hist + 1] = { ARGV[i], ARGV[i + 1] } end
 -- The execution's record says whether its ids are dense (lib.lua); one without a record has a set.
+-- The record is in the instance hash (cur: exec, hn, hb, hd) or in the execution hash.
+local cur = redis.call('HMGET', k_inst(id), 'exec', 'hn', 'hb', 'hd')
+local in_hash = cur[1] == exec and cur[4]
 local rec = exec_record(id, exec)
 local dense = nil
 if rec[6] == '1' then dense = tonumber(rec[5]) end
 local dup = history_check(id, exec, hist, dense)
 if dup then return dup end
 local added, still = history_append(id, exec, hist, nil, dense)
-execs_add(id, exec)
--- The instance record counts the current execution's events (see orch_ack); an execution hash
--- counts its own.
-local cur = redis.call('HMGET', k_inst(id), 'exec', 'hn', 'hb', 'xs')
+if cur[1] ~= exec then execs_add(id, exec) end
+-- The record counts the execution's events (see orch_ack); the instance hash also the current
+-- execution's bytes.
 local hd = (dense and not still) and '0' or nil
 if cur[1] == exec and cur[2] then
-  local f = { 'hn', tonumber(cur[2]) + #hist, 'hb', (tonumber(cur[3]) or 0) + added }
-  if hd and cur[4] then f[#f + 1], f[#f + 2] = 'hd', hd end
+  local f = { 'hn', d(tonumber(cur[2]) + #hist), 'hb', d((tonumber(cur[3]) or 0) + added) }
+  if hd and in_hash then f[#f + 1], f[#f + 2] = 'hd', hd end
   redis.call('HSET', k_inst(id), unpack(f))
 end
-if not (cur[1] == exec and cur[4]) and rec[5] then
-  local f = { 'hn', tonumber(rec[5]) + #hist }
+if not in_hash and rec[5] then
+  local f = { 'hn', d(tonumber(rec[5]) + #hist) }
   if hd then f[#f + 1], f[#f + 2] = 'hd', hd end
   redis.call('HSET', k_exec(id, exec), unpack(f))
 end
