@@ -21,17 +21,19 @@ local function known() return redis.call('EXISTS', k_inst(id), k_execs(id)) > 0 
 
 if what == 'info' then
   if not known() then return { 0 } end
-  local i = redis.call('HMGET', k_inst(id), 'name', 'ver', 'exec', 'status', 'created', 'updated', 'parent')
+  -- One read of the instance hash: the record fields exec_record takes, then name, ver, parent.
+  local i = redis.call('HMGET', k_inst(id), 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd', 'created', 'updated',
+    'name', 'ver', 'parent')
   local has = redis.call('EXISTS', k_inst(id))
-  local exec = i[3] or current_exec(id, true)
-  local status, output, quoted = i[4], false, ''
+  local exec = i[1] or current_exec(id, true)
+  local status, created, updated, output, quoted = i[3], i[8], i[9], false, ''
   if exec then
-    local x = exec_record(id, exec)
+    local x = exec_record(id, exec, i)
     output, quoted = exec_output(id, exec, x[4])
-    if has == 0 then status, i[5], i[6] = x[1], x[2], x[2] end
+    if has == 0 then status, created, updated = x[1], x[2], x[2] end
   end
-  return { 1, has, i[1] or '', i[2] or '', exec and tostring(exec) or '0', status or '', output or false,
-    i[5] or '0', i[6] or '0', i[7] or false, quoted }
+  return { 1, has, i[10] or '', i[11] or '', exec and tostring(exec) or '0', status or '', output or false,
+    created or '0', updated or '0', i[12] or false, quoted }
 elseif what == 'exec' then
   local e = ARGV[4]
   if not has_exec(id, e) then return { 0 } end

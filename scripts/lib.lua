@@ -88,6 +88,26 @@ local function dx_once(op, KEYS, ARGV)
   return r
 end
 
+-- An ack-and-fetch script's body (orch_ack_fetch, work_ack_fetch): ARGV is the prefix, n, the
+-- ack's n arguments after the prefix, then the fetch's. The ack runs at most once per attempt
+-- (dx_once); the fetch runs only after an ack that succeeded. The two argument tables are built at
+-- their size (growing a table one element at a time rehashes it) unless there are too many values
+-- for unpack's small stack.
+local function ack_then_fetch(ack, fetch, KEYS, ARGV)
+  local n = tonumber(ARGV[2])
+  local a, f
+  if #ARGV < 4000 then
+    a, f = { ARGV[1], unpack(ARGV, 3, 2 + n) }, { ARGV[1], unpack(ARGV, 3 + n, #ARGV) }
+  else
+    a, f = { ARGV[1] }, { ARGV[1] }
+    for i = 3, 2 + n do a[#a + 1] = ARGV[i] end
+    for i = 3 + n, #ARGV do f[#f + 1] = ARGV[i] end
+  end
+  local r = dx_once(ack, KEYS, a)
+  if type(r) ~= 'number' then return r end
+  return fetch(KEYS, f)
+end
+
 -- Wake up to n long-polling fetchers waiting on key. The list is capped and expires, so tokens
 -- nobody takes cost at most a few spurious wakes, never a spin. The expiry is set when a push
 -- creates the list (every push that creates one sets it), not on every push.
@@ -185,10 +205,12 @@ end
 -- An execution's record {status, started, completed, out, hn, hd} (false where absent). The
 -- instance hash holds the current execution's record when it has hd; its started is xs, or
 -- created when xs is absent; its completed is done, or updated when done is absent and the
--- status is terminal (orch_ack writes done only once updated moves on).
-local function exec_record(id, e)
+-- status is terminal (orch_ack writes done only once updated moves on). i: the instance hash's
+-- REC_FIELDS when the caller read them already (further fields may follow).
+local REC_FIELDS = { 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd', 'created', 'updated' }
+local function exec_record(id, e, i)
   e = tostring(e)
-  local i = redis.call('HMGET', k_inst(id), 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd', 'created', 'updated')
+  i = i or redis.call('HMGET', k_inst(id), unpack(REC_FIELDS))
   if i[1] == e and i[7] then
     local done = i[4]
     if not done and is_terminal(i[3]) then done = i[9] end

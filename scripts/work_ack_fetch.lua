@@ -7,15 +7,4 @@
 --   then work_fetch's ARGV[2..].
 -- Reply: work_fetch's reply. Errors: work_ack's (nothing written, nothing fetched).
 -- Cost: work_ack's plus work_fetch's.
-local n = tonumber(ARGV[2])
-local a, f
-if #ARGV < 4000 then -- built at their size (growing a table one element at a time rehashes it); unpack's stack is small
-  a, f = { ARGV[1], unpack(ARGV, 3, 2 + n) }, { ARGV[1], unpack(ARGV, 3 + n, #ARGV) }
-else
-  a, f = { ARGV[1] }, { ARGV[1] }
-  for i = 3, 2 + n do a[#a + 1] = ARGV[i] end
-  for i = 3 + n, #ARGV do f[#f + 1] = ARGV[i] end
-end
-local r = dx_once(op_work_ack, KEYS, a)
-if type(r) ~= 'number' then return r end
-return op_work_fetch(KEYS, f)
+return ack_then_fetch(op_work_ack, op_work_fetch, KEYS, ARGV)

@@ -71,9 +71,7 @@ end
 if not found then
   -- The caller may now wait: register its wake lists, in this same script, so that every wake-up
   -- for work it may take reaches them from now on.
-  if wait_ms > 0 then
-    if ARGV[7] == '*' then WQ.register_waiter({ '*' }, owner, wait_ms) else WQ.register_waiter(tks, owner, wait_ms) end
-  end
+  if wait_ms > 0 then WQ.register_waiter(ARGV[7] == '*' and { '*' } or tks, owner, wait_ms) end
   return { 0, now, WQ.next_due(owner ~= '') }
 end
 local r = WQ.lock(found, token, now + lock_ms)
