@@ -69,11 +69,7 @@ func (p *Provider) GetInstanceInfo(ctx context.Context, instance string) (provid
 		UpdatedAt:            uint64(num(r[8])),
 		ParentInstanceID:     str(r[9]),
 	}
-	var flag any
-	if len(r) > 10 {
-		flag = r[10]
-	}
-	if info.Output, err = unquoteOutput(op, r[6], flag); err != nil {
+	if info.Output, err = replyOutput(op, r, 6, 10); err != nil {
 		return provider.InstanceInfo{}, err
 	}
 	return info, nil
@@ -98,11 +94,7 @@ func (p *Provider) GetExecutionInfo(ctx context.Context, instance string, execut
 		CompletedAt: uint64(num(r[4])),
 		EventCount:  uint64(num(r[5])),
 	}
-	var flag any
-	if len(r) > 6 {
-		flag = r[6]
-	}
-	if info.Output, err = unquoteOutput(op, r[2], flag); err != nil {
+	if info.Output, err = replyOutput(op, r, 2, 6); err != nil {
 		return provider.ExecutionInfo{}, err
 	}
 	return info, nil

@@ -383,7 +383,7 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 // outputAt is where output is, as a JSON string, in the history bytes an ack appends (its lines,
 // each ended by '\n'): "<offset> <length>", or "" when no line holds it (the output then gets a
 // key of its own). A terminal event carries its output, so it is stored once. Readers unquote
-// those bytes (unquoteOutput), which gives back any valid UTF-8 output exactly.
+// those bytes (replyOutput), which gives back any valid UTF-8 output exactly.
 func outputAt(lines []string, output string) string {
 	if len(lines) == 0 || !utf8.ValidString(output) {
 		return ""
@@ -405,14 +405,14 @@ func outputAt(lines []string, output string) string {
 	return ""
 }
 
-// unquoteOutput is an output the scripts return: JSON-quoted when flag is "q" (read from the
-// history, see outputAt), else as stored.
-func unquoteOutput(op string, v any, flag any) (*string, error) {
-	if v == nil {
+// replyOutput is the output in r[at] of a script reply (nil when none): JSON-quoted when r[flagAt]
+// is "q" (read from the history, see outputAt), else as stored.
+func replyOutput(op string, r []any, at, flagAt int) (*string, error) {
+	if r[at] == nil {
 		return nil, nil
 	}
-	out := str(v)
-	if str(flag) == "q" {
+	out := str(r[at])
+	if len(r) > flagAt && str(r[flagAt]) == "q" {
 		if err := json.Unmarshal([]byte(out), &out); err != nil {
 			return nil, provider.NewPermanentError(op, "stored output does not decode: "+err.Error()).WithCause(err)
 		}
