@@ -21,7 +21,7 @@ import (
 // Types (P = prefix, id = instance id, e = execution id, s = sequence number):
 //
 //	P seq                   STRING  global enqueue sequence (FIFO order of both queues)
-//	P oq:pins               SET     pin keys that have a ready set ("-" = no pinned version)
+//	P oq:pins               SET     pinned pin keys that have a ready set ("-", no pinned version, is implied)
 //	P oq:ready:<pin>        ZSET    unlocked instances with visible messages, score = oldest visible seq
 //	P oq:due                ZSET    unlocked instances with delayed messages, score = next visible_at ms
 //	P oq:locked             ZSET    locked instances, score = locked_until ms

@@ -12,6 +12,7 @@ import "strconv"
 //	P wq:m:<s>              HASH    item: j (ActivityExecute JSON) i (instance) e (execution) a (activity id)
 //	                                s (session id, "" none) t (tag key) n (attempts) c (enqueued ms)
 //	                                k (lock token "<nonce>.<s>") u (locked_until ms) — k, u only while locked
+//	                                x ("1": the item's wq:inst entry lists it alone)
 //	P wq:ready:<tk>         ZSET    visible unlocked session-less items with tag key tk, score = s
 //	P wq:due                ZSET    items abandoned with a delay, score = visible_at ms
 //	P wq:locked             ZSET    locked items, score = locked_until ms

@@ -47,7 +47,7 @@ local function worker_stats()
 end
 
 if what == 'head' then
-  return { now, redis.call('SMEMBERS', K_PINS), redis.call('ZCARD', K_DUE), redis.call('ZCARD', K_LOCKED), worker_stats() }
+  return { now, ready_pins(), redis.call('ZCARD', K_DUE), redis.call('ZCARD', K_LOCKED), worker_stats() }
 end
 
 local key

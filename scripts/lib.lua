@@ -5,17 +5,23 @@
 -- every call. So nothing here may depend on the call: dx_setup(ARGV[1]) sets P and the keys
 -- derived from it at the start of every call, in both modes.
 local P, K_PINS, K_DUE, K_LOCKED, K_OQ_NEXT, OQ_NEXT, K_CHORES, K_SEQ, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP, K_ORPHANS
-local setup_hooks = {} -- per-call setup of the other lib files (lib_worker.lua)
+local setup_hooks = {} -- keys of the other lib files derived from P (lib_worker.lua)
+local call_hooks = {} -- per-call state of the other lib files to reset (lib_worker.lua)
 
 local NOW, NOW_S -- the server time of this call, read once (now_ms), and as a string (now_s)
+-- Under FUNCTION the library's state outlives the call: the keys derived from the prefix are
+-- recomputed only when the prefix differs from the previous call's (about 25 string
+-- concatenations and internings per call saved, most calls use one prefix); per-call state is
+-- reset every time.
 local function dx_setup(prefix)
+  NOW, NOW_S, OQ_NEXT = nil, nil, nil
+  for _, hook in ipairs(call_hooks) do hook() end
+  if prefix == P then return end
   P = prefix
-  NOW, NOW_S = nil, nil
   K_PINS = P .. 'oq:pins'
   K_DUE = P .. 'oq:due'
   K_LOCKED = P .. 'oq:locked'
   K_OQ_NEXT = P .. 'oq:next'
-  OQ_NEXT = nil
   K_CHORES = P .. 'chores'
   K_SEQ = P .. 'seq'
   K_WAKE_ORCH = P .. 'wake:orch'
@@ -288,7 +294,7 @@ local function oq_reindex(id, now)
   if best ~= nil then
     pin = pin_of(id)
     redis.call('ZADD', k_ready(pin), d(best), id)
-    redis.call('SADD', K_PINS, pin)
+    if pin ~= '-' then redis.call('SADD', K_PINS, pin) end
   end
   local nxt = redis.call('ZRANGEBYSCORE', k_vis(id), '(' .. d(now), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
   if nxt[1] then
@@ -297,6 +303,17 @@ local function oq_reindex(id, now)
     redis.call('ZREM', K_DUE, id)
   end
   return pin
+end
+
+-- The pin keys that may have a ready set: K_PINS holds the pinned ones ('-', unpinned work, is
+-- always a candidate and need not be added by every enqueue; older data may hold it).
+local function ready_pins()
+  local pins = redis.call('SMEMBERS', K_PINS)
+  for _, pin in ipairs(pins) do
+    if pin == '-' then return pins end
+  end
+  pins[#pins + 1] = '-'
+  return pins
 end
 
 -- Remove an instance from every orchestrator index (before locking or deleting it).
@@ -366,7 +383,7 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
   if visible_at <= now then
     local pin = pin_of(id)
     redis.call('ZADD', k_ready(pin), 'NX', s, id)
-    redis.call('SADD', K_PINS, pin)
+    if pin ~= '-' then redis.call('SADD', K_PINS, pin) end
     return pin
   end
   local due = redis.call('ZSCORE', K_DUE, id)
@@ -405,11 +422,13 @@ end
 -- or nil and an error reply. With unexpired, a lock past its time is refused too (abandon accepts
 -- one that a fetch has not reclaimed yet). Lock hash fields: tok (token), until (ms), seqs (the
 -- locked message seqs), inst ('1': the instance existed at fetch), more ('1': the instance has
--- other messages, delayed or arrived during the lock), tag (the execution tag the fetch announced).
+-- other messages, delayed or arrived during the lock), tag (the execution tag the fetch announced),
+-- x (only when the instance hash names no execution: the current execution the fetch found in the
+-- execution set, '' none; so the ack need not look again).
 local function oq_held(token, now, unexpired)
   local id = oq_token_instance(token)
   if not id then return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown or already released') end
-  local lk = redis.call('HMGET', k_lock(id), 'tok', 'until', 'seqs', 'inst', 'more', 'tag')
+  local lk = redis.call('HMGET', k_lock(id), 'tok', 'until', 'seqs', 'inst', 'more', 'tag', 'x')
   if lk[1] ~= token then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock no longer held') end
   if unexpired and tonumber(lk[2]) <= now then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock expired') end
   return id, lk

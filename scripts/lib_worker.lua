@@ -20,6 +20,8 @@ setup_hooks[#setup_hooks + 1] = function()
   WQ.K_SIDLE = P .. 'wq:sidle'
   WQ.K_NEXT = P .. 'wq:next'
   WQ.K_WAITING = P .. 'wq:waiting'
+end
+call_hooks[#call_hooks + 1] = function()
   WQ.NEXT = nil -- this call's reading of K_NEXT (the library outlives calls under FUNCTION)
 end
 function WQ.k_item(s) return P .. 'wq:m:' .. s end
@@ -192,10 +194,10 @@ end
 
 -- Delete worker item s wherever it stands; a held lock token stops working. keep_inst skips the
 -- instance index (the caller drops that entry itself). it, when the caller read them already, are
--- the item's fields {i, e, a, s, t, k}. Returns true when the item existed.
+-- the item's fields {i, e, a, s, t, k, x}. Returns true when the item existed.
 function WQ.delete(s, keep_inst, it)
   local ki = WQ.k_item(s)
-  it = it or redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k')
+  it = it or redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'x')
   local inst, sid, tk, tok = it[1], it[4], it[5], it[6]
   if not inst then return false end
   if tok then -- locked: in no ready or due index
@@ -205,7 +207,9 @@ function WQ.delete(s, keep_inst, it)
     redis.call('ZREM', WQ.K_DUE, s)
   end
   redis.call('DEL', ki)
-  if not keep_inst then
+  if not keep_inst and it[7] == '1' then -- the entry is this item's alone (wq_enqueue)
+    redis.call('HDEL', WQ.k_inst(inst), it[2] .. ':' .. it[3])
+  elseif not keep_inst then
     local kx, f = WQ.k_inst(inst), it[2] .. ':' .. it[3]
     local rest = {}
     for w in string.gmatch(redis.call('HGET', kx, f) or '', '%S+') do
@@ -243,7 +247,7 @@ function WQ.unlock(s)
   redis.call('ZREM', WQ.K_LOCKED, s)
 end
 
--- Look up a held lock: returns s and the item fields {k, u, s, t, n, i, e, a}, or nil and an error
+-- Look up a held lock: returns s and the item fields {k, u, s, t, n, i, e, a, x}, or nil and an error
 -- reply. An expired lock is still "held" until a fetch reclaims it; given now, an expired one is
 -- refused.
 function WQ.held(token, now)
@@ -253,7 +257,7 @@ function WQ.held(token, now)
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown worker lock_token (acked, abandoned, '
       .. 'expired and reclaimed, or the activity was cancelled)')
   end
-  local it = redis.call('HMGET', WQ.k_item(s), 'k', 'u', 's', 't', 'n', 'i', 'e', 'a')
+  local it = redis.call('HMGET', WQ.k_item(s), 'k', 'u', 's', 't', 'n', 'i', 'e', 'a', 'x')
   if it[1] == false then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown worker lock_token (acked, abandoned, '
       .. 'expired and reclaimed, or the activity was cancelled)')
@@ -329,15 +333,22 @@ end
 
 -- Add one worker item (session and tag '' for none), visible at once, and wake a fetcher that may
 -- take it (worker fetchers block on the WQ.k_wake lists). Cost: O(1) (O(log N) index updates).
+-- Item hash fields: j JSON, i instance, e execution, a activity id, s session, t tag key, n
+-- deliveries, c created ms, k/u lock token and until while locked, x '1' while the item is the only
+-- one in its activity's entry of the instance index wq:inst:<id> (deleting it then drops the entry
+-- without reading it; an activity scheduled twice lists several items there).
 local function wq_enqueue(now, json, inst, exec, actid, session, tag)
   local s = d(redis.call('INCR', K_SEQ))
   local tk = WQ.tag_key(tag)
-  redis.call('HSET', WQ.k_item(s), 'j', json, 'i', inst, 'e', exec, 'a', actid, 's', session, 't', tk,
-    'n', '0', 'c', d(now))
   local kx, f = WQ.k_inst(inst), exec .. ':' .. actid
-  if redis.call('HSETNX', kx, f, s) == 0 then
-    redis.call('HSET', kx, f, redis.call('HGET', kx, f) .. ' ' .. s)
+  local alone = redis.call('HSETNX', kx, f, s) == 1
+  if not alone then
+    local list = redis.call('HGET', kx, f)
+    for o in string.gmatch(list, '%S+') do redis.call('HDEL', WQ.k_item(o), 'x') end
+    redis.call('HSET', kx, f, list .. ' ' .. s)
   end
+  redis.call('HSET', WQ.k_item(s), 'j', json, 'i', inst, 'e', exec, 'a', actid, 's', session, 't', tk,
+    'n', '0', 'c', d(now), 'x', alone and '1' or '0')
   redis.call('HINCRBY', WQ.K_TAGS, tk, '1')
   if session ~= '' and redis.call('HINCRBY', WQ.K_SCOUNT, session, '1') == 1 then
     redis.call('ZREM', WQ.K_SIDLE, session)

@@ -64,7 +64,9 @@ end
 -- hash (rec_in_i) when it is the current execution of an instance with a hash and began with one,
 -- else in its execution hash (xrec: that hash's hn, hd, out when it exists).
 local prev = tonumber(iv[5])
-if prev == nil then prev = current_exec(id, true) end
+if prev == nil then
+  if lk[7] then prev = tonumber(lk[7]) else prev = current_exec(id, true) end -- lk[7]: see oq_held
+end
 local nexec = tonumber(exec)
 local new_exec = prev == nil or nexec > prev
 local is_current = new_exec or nexec == prev

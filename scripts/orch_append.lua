@@ -16,7 +16,9 @@ if rec[6] == '1' then dense = tonumber(rec[5]) end
 local dup = history_check(id, exec, hist, dense)
 if dup then return dup end
 local added, still = history_append(id, exec, hist, nil, dense)
-if cur[1] ~= exec then execs_add(id, exec) end
+if cur[1] ~= exec and execs_add(id, exec) == 1 then
+  redis.call('HDEL', k_lock(id), 'x') -- a lock's note of the current execution (oq_held) is stale
+end
 -- The record counts the execution's events (see orch_ack); the instance hash also the current
 -- execution's bytes.
 local hd = (dense and not still) and '0' or nil

@@ -65,7 +65,7 @@ end
 
 local function next_candidate()
   local best, best_score, best_pin = nil, nil, nil
-  for _, pin in ipairs(redis.call('SMEMBERS', K_PINS)) do
+  for _, pin in ipairs(ready_pins()) do
     if compatible(pin) then
       local r = redis.call('ZRANGE', k_ready(pin), '0', '0', 'WITHSCORES')
       if r[1] == nil then
@@ -174,6 +174,7 @@ while true do
     -- Lock hash fields: see oq_held (lib.lua).
     local lock = { 'tok', full, 'until', until_s, 'seqs', table.concat(seqs, ' '), 'inst', has_inst and '1' or '0', 'tag', tag }
     if more then lock[#lock + 1], lock[#lock + 2] = 'more', '1' end
+    if not iv[3] then lock[#lock + 1], lock[#lock + 2] = 'x', exec and d(exec) or '' end
     redis.call('HSET', k_lock(id), unpack(lock))
     redis.call('ZADD', K_LOCKED, until_s, id)
     oq_note(until_ms)

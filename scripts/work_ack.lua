@@ -19,5 +19,5 @@ if ARGV[3] == '1' then
   if pin then wake_orch(pin, 1) end
 end
 WQ.touch_session(it[3], now)
-WQ.delete(s, false, { it[6], it[7], it[8], it[3], it[4], it[1] })
+WQ.delete(s, false, { it[6], it[7], it[8], it[3], it[4], it[1], it[9] })
 return 1
