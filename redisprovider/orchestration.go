@@ -247,8 +247,7 @@ func (p *Provider) AckOrchestrationItemAndFetch(ctx context.Context, lockToken s
 	if skip {
 		return nil, p.AckOrchestrationItem(ctx, lockToken, ack)
 	}
-	all := append([]any{strconv.Itoa(len(args))}, args...)
-	all = append(append(all, uuid.NewString()), fargs...)
+	all := append(append(append(args, uuid.NewString()), fargs...), strconv.Itoa(len(args)))
 	res, err := p.runOnce(ctx, op, "orch_ack_fetch", 0, all...)
 	if err != nil {
 		return nil, err

@@ -108,3 +108,43 @@ func TestAppendUnderLockThenAck(t *testing.T) {
 		t.Fatalf("history: %d events, %v; want the appended one", len(events), err)
 	}
 }
+
+// A fetch writes no attempt count (an ack deletes the messages anyway): a lock that expires
+// counts its delivery when it is reclaimed, an abandon unless it ignores the attempt. A message
+// that arrived during the lock was not delivered by it.
+func TestOrchestrationAttemptsCountedWhenTheLockEnds(t *testing.T) {
+	ctx := context.Background()
+	p := newTestProvider(t)
+	const id = "attempts"
+	layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}})
+	fetch := func(want uint32, lock time.Duration) *provider.LockedOrchestrationItem {
+		t.Helper()
+		var it *provider.LockedOrchestrationItem
+		var err error
+		deadline := time.Now().Add(10 * time.Second)
+		for it == nil && err == nil && time.Now().Before(deadline) {
+			if it, err = p.FetchOrchestrationItem(ctx, lock, 0, nil); it == nil && err == nil {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		if err != nil || it == nil || it.AttemptCount != want {
+			t.Fatalf("fetch: %+v, %v; want attempt %d", it, err, want)
+		}
+		return it
+	}
+	fetch(1, 100*time.Millisecond) // expires unacked
+	fetch(2, 100*time.Millisecond) // expires too
+	layoutEnqueue(t, p, provider.WorkItem{Kind: provider.ExternalRaised{Instance: id, Name: "e", Data: "{}"}})
+	it := fetch(3, time.Minute) // the start's third delivery, the event's first
+	if len(it.Item.Messages) != 2 {
+		t.Fatalf("batch of %d messages, want 2", len(it.Item.Messages))
+	}
+	if err := p.AbandonOrchestrationItem(ctx, it.LockToken, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	it = fetch(3, time.Minute) // ignored: still the third
+	if err := p.AbandonOrchestrationItem(ctx, it.LockToken, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	fetch(4, time.Minute)
+}

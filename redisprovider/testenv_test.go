@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,22 +108,30 @@ func (redisFactory) CorruptInstanceHistory(t *testing.T, pr provider.Provider, i
 	}
 }
 
-// MaxAttemptCount reads the attempt fields of the instance's queued orchestrator messages.
+// MaxAttemptCount reads the attempt fields of the instance's queued orchestrator messages; a
+// message under a lock counts the lock's delivery too (the fetch writes no count, an ack deletes
+// the message, an abandon or expiry writes the count).
 func (redisFactory) MaxAttemptCount(t *testing.T, pr provider.Provider, instance string) uint32 {
 	p := pr.(*redisprovider.Provider)
-	m, err := p.Client().HGetAll(context.Background(), p.Keyspace().Messages(instance)).Result()
+	ctx := context.Background()
+	m, err := p.Client().HGetAll(ctx, p.Keyspace().Messages(instance)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
+	locked := map[string]bool{}
+	for _, s := range strings.Fields(p.Client().HGet(ctx, p.Keyspace().Lock(instance), "seqs").Val()) {
+		locked[s] = true
+	}
 	var best uint32
-	for k, v := range m {
-		if strings.HasPrefix(k, "a") {
-			var n uint32
-			for _, c := range v {
-				n = n*10 + uint32(c-'0')
-			}
-			best = max(best, n)
+	for k := range m {
+		if !strings.HasPrefix(k, "m") {
+			continue
 		}
+		n, _ := strconv.ParseUint(m["a"+k[1:]], 10, 32)
+		if locked[k[1:]] {
+			n++
+		}
+		best = max(best, uint32(n))
 	}
 	return best
 }

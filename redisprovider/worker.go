@@ -193,8 +193,7 @@ func (p *Provider) AckWorkItemAndFetch(ctx context.Context, lockToken string, co
 	if skip {
 		return nil, p.AckWorkItem(ctx, lockToken, completion)
 	}
-	all := append([]any{strconv.Itoa(len(args))}, args...)
-	all = append(append(all, uuid.NewString()), fargs...)
+	all := append(append(append(args, uuid.NewString()), fargs...), strconv.Itoa(len(args)))
 	res, err := p.runOnce(ctx, op, "work_ack_fetch", workerPartition, all...)
 	if err != nil {
 		return nil, err

@@ -94,24 +94,16 @@ local function dx_once(op, KEYS, ARGV)
   return r
 end
 
--- An ack-and-fetch script's body (orch_ack_fetch, work_ack_fetch): ARGV is the prefix, n, the
--- ack's n arguments after the prefix, then the fetch's. The ack runs at most once per attempt
--- (dx_once); the fetch runs only after an ack that succeeded. The two argument tables are built at
--- their size (growing a table one element at a time rehashes it) unless there are too many values
--- for unpack's small stack.
+-- An ack-and-fetch script's body (orch_ack_fetch, work_ack_fetch): ARGV is the prefix, the ack's
+-- n arguments after the prefix, the fetch's, then n. The ack reads ARGV itself (the arguments after
+-- its own are never read), so only the fetch's few are copied. The ack runs at most once per
+-- attempt (dx_once); the fetch runs only after an ack that succeeded.
 local function ack_then_fetch(ack, fetch, KEYS, ARGV)
-  local n = tonumber(ARGV[2])
-  local a, f
-  if #ARGV < 4000 then
-    a, f = { ARGV[1], unpack(ARGV, 3, 2 + n) }, { ARGV[1], unpack(ARGV, 3 + n, #ARGV) }
-  else
-    a, f = { ARGV[1] }, { ARGV[1] }
-    for i = 3, 2 + n do a[#a + 1] = ARGV[i] end
-    for i = 3 + n, #ARGV do f[#f + 1] = ARGV[i] end
-  end
-  local r = dx_once(ack, KEYS, a)
+  local last = #ARGV
+  local n = tonumber(ARGV[last])
+  local r = dx_once(ack, KEYS, ARGV)
   if type(r) ~= 'number' then return r end
-  return fetch(KEYS, f)
+  return fetch(KEYS, { ARGV[1], unpack(ARGV, 2 + n, last - 1) })
 end
 
 -- Wake up to n long-polling fetchers waiting on key. The list is capped and expires, so tokens
@@ -434,9 +426,27 @@ local function oq_held(token, now, unexpired)
   return id, lk
 end
 
+-- Split a space-separated list.
+local function words(s)
+  local out = {}
+  if s then for w in string.gmatch(s, '%S+') do out[#out + 1] = w end end
+  return out
+end
+
+-- Count one more delivery attempt of the locked messages seqs that still exist (a lock that ends
+-- without an ack: orch_fetch writes no count, see there).
+local function oq_count_attempt(id, seqs)
+  local km = k_msgs(id)
+  for _, s in ipairs(seqs) do
+    if redis.call('HEXISTS', km, 'm' .. s) == 1 then redis.call('HINCRBY', km, 'a' .. s, '1') end
+  end
+end
+
 -- Release an instance lock (token and lock record) and reindex the instance (returns its pin key
--- when it is ready).
-local function oq_unlock(id, now)
+-- when it is ready). attempted: the lock ends without an ack or abandon (it expired), so its
+-- delivery counts as an attempt of its messages.
+local function oq_unlock(id, now, attempted)
+  if attempted then oq_count_attempt(id, words(redis.call('HGET', k_lock(id), 'seqs'))) end
   redis.call('DEL', k_lock(id))
   redis.call('ZREM', K_LOCKED, id)
   return oq_reindex(id, now)
@@ -544,13 +554,6 @@ local function zrank_after(key, score_text, member)
       start = start + 1
     end
   end
-end
-
--- Split a space-separated list.
-local function words(s)
-  local out = {}
-  if s then for w in string.gmatch(s, '%S+') do out[#out + 1] = w end end
-  return out
 end
 
 -- Retention (principle 7), O(depth) per ack. An instance is settled when it is Completed or

@@ -38,7 +38,7 @@ if not housekeeping then OQ_NEXT = gate end
 if housekeeping then
   -- Reclaim expired instance locks (principle 5: no background process needed).
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_LOCKED, '-inf', now_s(), 'LIMIT', '0', '100')) do
-    oq_unlock(id, now)
+    oq_unlock(id, now, true)
   end
   -- Drop instances whose retention expired from the listing indexes, and expired orphans.
   chores(now)
@@ -153,15 +153,13 @@ while true do
 
   if ok then
     if more then redis.call('ZREM', K_DUE, id) end
-    local attempt, msgs, att = 0, {}, {}
-    for i, s in ipairs(seqs) do
+    -- This delivery is attempt a+1 of each message; the count is written only if the lock ends
+    -- without an ack (abandon, expiry: oq_unlock), since an ack deletes the messages anyway.
+    local attempt, msgs = 0, {}
+    for i = 1, #seqs do
       msgs[i] = vals[3 * i - 2]
       local a = (tonumber(vals[3 * i]) or 0) + 1
       if a > attempt then attempt = a end
-      att[#att + 1], att[#att + 2] = 'a' .. s, d(a)
-    end
-    for i = 1, #att, 900 do
-      redis.call('HSET', k_msgs(id), unpack(att, i, math.min(i + 899, #att)))
     end
     -- The batch begins an execution (a start for an instance without history, or a
     -- continue-as-new): the tag that execution gets when this turn is acked (orch_ack).
