@@ -39,7 +39,9 @@ local function consider(r, tk, idx)
 end
 
 local found = nil
-for _ = 1, 10 do -- retries only if an index entry is stale (never expected)
+local single = #tks == 1 and owner == '' -- one set to take from: its head, in one command
+if single then found = redis.call('ZPOPMIN', WQ.k_ready(tks[1]))[1] end
+for _ = 1, single and 0 or 10 do -- retries only if an index entry is stale (never expected)
   best, best_member, best_tk, best_idx = nil, nil, nil, nil
   for _, tk in ipairs(tks) do
     consider(redis.call('ZRANGE', WQ.k_ready(tk), 0, 0, 'WITHSCORES'), tk, nil)
