@@ -60,11 +60,13 @@ import (
 //	                                instance_id, execution_id, a null source_event_id, duroxide_version
 //	                                0.1.30 and null parents of OrchestrationStarted are left out
 //	P he:<e>:<id>           SET     event ids of the history, once they are not exactly 1..n in order
-//	P q:<id>                HASH    orchestrator messages: m<s> JSON, a<s> attempts (absent 0), t<s> type
-//	                                code (S start, C continue-as-new, Q queue message; absent: other)
+//	P q:<id>                HASH    orchestrator messages: m<s> JSON, a<s> deliveries that ended without an
+//	                                ack (absent 0; a held lock's is not counted yet), t<s> type code (S
+//	                                start, C continue-as-new, Q queue message; absent: other)
 //	P qz:<id>               ZSET    message seq -> visible_at ms
 //	P lk:<id>               HASH    instance lock: tok ("<nonce>.<id>") until seqs inst ("1": the instance
-//	                                existed at fetch) more ("1": other messages pending) tag
+//	                                existed at fetch) more ("1": other messages pending) tag, x (the
+//	                                execution the fetch found when the instance hash names none)
 //	P cs:<id>               HASH    custom status: v (version) s (value) n ("1" when cleared)
 //	P kv:<id>               HASH    KV store (earlier executions): key -> "<ms>|<value>"
 //	P kd:<id>               HASH    KV delta (current execution): key -> "s<ms>|<value>" or "t" (tombstone)
