@@ -10,6 +10,12 @@ import (
 // escaping '<', '>' and '&'. Use it (not json.Marshal) when the bytes must equal what duroxide
 // writes; json.Marshal output decodes to the same value but escapes those three characters.
 func Marshal(v any) ([]byte, error) {
+	// This package's Marshalers (Event, WorkItem, ...) write compact, valid JSON through Marshal
+	// itself: calling them directly spares encoding/json's second pass, which re-validates and
+	// re-compacts a Marshaler's output (about 4% of a runtime's CPU per turn).
+	if m, ok := v.(ownMarshaler); ok {
+		return m.MarshalJSON()
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -18,6 +24,19 @@ func Marshal(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
+
+// ownMarshaler is a json.Marshaler of this package: its output is compact and valid.
+type ownMarshaler interface {
+	json.Marshaler
+	ownJSON()
+}
+
+func (Event) ownJSON()             {}
+func (WorkItem) ownJSON()          {}
+func (CarriedEvent) ownJSON()      {}
+func (ErrorDetails) ownJSON()      {}
+func (AppErrorKind) ownJSON()      {}
+func (PoisonMessageType) ownJSON() {}
 
 // marshalTagged writes serde's externally tagged form {"tag":body}.
 func marshalTagged(tag string, body any) ([]byte, error) {
