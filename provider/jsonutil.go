@@ -54,6 +54,9 @@ func marshalTagged(tag string, body any) ([]byte, error) {
 
 // unmarshalTagged reads serde's externally tagged form: an object with exactly one key.
 func unmarshalTagged(what string, data []byte) (string, json.RawMessage, error) {
+	if tag, body, ok := compactTagged(data); ok {
+		return tag, body, nil
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {
 		return "", nil, fmt.Errorf("%s: %w", what, err)
@@ -66,6 +69,30 @@ func unmarshalTagged(what string, data []byte) (string, json.RawMessage, error) 
 	}
 	panic("unreachable")
 }
+
+// compactTagged reads the compact form serde and Marshal write, {"Tag":body} with a plain tag
+// (letters, digits, '_') and no white space, without decoding the object into a map: ok only when
+// body is one valid JSON value, so it accepts exactly what the general path would, with the same
+// result.
+func compactTagged(data []byte) (string, json.RawMessage, bool) {
+	if len(data) < 6 || data[0] != '{' || data[1] != '"' || data[len(data)-1] != '}' {
+		return "", nil, false
+	}
+	i := 2
+	for i < len(data) && (data[i] == '_' || data[i] >= 'a' && data[i] <= 'z' || data[i] >= 'A' && data[i] <= 'Z' || data[i] >= '0' && data[i] <= '9') {
+		i++
+	}
+	if i == 2 || i+1 >= len(data) || data[i] != '"' || data[i+1] != ':' {
+		return "", nil, false
+	}
+	body := data[i+2 : len(data)-1]
+	if len(body) == 0 || isSpace(body[0]) || isSpace(body[len(body)-1]) || !json.Valid(body) {
+		return "", nil, false
+	}
+	return string(data[2:i]), json.RawMessage(body), true
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // decodeBody decodes an enum variant's body into T.
 func decodeBody[T any](what, variant string, body []byte) (T, error) {
