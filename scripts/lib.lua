@@ -35,9 +35,9 @@ end
 
 local function now_ms()
   if NOW == nil then
-    local t = redis.call('TIME')
-    NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    NOW_S = t[1] .. string.sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3) -- the same ms, unformatted
+    local t = redis.call('TIME') -- {seconds, microseconds}
+    NOW_S = t[1] .. string.sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3) -- the ms, unformatted
+    NOW = tonumber(NOW_S)
   end
   return NOW
 end
@@ -90,7 +90,7 @@ local function dx_once(op, KEYS, ARGV)
     if prev then return tonumber(prev) end
   end
   local r = op(KEYS, ARGV)
-  if att and type(r) == 'number' then redis.call('SET', att, d(r), 'PX', ATTEMPT_TTL_MS) end
+  if att and type(r) == 'number' then redis.call('SET', att, r == 1 and '1' or d(r), 'PX', ATTEMPT_TTL_MS) end
   return r
 end
 
@@ -367,7 +367,7 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
   else
     redis.call('HSET', k_msgs(id), 'm' .. s, json, 't' .. s, tcode)
   end
-  redis.call('ZADD', k_vis(id), d(visible_at), s)
+  redis.call('ZADD', k_vis(id), visible_at == now_ms() and now_s() or d(visible_at), s)
   if is_locked(id) then
     redis.call('HSET', k_lock(id), 'more', '1')
     return false

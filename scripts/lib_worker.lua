@@ -348,7 +348,7 @@ local function wq_enqueue(now, json, inst, exec, actid, session, tag)
     redis.call('HSET', kx, f, list .. ' ' .. s)
   end
   redis.call('HSET', WQ.k_item(s), 'j', json, 'i', inst, 'e', exec, 'a', actid, 's', session, 't', tk,
-    'n', '0', 'c', d(now), 'x', alone and '1' or '0')
+    'n', '0', 'c', now == now_ms() and now_s() or d(now), 'x', alone and '1' or '0')
   redis.call('HINCRBY', WQ.K_TAGS, tk, '1')
   if session ~= '' and redis.call('HINCRBY', WQ.K_SCOUNT, session, '1') == 1 then
     redis.call('ZREM', WQ.K_SIDLE, session)

@@ -110,12 +110,11 @@ local function iset(f, v)
   iseen[f] = true
 end
 local function xset(f, v) xfields[#xfields + 1], xfields[#xfields + 2] = f, v end
-local IREC = { started = 'xs', completed = 'done' }
 local function rset(f, v)
   if not rec_in_i then
     xset(f, v)
   elseif f ~= 'status' then
-    iset(IREC[f] or f, v)
+    iset(f == 'started' and 'xs' or f == 'completed' and 'done' or f, v)
   end
 end
 -- Retention bookkeeping (lib.lua): whether the instance was settled before this turn. Only a
