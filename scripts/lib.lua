@@ -80,7 +80,7 @@ local function fail(code, msg) return redis.error_reply('DX_' .. code .. ' ' .. 
 local ATTEMPT_TTL_MS = '20000'
 local function attempt_key(KEYS)
   local att = KEYS[2]
-  if att and string.sub(att, -1) == '!' then return string.sub(att, 1, -2), true end
+  if att and string.byte(att, -1) == 33 then return string.sub(att, 1, -2), true end -- 33: '!'
   return att, false
 end
 local function dx_once(op, KEYS, ARGV)
@@ -491,7 +491,8 @@ local function history_append(id, exec, hist, compact_from, dense)
   end
   local lines = {}
   for i, h in ipairs(hist) do lines[i] = h[2] end
-  local key, add = k_hist(id, exec), table.concat(lines, '\n') .. '\n'
+  lines[#lines + 1] = '' -- every line ends with '\n'
+  local key, add = k_hist(id, exec), table.concat(lines, '\n')
   if compact_from and compact_from > 0 and compact_from + #add <= 4096 then
     redis.call('SET', key, (redis.call('GET', key) or '') .. add, 'KEEPTTL')
   else
