@@ -148,3 +148,17 @@ func TestOrchestrationAttemptsCountedWhenTheLockEnds(t *testing.T) {
 	}
 	fetch(4, time.Minute)
 }
+
+// A session-aware fetch takes plain items with one command while no session has items, and
+// still finds session items, in FIFO order with the plain ones, once some exist.
+func TestWorkerSessionAwareFetchOrder(t *testing.T) {
+	p := newTestProvider(t)
+	owner := wSess("A", time.Minute)
+	wEnqueue(t, p, wAct("i", 1, "", ""), wAct("i", 2, "", ""))
+	wWantIDs(t, "no session items", wDrain(t, p, owner, provider.TagFilterDefaultOnly()), 1, 2)
+	wEnqueue(t, p, wAct("i", 3, "", ""), wAct("i", 4, "", "s"), wAct("i", 5, "", ""))
+	wWantIDs(t, "a session item between plain ones", wDrain(t, p, owner, provider.TagFilterDefaultOnly()), 3, 4, 5)
+	wEnqueue(t, p, wAct("i", 6, "", "s"))
+	wWantIDs(t, "a session-less fetcher", wDrain(t, p, nil, provider.TagFilterDefaultOnly()))
+	wWantIDs(t, "the session's owner", wDrain(t, p, owner, provider.TagFilterDefaultOnly()), 6)
+}

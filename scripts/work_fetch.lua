@@ -39,7 +39,10 @@ local function consider(r, tk, idx)
 end
 
 local found = nil
-local single = #tks == 1 and owner == '' -- one set to take from: its head, in one command
+-- One set to take from (one tag key, and no session items anywhere: wq:scount counts the items of
+-- each session that has some, so the session indexes are empty without it): its head, in one
+-- command.
+local single = #tks == 1 and (owner == '' or redis.call('EXISTS', WQ.K_SCOUNT) == 0)
 if single then found = redis.call('ZPOPMIN', WQ.k_ready(tks[1]))[1] end
 for _ = 1, single and 0 or 10 do -- retries only if an index entry is stale (never expected)
   best, best_member, best_tk, best_idx = nil, nil, nil, nil
