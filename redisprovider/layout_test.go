@@ -37,6 +37,21 @@ func layoutEvent(instance string, exec, id uint64, kind provider.EventKind) prov
 	return provider.Event{EventID: id, InstanceID: instance, ExecutionID: exec, TimestampMs: 1, DuroxideVersion: "0.1.30", Kind: kind}
 }
 
+// layoutStart starts instance id of orchestration "O" (execution 1).
+func layoutStart(id string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}}
+}
+
+// layoutStarted is the OrchestrationStarted event (id 1) of execution exec of instance id.
+func layoutStarted(id string, exec uint64) provider.Event {
+	return layoutEvent(id, exec, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"})
+}
+
+// layoutRunning is the metadata of a turn that leaves "O" 1.0.0 running.
+func layoutRunning() provider.ExecutionMetadata {
+	return provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}
+}
+
 func layoutEnqueue(t *testing.T, p *redisprovider.Provider, items ...provider.WorkItem) {
 	t.Helper()
 	for _, w := range items {
@@ -69,10 +84,10 @@ func TestFinishedInstanceKeepsTwoKeys(t *testing.T) {
 		"long":  `{"text":"` + strings.Repeat("x", 200) + `","quote":"\"<&>\"","unicode":"日本 \u2028"}`,
 	}
 	for id, out := range outputs {
-		layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}})
-		md := provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}
+		layoutEnqueue(t, p, layoutStart(id))
+		md := layoutRunning()
 		if err := layoutTurn(t, p, id, 1, []provider.Event{
-			layoutEvent(id, 1, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}),
+			layoutStarted(id, 1),
 		}, md, provider.WorkItem{Kind: provider.ExternalRaised{Instance: id, Name: "go", Data: "{}"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -113,10 +128,10 @@ func TestOutputNotInHistoryKeepsItsKey(t *testing.T) {
 	p := newTestProvider(t)
 	ks := p.Keyspace()
 	for id, out := range map[string]string{"differs": `"metadata output"`, "binary": "\xff\xfe not utf-8"} {
-		layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}})
+		layoutEnqueue(t, p, layoutStart(id))
 		md := provider.ExecutionMetadata{Status: provider.StatusFailed, Output: &out, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}
 		if err := layoutTurn(t, p, id, 1, []provider.Event{
-			layoutEvent(id, 1, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}),
+			layoutStarted(id, 1),
 			layoutEvent(id, 1, 2, provider.OrchestrationCompletedEvent{Output: `"event output"`}),
 		}, md); err != nil {
 			t.Fatal(err)
@@ -150,14 +165,14 @@ func TestEventIDsDenseThenSet(t *testing.T) {
 	p := newTestProvider(t)
 	ks := p.Keyspace()
 	const id = "ids"
-	layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}})
-	md := provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}
+	layoutEnqueue(t, p, layoutStart(id))
+	md := layoutRunning()
 	raise := provider.WorkItem{Kind: provider.ExternalRaised{Instance: id, Name: "e", Data: "{}"}}
 	ev := func(n uint64) provider.Event {
 		return layoutEvent(id, 1, n, provider.ExternalEventEvent{Name: "e", Data: "{}"})
 	}
 	if err := layoutTurn(t, p, id, 1, []provider.Event{
-		layoutEvent(id, 1, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}), ev(2),
+		layoutStarted(id, 1), ev(2),
 	}, md, raise); err != nil {
 		t.Fatal(err)
 	}
@@ -211,11 +226,11 @@ func TestAppendOutOfSequenceOnDenseIDs(t *testing.T) {
 	ctx := context.Background()
 	p := newTestProvider(t)
 	ks := p.Keyspace()
-	md := provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}
+	md := layoutRunning()
 	const other = "ids-append"
-	layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: other, Orchestration: "O", Input: "{}", ExecutionID: 1}})
+	layoutEnqueue(t, p, layoutStart(other))
 	if err := layoutTurn(t, p, other, 1, []provider.Event{
-		layoutEvent(other, 1, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}),
+		layoutStarted(other, 1),
 	}, md); err != nil {
 		t.Fatal(err)
 	}
@@ -240,10 +255,10 @@ func TestContinueAsNewKeepsEveryExecution(t *testing.T) {
 	ks := p.Keyspace()
 	const id = "can"
 	first, second := `"first"`, `"second"`
-	layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}})
+	layoutEnqueue(t, p, layoutStart(id))
 	md := provider.ExecutionMetadata{Status: provider.StatusContinuedAsNew, Output: &first, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}
 	if err := layoutTurn(t, p, id, 1, []provider.Event{
-		layoutEvent(id, 1, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}),
+		layoutStarted(id, 1),
 		layoutEvent(id, 1, 2, provider.OrchestrationContinuedAsNewEvent{Input: first}),
 	}, md, provider.WorkItem{Kind: provider.ContinueAsNew{Instance: id, Orchestration: "O", Input: first}}); err != nil {
 		t.Fatal(err)
@@ -310,10 +325,10 @@ func TestCompletedTimeSurvivesLaterTurns(t *testing.T) {
 	p := newTestProvider(t)
 	const id = "done"
 	out := `"ok"`
-	layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}})
+	layoutEnqueue(t, p, layoutStart(id))
 	md := provider.ExecutionMetadata{Status: provider.StatusCompleted, Output: &out, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}
 	if err := layoutTurn(t, p, id, 1, []provider.Event{
-		layoutEvent(id, 1, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}),
+		layoutStarted(id, 1),
 		layoutEvent(id, 1, 2, provider.OrchestrationCompletedEvent{Output: out}),
 	}, md); err != nil {
 		t.Fatal(err)
@@ -364,18 +379,18 @@ func TestLargeAckAndFetch(t *testing.T) {
 	p := newTestProvider(t)
 	for _, n := range []uint64{1990, 2100} {
 		id, other := fmt.Sprint("large-", n), fmt.Sprint("next-", n)
-		layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}})
+		layoutEnqueue(t, p, layoutStart(id))
 		it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 0, nil)
 		if err != nil || it == nil || it.Item.Instance != id {
 			t.Fatalf("fetch: %+v %v", it, err)
 		}
-		layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: other, Orchestration: "O", Input: "{}", ExecutionID: 1}})
-		events := []provider.Event{layoutEvent(id, 1, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"})}
+		layoutEnqueue(t, p, layoutStart(other))
+		events := []provider.Event{layoutStarted(id, 1)}
 		for i := uint64(2); i <= n; i++ {
 			events = append(events, layoutEvent(id, 1, i, provider.ExternalEventEvent{Name: "e", Data: "{}"}))
 		}
 		next, err := p.AckOrchestrationItemAndFetch(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: events,
-			Metadata: provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}},
+			Metadata: layoutRunning()},
 			5*time.Second, nil, provider.FetchOptions{})
 		if err != nil || next == nil || next.Item.Instance != other {
 			t.Fatalf("%d events: ack and fetch: %+v %v", n, next, err)
@@ -390,7 +405,7 @@ func TestLargeAckAndFetch(t *testing.T) {
 		if it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 0, nil); err != nil || it == nil || it.Item.Instance != other {
 			t.Fatalf("refetch: %+v %v", it, err)
 		} else if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
-			Metadata: provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}); err != nil {
+			Metadata: layoutRunning()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -426,7 +441,7 @@ func TestInstanceOfThePreviousLayout(t *testing.T) {
 		t.Fatalf("execution info: %+v %v", x, err)
 	}
 	raise := provider.WorkItem{Kind: provider.ExternalRaised{Instance: id, Name: "e", Data: "{}"}}
-	md := provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}
+	md := layoutRunning()
 	layoutEnqueue(t, p, raise)
 	if err := layoutTurn(t, p, id, 1, []provider.Event{layoutEvent(id, 1, 2, provider.ExternalEventEvent{Name: "e", Data: "{}"})}, md); !errors.Is(err, provider.ErrDuplicateEvent) {
 		t.Fatalf("duplicate of a stored event: %v", err)
@@ -465,7 +480,7 @@ func TestInstanceOfThePreviousLayout(t *testing.T) {
 func TestLiteFetchSendsSmallHistoriesWhole(t *testing.T) {
 	ctx := context.Background()
 	p := newTestProvider(t)
-	md := provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}
+	md := layoutRunning()
 	for _, c := range []struct {
 		id        string
 		dataBytes int
@@ -474,7 +489,7 @@ func TestLiteFetchSendsSmallHistoriesWhole(t *testing.T) {
 	}{{"small", 10, false, true}, {"large", 3000, false, false}, {"small-kv", 10, true, false}} {
 		layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: c.id, Orchestration: "O", Input: "{}", ExecutionID: 1}})
 		events := []provider.Event{
-			layoutEvent(c.id, 1, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}),
+			layoutStarted(c.id, 1),
 			layoutEvent(c.id, 1, 2, provider.ExternalEventEvent{Name: "e", Data: `"` + strings.Repeat("x", c.dataBytes) + `"`}),
 		}
 		if c.kv {

@@ -19,7 +19,7 @@ func TestInterleavedNamespacesKeepTheirKeys(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		for _, p := range []*redisprovider.Provider{a, b} {
 			id := fmt.Sprintf("%s%d", ns[p], i)
-			layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}})
+			layoutEnqueue(t, p, layoutStart(id))
 		}
 		for _, p := range []*redisprovider.Provider{a, b} {
 			id := fmt.Sprintf("%s%d", ns[p], i)
@@ -34,8 +34,8 @@ func TestInterleavedNamespacesKeepTheirKeys(t *testing.T) {
 		for _, p := range []*redisprovider.Provider{a, b} {
 			id := fmt.Sprintf("%s%d", ns[p], i)
 			if err := layoutTurn(t, p, id, 1, []provider.Event{
-				layoutEvent(id, 1, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}),
-			}, provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}); err != nil {
+				layoutStarted(id, 1),
+			}, layoutRunning()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -89,17 +89,17 @@ func TestAppendUnderLockThenAck(t *testing.T) {
 	ctx := context.Background()
 	p := newTestProvider(t)
 	const id = "appended"
-	layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}})
+	layoutEnqueue(t, p, layoutStart(id))
 	it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 0, nil)
 	if err != nil || it == nil {
 		t.Fatalf("fetch: %+v, %v", it, err)
 	}
-	started := layoutEvent(id, 1, 1, provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"})
+	started := layoutStarted(id, 1)
 	if err := p.AppendWithExecution(ctx, id, 1, []provider.Event{started}); err != nil {
 		t.Fatal(err)
 	}
 	err = p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: []provider.Event{started},
-		Metadata: provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}})
+		Metadata: layoutRunning()})
 	if err == nil {
 		t.Fatal("an ack repeating an event id appended under its lock was accepted")
 	}
@@ -116,7 +116,7 @@ func TestOrchestrationAttemptsCountedWhenTheLockEnds(t *testing.T) {
 	ctx := context.Background()
 	p := newTestProvider(t)
 	const id = "attempts"
-	layoutEnqueue(t, p, provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}})
+	layoutEnqueue(t, p, layoutStart(id))
 	fetch := func(want uint32, lock time.Duration) *provider.LockedOrchestrationItem {
 		t.Helper()
 		var it *provider.LockedOrchestrationItem
