@@ -34,11 +34,8 @@ local function known(id) return redis.call('EXISTS', k_inst(id), k_execs(id)) > 
 -- Current status: the instance hash's, or the current execution's for instances acked without
 -- metadata; false when unknown.
 local function status_of(id)
-  local s = redis.call('HGET', k_inst(id), 'status')
-  if s then return s end
-  local e = current_exec(id)
-  if e then return exec_record(id, e)[1] end
-  return false
+  local _, rec, i = current_record(id)
+  return i[3] or (rec and rec[1]) or false
 end
 
 local function terminal(s) return s == 'Completed' or s == 'Failed' or s == 'ContinuedAsNew' end
@@ -53,10 +50,11 @@ local function delete_all(list, in_set, res)
     redis.call('ZREM', K_LOCKED, id)
     redis.call('ZREM', K_ORPHANS, id)
     res[4] = res[4] + redis.call('ZCARD', k_vis(id))
-    -- Executions and histories.
-    for _, e in ipairs(executions(id)) do
+    -- Executions and histories (the instance hash read once for all of them).
+    local i = rec_fields(id)
+    for _, e in ipairs(executions(id, i)) do
       res[2] = res[2] + 1
-      res[3] = res[3] + exec_events(id, e, exec_record(id, e))
+      res[3] = res[3] + exec_events(id, e, exec_record(id, e, i))
       redis.call('DEL', k_hist(id, e), k_hids(id, e), k_exec(id, e), k_xout(id, e))
     end
     -- Parent link and indexes. A parent that stays stops waiting for this child to settle.
@@ -107,8 +105,8 @@ local function eligible_tree(root)
   if not known(root) or redis.call('HEXISTS', k_inst(root), 'parent') == 1 then return nil end
   if not terminal(status_of(root)) then return nil end
   if before > 0 then
-    local e = current_exec(root)
-    local c = e and exec_record(root, e)[3]
+    local _, rec = current_record(root)
+    local c = rec and rec[3]
     if not c or tonumber(c) >= before then return nil end
   end
   local all, seen = { root }, { [root] = true }

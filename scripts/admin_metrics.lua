@@ -19,9 +19,10 @@ if n <= 0 then return out end
 local ids = redis.call('ZRANGE', K_IDX_INSTANCES, off, off + n - 1)
 out[5] = #ids
 for _, id in ipairs(ids) do
-  for _, e in ipairs(executions(id)) do
+  local i = rec_fields(id) -- read once for all of the instance's executions
+  for _, e in ipairs(executions(id, i)) do
     out[6] = out[6] + 1
-    out[7] = out[7] + exec_events(id, e, exec_record(id, e))
+    out[7] = out[7] + exec_events(id, e, exec_record(id, e, i))
   end
 end
 return out

@@ -20,10 +20,11 @@ local function known(id) return redis.call('EXISTS', k_inst(id), k_execs(id)) > 
 local res = { 0, 0, 0 }
 
 local function prune(id)
-  local execs = executions(id)
+  local rec = rec_fields(id) -- read once for all of the instance's executions
+  local execs = executions(id, rec)
   for i = 1, #execs - keep do
     local e = execs[i]
-    local x = exec_record(id, e)
+    local x = exec_record(id, e, rec)
     local ok = x[1] ~= 'Running'
     if ok and exec_before > 0 then ok = x[3] and tonumber(x[3]) < exec_before end
     if ok then
@@ -48,8 +49,8 @@ for i = 7, #ARGV do
   local id = ARGV[i]
   local ok = known(id)
   if ok and inst_before > 0 then
-    local e = current_exec(id)
-    local c = e and exec_record(id, e)[3]
+    local _, rec = current_record(id)
+    local c = rec and rec[3]
     ok = c and tonumber(c) < inst_before
   end
   if ok then prune(id) end

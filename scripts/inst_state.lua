@@ -14,11 +14,11 @@ elseif what == 'kv' then
   if key ~= '' then return { redis.call('HGET', k_kv(id), key), redis.call('HGET', k_kd(id), key) } end
   return { redis.call('HGETALL', k_kv(id)), redis.call('HGETALL', k_kd(id)) }
 end
-local exec = current_exec(id)
+local exec, rec = current_record(id)
 if exec == nil and redis.call('EXISTS', k_inst(id)) == 0 then return { 0 } end
 local count, hist = 0, ''
 if exec then
-  count = exec_events(id, exec, exec_record(id, exec))
+  count = exec_events(id, exec, rec)
   hist = redis.call('GET', k_hist(id, exec)) or ''
 end
 return { 1, count, hist, redis.call('HGETALL', k_kv(id)), redis.call('HGETALL', k_kd(id)) }

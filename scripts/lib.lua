@@ -168,11 +168,13 @@ local function current_exec(id, hash_read)
   return nil
 end
 
--- Execution ids of an instance, ascending (strings).
-local function executions(id)
+-- Execution ids of an instance, ascending (strings). i: the instance hash's REC_FIELDS (see
+-- exec_record) when the caller read them already.
+local function executions(id, i)
   local r = redis.call('ZRANGE', k_execs(id), '0', '-1')
   if #r > 0 then return r end
-  local e = redis.call('HGET', k_inst(id), 'exec')
+  local e
+  if i then e = i[1] else e = redis.call('HGET', k_inst(id), 'exec') end
   if e then return { e } end
   return {}
 end
@@ -206,15 +208,25 @@ end
 -- status is terminal (orch_ack writes done only once updated moves on). i: the instance hash's
 -- REC_FIELDS when the caller read them already (further fields may follow).
 local REC_FIELDS = { 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd', 'created', 'updated' }
+local function rec_fields(id) return redis.call('HMGET', k_inst(id), unpack(REC_FIELDS)) end
 local function exec_record(id, e, i)
   e = tostring(e)
-  i = i or redis.call('HMGET', k_inst(id), unpack(REC_FIELDS))
+  i = i or rec_fields(id)
   if i[1] == e and i[7] then
     local done = i[4]
     if not done and is_terminal(i[3]) then done = i[9] end
     return { i[3], i[2] or i[8], done, i[5], i[6], i[7] }
   end
   return redis.call('HMGET', k_exec(id, e), 'status', 'started', 'completed', 'out', 'hn', 'hd')
+end
+
+-- An instance's current execution and its record (nil, nil when it has none), and the instance
+-- hash's REC_FIELDS: one read of the hash.
+local function current_record(id)
+  local i = rec_fields(id)
+  local e = tonumber(i[1]) or current_exec(id, true)
+  if e == nil then return nil, nil, i end
+  return e, exec_record(id, e, i), i
 end
 
 -- An execution's event count (rec: its exec_record).

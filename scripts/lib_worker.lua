@@ -207,13 +207,13 @@ function WQ.delete(s, keep_inst, it)
     redis.call('ZREM', WQ.K_DUE, s)
   end
   redis.call('DEL', ki)
-  if not keep_inst and it[7] == '1' then -- the entry is this item's alone (wq_enqueue)
-    redis.call('HDEL', WQ.k_inst(inst), it[2] .. ':' .. it[3])
-  elseif not keep_inst then
+  if not keep_inst then
     local kx, f = WQ.k_inst(inst), it[2] .. ':' .. it[3]
     local rest = {}
-    for w in string.gmatch(redis.call('HGET', kx, f) or '', '%S+') do
-      if w ~= tostring(s) then rest[#rest + 1] = w end
+    if it[7] ~= '1' then -- x '1': the entry is this item's alone (wq_enqueue), no need to read it
+      for w in string.gmatch(redis.call('HGET', kx, f) or '', '%S+') do
+        if w ~= tostring(s) then rest[#rest + 1] = w end
+      end
     end
     if #rest == 0 then redis.call('HDEL', kx, f) else redis.call('HSET', kx, f, table.concat(rest, ' ')) end
   end

@@ -7,10 +7,14 @@ local id, exec = ARGV[2], ARGV[3]
 local hist = {}
 for i = 4, #ARGV, 2 do hist[#hist + 1] = { ARGV[i], ARGV[i + 1] } end
 -- The execution's record says whether its ids are dense (lib.lua); one without a record has a set.
--- The record is in the instance hash (cur: exec, hn, hb, hd) or in the execution hash.
-local cur = redis.call('HMGET', k_inst(id), 'exec', 'hn', 'hb', 'hd')
+-- The record is in the instance hash or in the execution hash; one read of the instance hash
+-- (REC_FIELDS, then hb) serves both.
+local fields = { unpack(REC_FIELDS) }
+fields[#fields + 1] = 'hb'
+local i = redis.call('HMGET', k_inst(id), unpack(fields))
+local cur = { i[1], i[6], i[#fields], i[7] } -- exec, hn, hb, hd
 local in_hash = cur[1] == exec and cur[4]
-local rec = exec_record(id, exec)
+local rec = exec_record(id, exec, i)
 local dense = nil
 if rec[6] == '1' then dense = tonumber(rec[5]) end
 local dup = history_check(id, exec, hist, dense)
