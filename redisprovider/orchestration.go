@@ -247,8 +247,7 @@ func (p *Provider) AckOrchestrationItemAndFetch(ctx context.Context, lockToken s
 	if skip {
 		return nil, p.AckOrchestrationItem(ctx, lockToken, ack)
 	}
-	all := append(append(append(args, uuid.NewString()), fargs...), strconv.Itoa(len(args)))
-	res, err := p.runOnce(ctx, op, "orch_ack_fetch", 0, all...)
+	res, err := p.runOnce(ctx, op, "orch_ack_fetch", 0, ackFetchArgs(args, fargs)...)
 	if err != nil {
 		return nil, err
 	}
@@ -257,6 +256,15 @@ func (p *Provider) AckOrchestrationItemAndFetch(ctx context.Context, lockToken s
 		return nil, err
 	}
 	return item, nil
+}
+
+// ackFetchArgs lays out the arguments of an ack-and-fetch script (orch_ack_fetch,
+// work_ack_fetch; lib.lua's ack_then_fetch): the ack's, the fetch's lock nonce and arguments, then
+// the count of the ack's.
+func ackFetchArgs(ack, fetch []any) []any {
+	all := make([]any, 0, len(ack)+len(fetch)+2)
+	all = append(append(append(all, ack...), uuid.NewString()), fetch...)
+	return append(all, strconv.Itoa(len(ack)))
 }
 
 // ReadForReplay implements provider.LiteFetcher: the execution's history, the instance's KV

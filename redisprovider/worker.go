@@ -141,9 +141,6 @@ func (p *Provider) workFetchArgs(op string, lockTimeout, pollTimeout time.Durati
 				p.keys.WorkWake(workerPartition, dxredis.WorkWakeOwned, tk, owner))
 		}
 	}
-	// An empty fetch registers its wake lists as long as the fetch may wait: one poll, plus the
-	// rescan period idle fetches may skip the script for (see poll), plus a margin. A fetch that
-	// will not wait registers nothing.
 	rescan = rescanPeriod(lockTimeout, sessionLock)
 	args = []any{ms(lockTimeout), owner, ms(sessionLock), ms(waitRegistration(pollTimeout, rescan))}
 	if tags.Mode() == provider.TagModeAny {
@@ -193,8 +190,7 @@ func (p *Provider) AckWorkItemAndFetch(ctx context.Context, lockToken string, co
 	if skip {
 		return nil, p.AckWorkItem(ctx, lockToken, completion)
 	}
-	all := append(append(append(args, uuid.NewString()), fargs...), strconv.Itoa(len(args)))
-	res, err := p.runOnce(ctx, op, "work_ack_fetch", workerPartition, all...)
+	res, err := p.runOnce(ctx, op, "work_ack_fetch", workerPartition, ackFetchArgs(args, fargs)...)
 	if err != nil {
 		return nil, err
 	}
