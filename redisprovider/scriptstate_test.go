@@ -3,6 +3,7 @@ package redisprovider_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -161,4 +162,102 @@ func TestWorkerSessionAwareFetchOrder(t *testing.T) {
 	wEnqueue(t, p, wAct("i", 6, "", "s"))
 	wWantIDs(t, "a session-less fetcher", wDrain(t, p, nil, provider.TagFilterDefaultOnly()))
 	wWantIDs(t, "the session's owner", wDrain(t, p, owner, provider.TagFilterDefaultOnly()), 6)
+}
+
+// An ack's worker items are enqueued in one batch (wq_enqueue_many): the keys it leaves must be
+// exactly those of one wq_enqueue per item, in order, for every case the batch treats apart:
+// activities new to the index, one already queued (its item loses its alone mark), one scheduled
+// twice in the batch, tags, a session, a second instance, and a waiting fetcher to wake.
+func TestWorkerBatchEnqueueMatchesOneByOne(t *testing.T) {
+	items := [][6]string{ // json, instance, execution, activity id, session, tag
+		{`{"a":1}`, "i", "1", "1", "", ""},
+		{`{"a":2}`, "i", "1", "2", "", ""},
+		{`{"a":3}`, "i", "1", "3", "", ""}, // queued before the batch too
+		{`{"a":2}`, "i", "1", "2", "", ""}, // twice in the batch
+		{`{"a":4}`, "i", "1", "4", "", "gpu"},
+		{`{"a":5}`, "i", "1", "5", "s1", ""},
+		{`{"a":6}`, "i", "1", "6", "", "gpu"},
+		{`{"a":1}`, "j", "2", "1", "", ""},
+	}
+	var args []any
+	args = append(args, len(items))
+	for _, it := range items {
+		for _, v := range it {
+			args = append(args, v)
+		}
+	}
+	const prepare = `
+local items = {}
+for i = 0, tonumber(ARGV[2]) - 1 do
+  local b = 3 + 6 * i
+  items[#items + 1] = { ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5] }
+end
+WQ.register_waiter({ '-', '*' }, '', 60000)
+wq_enqueue(1000, '{"a":0}', 'i', '1', '3', '', '')
+`
+	dumps := map[string]map[string]string{}
+	for name, body := range map[string]string{
+		"batch":      prepare + `wq_enqueue_many(2000, items) return 1`,
+		"one by one": prepare + `for _, w in ipairs(items) do wq_enqueue(2000, w[1], w[2], w[3], w[4], w[5], w[6]) end return 1`,
+	} {
+		p := newTestProvider(t)
+		wEval(t, p, body, args...)
+		dumps[name] = wDump(t, p)
+	}
+	if len(dumps["batch"]) < 10 {
+		t.Fatalf("the batch left only %v", dumps["batch"])
+	}
+	for k, v := range dumps["one by one"] {
+		if got, ok := dumps["batch"][k]; !ok || got != v {
+			t.Errorf("%s: batch %q, one by one %q", k, got, v)
+		}
+	}
+	for k, v := range dumps["batch"] {
+		if _, ok := dumps["one by one"][k]; !ok {
+			t.Errorf("%s: only in the batch: %q", k, v)
+		}
+	}
+}
+
+// wDump reads every key of the namespace (prefix stripped) as text: its type, content (hashes
+// and sets sorted) and whether it expires.
+func wDump(t *testing.T, p *redisprovider.Provider) map[string]string {
+	t.Helper()
+	ctx, c, prefix := t.Context(), p.Client(), p.Keyspace().Prefix(0)
+	out := map[string]string{}
+	for _, k := range wKeys(t, p) {
+		key := prefix + k
+		var v any
+		var err error
+		switch typ := c.Type(ctx, key).Val(); typ {
+		case "string":
+			v, err = c.Get(ctx, key).Result()
+		case "hash":
+			var h map[string]string
+			h, err = c.HGetAll(ctx, key).Result()
+			v = fmt.Sprint(h) // fmt prints maps sorted by key
+		case "zset":
+			v, err = c.ZRangeWithScores(ctx, key, 0, -1).Result()
+		case "list":
+			v, err = c.LRange(ctx, key, 0, -1).Result()
+		case "set":
+			var m []string
+			m, err = c.SMembers(ctx, key).Result()
+			slices.Sort(m)
+			v = m
+		default:
+			t.Fatalf("%s: type %s", k, typ)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == "wq:waiting" { // scored by the time of the call
+			v, err = c.ZRange(ctx, key, 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		out[k] = fmt.Sprintf("%v expires=%v", v, c.PTTL(ctx, key).Val() > 0)
+	}
+	return out
 }

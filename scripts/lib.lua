@@ -112,8 +112,9 @@ end
 local function wake(key, n)
   if n <= 0 then return end
   if n > 16 then n = 16 end
-  local len = 0
-  for _ = 1, n do len = redis.call('LPUSH', key, '1') end
+  local tokens = { key }
+  for i = 1, n do tokens[i + 1] = '1' end
+  local len = redis.call('LPUSH', unpack(tokens))
   if len > 16 then redis.call('LTRIM', key, '0', '15') end
   if len <= n then redis.call('PEXPIRE', key, '5000') end
 end

@@ -1,7 +1,7 @@
 -- lib_worker.lua: worker-queue helpers, concatenated after lib.lua into every script. Key builders
 -- mirror keys_worker.go (TestWorkerLuaKeysMatchGo checks it); the key listing is there too.
--- Top-level locals: WQ (everything internal) and the three functions other scripts call by name:
--- wq_enqueue, wq_cancel, wq_delete_instance.
+-- Top-level locals: WQ (everything internal) and the functions other scripts call by name:
+-- wq_enqueue, wq_enqueue_many, wq_cancel, wq_delete_instance.
 --
 -- Item states: ready (in wq:ready:<tk>, or in its session group wq:sitems:<tk>:<sid> whose head is
 -- indexed in wq:sfree:<tk> or wq:sown:<tk>:<owner>), delayed (wq:due) or locked (wq:locked, token
@@ -64,13 +64,14 @@ function WQ.wake_suffix(class, tk, owner)
 end
 function WQ.k_wake(class, tk, owner) return P .. 'wq:wake:' .. WQ.wake_suffix(class, tk, owner) end
 
--- Wake one fetcher that may take an item of (class, tk, owner), and one TagFilter Any fetcher.
-function WQ.wake_for(class, tk, owner)
+-- Wake n (default 1) fetchers that may take an item of (class, tk, owner), and as many TagFilter
+-- Any fetchers.
+function WQ.wake_for(class, tk, owner, n)
   local s = redis.call('ZMSCORE', WQ.K_WAITING, WQ.wake_suffix(class, tk, owner), WQ.wake_suffix(class, '*', owner))
   if not (s[1] or s[2]) then return end
   local now = now_ms()
-  if s[1] and tonumber(s[1]) >= now then wake(WQ.k_wake(class, tk, owner), 1) end
-  if s[2] and tonumber(s[2]) >= now then wake(WQ.k_wake(class, '*', owner), 1) end
+  if s[1] and tonumber(s[1]) >= now then wake(WQ.k_wake(class, tk, owner), n or 1) end
+  if s[2] and tonumber(s[2]) >= now then wake(WQ.k_wake(class, '*', owner), n or 1) end
 end
 
 -- Register the wake lists of a fetcher with tag keys tks (or {'*'}) and owner ('' none) for
@@ -354,6 +355,99 @@ local function wq_enqueue(now, json, inst, exec, actid, session, tag)
     redis.call('ZREM', WQ.K_SIDLE, session)
   end
   WQ.make_ready(s, session, tk, true)
+end
+
+-- Add a turn's worker items, each {json, inst, exec, actid, session, tag} (see wq_enqueue), in
+-- fewer commands than one wq_enqueue each: one INCRBY for their sequence numbers, one read and one
+-- write of each instance's index entries, one counter update per tag key, and for the session-less
+-- items one ZADD and one wake-up check per tag key. The effect is that of wq_enqueue on each in
+-- order. Cost: O(items) (O(log N) index updates), items + ~6 commands for one instance and tag.
+local function wq_enqueue_many(now, items)
+  local n = #items
+  if n <= 1 then
+    for _, w in ipairs(items) do wq_enqueue(now, w[1], w[2], w[3], w[4], w[5], w[6]) end
+    return
+  end
+  local s0 = redis.call('INCRBY', K_SEQ, d(n)) - n
+  local created = now == now_ms() and now_s() or d(now)
+  -- The instance index entries the items go to, read once per instance (an ack's items are all
+  -- its own instance's): byinst[inst] = {kx, fields, got}, got[field] the entry.
+  local byinst, insts = {}, {}
+  for _, w in ipairs(items) do
+    local e = byinst[w[2]]
+    if not e then
+      e = { WQ.k_inst(w[2]), {}, {} }
+      byinst[w[2]], insts[#insts + 1] = e, e
+    end
+    e[2][#e[2] + 1] = w[3] .. ':' .. w[4]
+  end
+  for _, e in ipairs(insts) do
+    local fl, got = e[2], e[3]
+    for i = 1, #fl, 900 do -- chunked: Lua's unpack has a small stack
+      local part = redis.call('HMGET', e[1], unpack(fl, i, math.min(i + 899, #fl)))
+      for j = 1, #part do got[fl[i + j - 1]] = part[j] end
+    end
+  end
+  -- Each item joins its activity's entry, alone ('1') when the entry was empty, else '0'; items
+  -- already there lose their mark: in this batch (alone false: no field), or in Redis (HDEL).
+  local alone, batch = {}, {}
+  for i, w in ipairs(items) do
+    local s = d(s0 + i)
+    batch[s] = i
+    local got, f = byinst[w[2]][3], w[3] .. ':' .. w[4]
+    local list = got[f]
+    if list then
+      for o in string.gmatch(list, '%S+') do
+        if batch[o] then alone[batch[o]] = false else redis.call('HDEL', WQ.k_item(o), 'x') end
+      end
+      got[f] = list .. ' ' .. s
+      alone[i] = '0'
+    else
+      got[f] = s
+      alone[i] = '1'
+    end
+  end
+  for _, e in ipairs(insts) do
+    local args, seen = {}, {}
+    for _, f in ipairs(e[2]) do
+      if not seen[f] then
+        seen[f] = true
+        args[#args + 1], args[#args + 2] = f, e[3][f]
+      end
+    end
+    for i = 1, #args, 900 do
+      redis.call('HSET', e[1], unpack(args, i, math.min(i + 899, #args)))
+    end
+  end
+  local tags, ready, tks = {}, {}, {}
+  for i, w in ipairs(items) do
+    local s, session, tk = d(s0 + i), w[5], WQ.tag_key(w[6])
+    local f = { 'j', w[1], 'i', w[2], 'e', w[3], 'a', w[4], 's', session, 't', tk, 'n', '0', 'c', created }
+    if alone[i] then f[17], f[18] = 'x', alone[i] end
+    redis.call('HSET', WQ.k_item(s), unpack(f))
+    if not tags[tk] then
+      tags[tk], ready[tk] = 0, {}
+      tks[#tks + 1] = tk
+    end
+    tags[tk] = tags[tk] + 1
+    if session ~= '' then
+      if redis.call('HINCRBY', WQ.K_SCOUNT, session, '1') == 1 then redis.call('ZREM', WQ.K_SIDLE, session) end
+      WQ.make_ready(s, session, tk, true)
+    else
+      local r = ready[tk]
+      r[#r + 1], r[#r + 2] = s, s
+    end
+  end
+  for _, tk in ipairs(tks) do
+    redis.call('HINCRBY', WQ.K_TAGS, tk, d(tags[tk]))
+    local r = ready[tk]
+    if #r > 0 then
+      for i = 1, #r, 900 do
+        redis.call('ZADD', WQ.k_ready(tk), unpack(r, i, math.min(i + 899, #r)))
+      end
+      WQ.wake_for('p', tk, nil, #r / 2)
+    end
+  end
 end
 
 -- Delete the worker items of activity (inst, exec, actid), even locked ones (their tokens stop

@@ -297,8 +297,8 @@ if created then
   end
 end
 
--- 8. Worker items (wq_enqueue wakes a fetcher that can take each), then cancellations (an activity scheduled and cancelled in one turn ends up absent).
-for _, w in ipairs(witems) do wq_enqueue(now, w[1], w[2], w[3], w[4], w[5], w[6]) end
+-- 8. Worker items (wq_enqueue_many wakes a fetcher that can take each), then cancellations (an activity scheduled and cancelled in one turn ends up absent).
+wq_enqueue_many(now, witems)
 for _, c in ipairs(cancels) do wq_cancel(c[1], c[2], c[3]) end
 
 -- 9. Orchestrator items (TimerFired visible at fire_at_ms). One for this instance (still locked)
