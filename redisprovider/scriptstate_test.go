@@ -167,9 +167,10 @@ func TestWorkerSessionAwareFetchOrder(t *testing.T) {
 // An ack's worker items are enqueued in one batch (wq_enqueue_many): the keys it leaves must be
 // exactly those of one wq_enqueue per item, in order, for every case the batch treats apart:
 // activities new to the index, one already queued (its item loses its alone mark), one scheduled
-// twice in the batch, tags, a session, a second instance, and a waiting fetcher to wake.
+// twice in the batch, tags, a session, a second instance, and a waiting fetcher to wake; and for a
+// batch larger than one command's chunk of arguments.
 func TestWorkerBatchEnqueueMatchesOneByOne(t *testing.T) {
-	items := [][6]string{ // json, instance, execution, activity id, session, tag
+	mixed := [][6]string{ // json, instance, execution, activity id, session, tag
 		{`{"a":1}`, "i", "1", "1", "", ""},
 		{`{"a":2}`, "i", "1", "2", "", ""},
 		{`{"a":3}`, "i", "1", "3", "", ""}, // queued before the batch too
@@ -179,6 +180,16 @@ func TestWorkerBatchEnqueueMatchesOneByOne(t *testing.T) {
 		{`{"a":6}`, "i", "1", "6", "", "gpu"},
 		{`{"a":1}`, "j", "2", "1", "", ""},
 	}
+	var large [][6]string
+	for i := range 1200 { // activities 1-1100, the first 100 of them twice
+		large = append(large, [6]string{fmt.Sprintf(`{"a":%d}`, i), "i", "1", fmt.Sprint(i%1100 + 1), "", ""})
+	}
+	for name, items := range map[string][][6]string{"mixed": mixed, "1200 items": large} {
+		t.Run(name, func(t *testing.T) { batchMatchesOneByOne(t, items) })
+	}
+}
+
+func batchMatchesOneByOne(t *testing.T, items [][6]string) {
 	var args []any
 	args = append(args, len(items))
 	for _, it := range items {
@@ -204,17 +215,17 @@ wq_enqueue(1000, '{"a":0}', 'i', '1', '3', '', '')
 		wEval(t, p, body, args...)
 		dumps[name] = wDump(t, p)
 	}
-	if len(dumps["batch"]) < 10 {
-		t.Fatalf("the batch left only %v", dumps["batch"])
+	if len(dumps["batch"]) < len(items) {
+		t.Fatalf("the batch left only %d keys", len(dumps["batch"]))
 	}
 	for k, v := range dumps["one by one"] {
 		if got, ok := dumps["batch"][k]; !ok || got != v {
-			t.Errorf("%s: batch %q, one by one %q", k, got, v)
+			t.Errorf("%s: batch %.300q, one by one %.300q", k, got, v)
 		}
 	}
 	for k, v := range dumps["batch"] {
 		if _, ok := dumps["one by one"][k]; !ok {
-			t.Errorf("%s: only in the batch: %q", k, v)
+			t.Errorf("%s: only in the batch: %.300q", k, v)
 		}
 	}
 }
