@@ -18,6 +18,7 @@ import (
 	"github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
+	"github.com/redis/go-redis/v9"
 )
 
 const wLongLock = 30 * time.Second
@@ -117,17 +118,32 @@ func wFilter(t *testing.T, mk func(...string) (provider.TagFilter, error), tags 
 	return f
 }
 
-// wKeys lists the namespace's keys (prefix stripped), sorted.
+// wKeys lists the namespace's keys (prefix stripped), sorted. On a cluster it scans every
+// primary (a cluster client's SCAN reaches one node).
 func wKeys(t *testing.T, p *redisprovider.Provider) []string {
 	t.Helper()
 	prefix := p.Keyspace().Prefix(0)
 	match := strings.NewReplacer("{", `\{`, "}", `\}`).Replace(prefix) + "*"
-	var keys []string
-	iter := p.Client().Scan(t.Context(), 0, match, 1000).Iterator()
-	for iter.Next(t.Context()) {
-		keys = append(keys, strings.TrimPrefix(iter.Val(), prefix))
+	var (
+		mu   sync.Mutex
+		keys []string
+	)
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, match, 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, strings.TrimPrefix(iter.Val(), prefix))
+			mu.Unlock()
+		}
+		return iter.Err()
 	}
-	if err := iter.Err(); err != nil {
+	var err error
+	if cc, ok := p.Client().(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(t.Context(), func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(t.Context(), p.Client())
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	slices.Sort(keys)
