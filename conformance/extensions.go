@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"testing"
+	"time"
 
 	"github.com/duroxide-go/dxredis/provider"
 )
@@ -37,7 +38,8 @@ func liteFetcher(t *testing.T, p provider.Provider) provider.LiteFetcher {
 }
 
 // AckAndFetchNextReturnsNextTurn: the ack commits as AckOrchestrationItem does and returns the
-// next available turn, locked; with nothing left it returns nil.
+// next available turn, locked; with nothing left it returns nil at once, NextPoll or not, and the
+// next fetch sees work enqueued after it.
 func AckAndFetchNextReturnsNextTurn(t *testing.T, f Factory) {
 	p := f.CreateProvider(t)
 	af := orchAckFetcher(t, p)
@@ -55,12 +57,23 @@ func AckAndFetchNextReturnsNextTurn(t *testing.T, f Factory) {
 		t.Fatalf("acked instance has %d events, want 1", len(h))
 	}
 	mustNoOrch(t, p, longLock) // the next turn is locked by the ack-and-fetch
+	began := time.Now()
 	last, err := af.AckOrchestrationItemAndFetch(ctx(t), next.LockToken, provider.OrchestrationAck{
 		ExecutionID: 1, HistoryDelta: []provider.Event{started(next.Item.Instance)}, Metadata: testMeta(),
-	}, longLock, nil, provider.FetchOptions{})
+	}, longLock, nil, provider.FetchOptions{NextPoll: 5 * time.Second})
 	wantNoErr(t, err, "second ack_and_fetch")
 	if last != nil {
 		t.Fatalf("nothing queued, but ack_and_fetch returned %q", last.Item.Instance)
+	}
+	if waited := time.Since(began); waited > 2*time.Second {
+		t.Fatalf("ack_and_fetch with NextPoll took %v: it never waits", waited)
+	}
+	// NextPoll is a hint: work enqueued now is what the caller's next fetch returns.
+	mustEnqueueOrch(t, p, startItem("ext-a2"))
+	it, err := p.FetchOrchestrationItem(ctx(t), longLock, 5*time.Second, nil)
+	wantNoErr(t, err, "fetch after ack_and_fetch with NextPoll")
+	if it == nil || it.Item.Instance != "ext-a2" {
+		t.Fatalf("fetch after ack_and_fetch with NextPoll: %+v, want ext-a2", it)
 	}
 }
 
@@ -93,7 +106,7 @@ func WorkAckAndFetchNext(t *testing.T, f Factory) {
 	mustEnqueueWorker(t, p, activityItem("ext-w", 2))
 	first := mustFetchWork(t, p, longLock)
 	done := activityCompleted("ext-w", first.Item.Kind.(provider.ActivityExecute).ID, "ok")
-	next, err := wf.AckWorkItemAndFetch(ctx(t), first.LockToken, &done, longLock, nil, provider.TagFilterDefaultOnly())
+	next, err := wf.AckWorkItemAndFetch(ctx(t), first.LockToken, &done, longLock, nil, provider.TagFilterDefaultOnly(), provider.FetchOptions{})
 	wantNoErr(t, err, "work ack_and_fetch")
 	if next == nil || next.Item.Kind.(provider.ActivityExecute).ID == first.Item.Kind.(provider.ActivityExecute).ID {
 		t.Fatalf("work ack_and_fetch returned %+v, want the other activity", next)

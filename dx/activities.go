@@ -182,7 +182,8 @@ func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger
 		var next *provider.LockedWorkItem
 		var err error
 		if fetchNext && fetchCtx.Err() == nil {
-			next, err = af.AckWorkItemAndFetch(ctx, token, &c, rt.opts.WorkerLockTimeout, rt.sessionConfig(), rt.opts.WorkerTagFilter)
+			next, err = af.AckWorkItemAndFetch(ctx, token, &c, rt.opts.WorkerLockTimeout, rt.sessionConfig(), rt.opts.WorkerTagFilter,
+				provider.FetchOptions{NextPoll: rt.opts.PollTimeout})
 		} else {
 			err = rt.p.AckWorkItem(ctx, token, &c)
 		}

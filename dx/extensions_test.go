@@ -41,7 +41,7 @@ func (x *extProvider) AckOrchestrationItemAndFetch(ctx context.Context, token st
 }
 
 func (x *extProvider) AckWorkItemAndFetch(ctx context.Context, token string, completion *provider.WorkItem, lockTimeout time.Duration,
-	session *provider.SessionFetchConfig, tags provider.TagFilter) (*provider.LockedWorkItem, error) {
+	session *provider.SessionFetchConfig, tags provider.TagFilter, _ provider.FetchOptions) (*provider.LockedWorkItem, error) {
 	if err := x.AckWorkItem(ctx, token, completion); err != nil {
 		return nil, err
 	}

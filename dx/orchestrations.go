@@ -229,7 +229,7 @@ func (rt *Runtime) ackTurn(ctx context.Context, log *slog.Logger, fl *flight, to
 		var err error
 		if fetchNext && ctx.Err() == nil {
 			next, err = af.AckOrchestrationItemAndFetch(bg, token, ack, rt.opts.OrchestrationLockTimeout, capabilityFilter,
-				provider.FetchOptions{Lite: lite})
+				provider.FetchOptions{Lite: lite, NextPoll: rt.opts.PollTimeout})
 		} else {
 			err = rt.p.AckOrchestrationItem(bg, token, ack)
 		}

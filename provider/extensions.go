@@ -35,16 +35,21 @@ type OrchestrationAckFetcher interface {
 
 // WorkAckFetcher is the same for the worker queue: AckWorkItemAndFetch acknowledges as AckWorkItem
 // and, only when that succeeded, fetches the next item as FetchWorkItem would with lockTimeout,
-// session and tags and a poll timeout of 0.
+// session and tags and a poll timeout of 0 (opts.Lite does not apply).
 type WorkAckFetcher interface {
 	AckWorkItemAndFetch(ctx context.Context, lockToken string, completion *WorkItem, lockTimeout time.Duration,
-		session *SessionFetchConfig, tags TagFilter) (next *LockedWorkItem, err error)
+		session *SessionFetchConfig, tags TagFilter, opts FetchOptions) (next *LockedWorkItem, err error)
 }
 
 // FetchOptions refine a fetch of an extension.
 type FetchOptions struct {
 	// Lite asks for the item without its history and KV snapshot (see LiteFetcher).
 	Lite bool
+	// NextPoll, when positive, says that a caller the fetch leaves without an item fetches next
+	// with this poll timeout and the same filter. The provider may prepare that wait now:
+	// redisprovider registers it in the same script, so that the next fetch starts with its
+	// wait instead of searching again for what was just found missing.
+	NextPoll time.Duration
 }
 
 // LiteFetcher is an optional extension for runtimes that keep each instance's history (and the

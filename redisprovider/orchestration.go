@@ -240,7 +240,10 @@ func (p *Provider) AckOrchestrationItemAndFetch(ctx context.Context, lockToken s
 	if err != nil {
 		return nil, err
 	}
-	fargs, _, skip, err := p.fetchArgs(op, lockTimeout, 0, filter, opts.Lite)
+	if err := checkDuration(op, "next poll", opts.NextPoll); err != nil {
+		return nil, err
+	}
+	fargs, wakeKey, skip, err := p.fetchArgs(op, lockTimeout, opts.NextPoll, filter, opts.Lite)
 	if err != nil {
 		return nil, err
 	}
@@ -252,8 +255,13 @@ func (p *Provider) AckOrchestrationItemAndFetch(ctx context.Context, lockToken s
 		return nil, err
 	}
 	var item *provider.LockedOrchestrationItem
-	if _, _, _, err := p.orchFetchReply(op, res, opts.Lite, &item); err != nil {
+	found, now, next, err := p.orchFetchReply(op, res, opts.Lite, &item)
+	if err != nil {
 		return nil, err
+	}
+	if !found && opts.NextPoll > 0 {
+		// The script registered the caller's next wait: that fetch may start with it.
+		p.idle.prepared(wakeKey, now, next, opts.NextPoll+rescanPeriod(lockTimeout))
 	}
 	return item, nil
 }

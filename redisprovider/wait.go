@@ -31,6 +31,11 @@ import (
 // its script at least once per rescan period, its own lock timeout (at most maxRescan): a lock
 // taken after the last run expires no sooner than one lock timeout after it was taken, so the
 // next run sees it, and the fetcher waits for its expiry (see rescanPeriod).
+//
+// Likewise after an ack-and-fetch that found nothing and registered its caller's next wait in the
+// same script (FetchOptions.NextPoll): the fetch that follows starts with the BLPOP, waiting no
+// longer than that registration covers (idleState.prepared). A busy runtime's dispatchers go
+// idle this way between turns, one script fewer each time.
 
 const (
 	// idleWindow is how long a timed-out wait lets the next fetch skip its script.
@@ -140,6 +145,26 @@ func (s *idleState) skip(sig string, rescan time.Duration) (idleEntry, bool) {
 		return idleEntry{}, false
 	}
 	return e, true
+}
+
+// prepared records a fetch that found nothing and registered the next fetch's wait on sig (an
+// ack-and-fetch with FetchOptions.NextPoll), serverNowMs and nextDueMs as its script reported
+// them. The next fetch on sig may start with its wait, for as long as the registration covers
+// (registered: the registration less the tokens' lifetime) and before delayed work comes due.
+func (s *idleState) prepared(sig string, serverNowMs, nextDueMs int64, registered time.Duration) {
+	now := time.Now()
+	e := idleEntry{skipUntil: now.Add(idleWindow), scanned: now, dueAt: now.Add(registered)}
+	if nextDueMs >= 0 {
+		if due := now.Add(time.Duration(nextDueMs-serverNowMs) * time.Millisecond); due.Before(e.dueAt) {
+			e.dueAt = due
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.until == nil {
+		s.until = map[string]idleEntry{}
+	}
+	s.until[sig] = e
 }
 
 // note records a wait on sig that timed out.

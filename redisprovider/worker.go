@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/duroxide-go/dxredis"
@@ -175,15 +176,19 @@ func workFetchReply(op string, res any, locked **provider.LockedWorkItem) (bool,
 
 // AckWorkItemAndFetch implements provider.WorkAckFetcher in one script call (work_ack_fetch):
 // the ack runs at most once per call, as AckWorkItem's; a retry of a call whose reply was lost
-// fetches again (an item the lost reply had locked is redelivered when its lock expires).
+// fetches again (an item the lost reply had locked is redelivered when its lock expires). With
+// opts.NextPoll, a fetch that finds nothing registers the caller's next wait (see wait.go).
 func (p *Provider) AckWorkItemAndFetch(ctx context.Context, lockToken string, completion *provider.WorkItem, lockTimeout time.Duration,
-	session *provider.SessionFetchConfig, tags provider.TagFilter) (*provider.LockedWorkItem, error) {
+	session *provider.SessionFetchConfig, tags provider.TagFilter, opts provider.FetchOptions) (*provider.LockedWorkItem, error) {
 	const op = "ack_work_item_and_fetch"
 	args, err := p.workAckArgs(op, lockToken, completion)
 	if err != nil {
 		return nil, err
 	}
-	fargs, _, _, skip, err := p.workFetchArgs(op, lockTimeout, 0, session, tags)
+	if err := checkDuration(op, "next poll", opts.NextPoll); err != nil {
+		return nil, err
+	}
+	fargs, wakeKeys, rescan, skip, err := p.workFetchArgs(op, lockTimeout, opts.NextPoll, session, tags)
 	if err != nil {
 		return nil, err
 	}
@@ -195,8 +200,13 @@ func (p *Provider) AckWorkItemAndFetch(ctx context.Context, lockToken string, co
 		return nil, err
 	}
 	var locked *provider.LockedWorkItem
-	if _, _, _, err := workFetchReply(op, res, &locked); err != nil {
+	found, now, next, err := workFetchReply(op, res, &locked)
+	if err != nil {
 		return nil, err
+	}
+	if !found && opts.NextPoll > 0 {
+		// The script registered the caller's next wait: that fetch may start with it.
+		p.idle.prepared(strings.Join(wakeKeys, "\x00"), now, next, opts.NextPoll+rescan)
 	}
 	return locked, nil
 }

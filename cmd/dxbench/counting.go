@@ -206,8 +206,8 @@ func (c countingExt) AckOrchestrationItemAndFetch(ctx context.Context, lockToken
 }
 
 func (c countingExt) AckWorkItemAndFetch(ctx context.Context, lockToken string, completion *provider.WorkItem, lockTimeout time.Duration,
-	session *provider.SessionFetchConfig, tags provider.TagFilter) (*provider.LockedWorkItem, error) {
-	next, err := c.Provider.(provider.WorkAckFetcher).AckWorkItemAndFetch(ctx, lockToken, completion, lockTimeout, session, tags)
+	session *provider.SessionFetchConfig, tags provider.TagFilter, opts provider.FetchOptions) (*provider.LockedWorkItem, error) {
+	next, err := c.Provider.(provider.WorkAckFetcher).AckWorkItemAndFetch(ctx, lockToken, completion, lockTimeout, session, tags, opts)
 	err = c.note("ack_work_item_and_fetch", err)
 	if err == nil && completion != nil && c.workAcked != nil {
 		c.workAcked()

@@ -423,7 +423,7 @@ func (d *dispatchers) orchLoop(ctx context.Context, poll time.Duration) {
 		}
 		ackStart := time.Now()
 		if af != nil {
-			next, err = d.ackFetch(ctx, af, item.LockToken, ack)
+			next, err = d.ackFetch(ctx, af, item.LockToken, ack, poll)
 		} else {
 			err = d.ack(ctx, item.LockToken, ack)
 		}
@@ -461,12 +461,13 @@ func (d *dispatchers) ack(ctx context.Context, token string, ack provider.Orches
 	return err
 }
 
-// ackFetch is ack with provider.OrchestrationAckFetcher: the ack also returns the next turn.
-func (d *dispatchers) ackFetch(ctx context.Context, af provider.OrchestrationAckFetcher, token string, ack provider.OrchestrationAck) (*provider.LockedOrchestrationItem, error) {
+// ackFetch is ack with provider.OrchestrationAckFetcher: the ack also returns the next turn (and
+// when there is none, prepares the next fetch's wait of poll, as the dx runtime does).
+func (d *dispatchers) ackFetch(ctx context.Context, af provider.OrchestrationAckFetcher, token string, ack provider.OrchestrationAck, poll time.Duration) (*provider.LockedOrchestrationItem, error) {
 	var err error
 	var next *provider.LockedOrchestrationItem
 	for attempt := 0; attempt <= ackRetries; attempt++ {
-		if next, err = af.AckOrchestrationItemAndFetch(ctx, token, ack, orchLockTimeout, nil, provider.FetchOptions{}); err == nil || !provider.IsRetryable(err) {
+		if next, err = af.AckOrchestrationItemAndFetch(ctx, token, ack, orchLockTimeout, nil, provider.FetchOptions{NextPoll: poll}); err == nil || !provider.IsRetryable(err) {
 			return next, err
 		}
 		sleepCtx(ctx, 10*time.Millisecond<<attempt)
@@ -511,7 +512,7 @@ func (d *dispatchers) workerLoop(ctx context.Context, poll time.Duration) {
 			ExecutionID: ae.ExecutionID, ID: ae.ID, Result: d.result}}
 		for attempt := 0; ; attempt++ {
 			if wf != nil {
-				next, err = wf.AckWorkItemAndFetch(ctx, item.LockToken, &completion, workerLockTimeout, nil, tags)
+				next, err = wf.AckWorkItemAndFetch(ctx, item.LockToken, &completion, workerLockTimeout, nil, tags, provider.FetchOptions{NextPoll: poll})
 			} else {
 				err = d.p.AckWorkItem(ctx, item.LockToken, &completion)
 			}
