@@ -261,7 +261,7 @@ func (p *Provider) AckOrchestrationItemAndFetch(ctx context.Context, lockToken s
 	}
 	if !found && opts.NextPoll > 0 {
 		// The script registered the caller's next wait: that fetch may start with it.
-		p.idle.prepared(wakeKey, now, next, opts.NextPoll+rescanPeriod(lockTimeout))
+		p.idle.prepared([]string{wakeKey}, now, next, opts.NextPoll+rescanPeriod(lockTimeout))
 	}
 	return item, nil
 }

@@ -97,7 +97,7 @@ type idleEntry struct {
 func (p *Provider) poll(ctx context.Context, op string, wakeKeys []string, pollTimeout, rescan time.Duration, mayIdleSkip bool,
 	fetch func() (found bool, serverNowMs, nextDueMs int64, err error)) error {
 	deadline := time.Now().Add(pollTimeout)
-	sig := strings.Join(wakeKeys, "\x00")
+	sig := waitSig(wakeKeys)
 	var e idleEntry
 	skip := false
 	if pollTimeout > 0 && mayIdleSkip {
@@ -147,11 +147,15 @@ func (s *idleState) skip(sig string, rescan time.Duration) (idleEntry, bool) {
 	return e, true
 }
 
-// prepared records a fetch that found nothing and registered the next fetch's wait on sig (an
-// ack-and-fetch with FetchOptions.NextPoll), serverNowMs and nextDueMs as its script reported
-// them. The next fetch on sig may start with its wait, for as long as the registration covers
+// waitSig names a set of wake lists in idleState.
+func waitSig(wakeKeys []string) string { return strings.Join(wakeKeys, "\x00") }
+
+// prepared records a fetch that found nothing and registered the next fetch's wait on wakeKeys
+// (an ack-and-fetch with FetchOptions.NextPoll), serverNowMs and nextDueMs as its script reported
+// them. The next fetch on them may start with its wait, for as long as the registration covers
 // (registered: the registration less the tokens' lifetime) and before delayed work comes due.
-func (s *idleState) prepared(sig string, serverNowMs, nextDueMs int64, registered time.Duration) {
+func (s *idleState) prepared(wakeKeys []string, serverNowMs, nextDueMs int64, registered time.Duration) {
+	sig := waitSig(wakeKeys)
 	now := time.Now()
 	e := idleEntry{skipUntil: now.Add(idleWindow), scanned: now, dueAt: now.Add(registered)}
 	if nextDueMs >= 0 {

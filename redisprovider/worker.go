@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/duroxide-go/dxredis"
@@ -206,7 +205,7 @@ func (p *Provider) AckWorkItemAndFetch(ctx context.Context, lockToken string, co
 	}
 	if !found && opts.NextPoll > 0 {
 		// The script registered the caller's next wait: that fetch may start with it.
-		p.idle.prepared(strings.Join(wakeKeys, "\x00"), now, next, opts.NextPoll+rescan)
+		p.idle.prepared(wakeKeys, now, next, opts.NextPoll+rescan)
 	}
 	return locked, nil
 }
