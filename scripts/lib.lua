@@ -106,6 +106,24 @@ local function ack_then_fetch(ack, fetch, KEYS, ARGV)
   return fetch(KEYS, { ARGV[1], unpack(ARGV, 2 + n, last - 1) })
 end
 
+-- redis.call(cmd, key, args...) with args in chunks of at most 900 (Lua's unpack has a small
+-- stack; an even size keeps pairs whole). Returns the reply's elements, concatenated over the
+-- chunks ({} for no args, which call nothing).
+local function call_chunked(cmd, key, args)
+  if #args <= 900 then
+    if #args == 0 then return {} end
+    return redis.call(cmd, key, unpack(args))
+  end
+  local out = {}
+  for i = 1, #args, 900 do
+    local part = redis.call(cmd, key, unpack(args, i, math.min(i + 899, #args)))
+    if type(part) == 'table' then
+      for _, v in ipairs(part) do out[#out + 1] = v end
+    end
+  end
+  return out
+end
+
 -- Wake up to n long-polling fetchers waiting on key. The list is capped and expires, so tokens
 -- nobody takes cost at most a few spurious wakes, never a spin. The expiry is set when a push
 -- creates the list (every push that creates one sets it), not on every push.

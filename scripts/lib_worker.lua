@@ -362,6 +362,8 @@ end
 -- write of each instance's index entries, one counter update per tag key, and for the session-less
 -- items one ZADD and one wake-up check per tag key. The effect is that of wq_enqueue on each in
 -- order. Cost: O(items) (O(log N) index updates), items + ~6 commands for one instance and tag.
+-- One item takes wq_enqueue: the batch's bookkeeping tables cost a hello 2.9% more Redis
+-- instructions (callgrind) for the same commands.
 local function wq_enqueue_many(now, items)
   local n = #items
   if n <= 1 then
@@ -383,10 +385,8 @@ local function wq_enqueue_many(now, items)
   end
   for _, e in ipairs(insts) do
     local fl, got = e[2], e[3]
-    for i = 1, #fl, 900 do -- chunked: Lua's unpack has a small stack
-      local part = redis.call('HMGET', e[1], unpack(fl, i, math.min(i + 899, #fl)))
-      for j = 1, #part do got[fl[i + j - 1]] = part[j] end
-    end
+    local part = call_chunked('HMGET', e[1], fl)
+    for j = 1, #fl do got[fl[j]] = part[j] end
   end
   -- Each item joins its activity's entry, alone ('1') when the entry was empty, else '0'; items
   -- already there lose their mark: in this batch (alone false: no field), or in Redis (HDEL).
@@ -415,9 +415,7 @@ local function wq_enqueue_many(now, items)
         args[#args + 1], args[#args + 2] = f, e[3][f]
       end
     end
-    for i = 1, #args, 900 do
-      redis.call('HSET', e[1], unpack(args, i, math.min(i + 899, #args)))
-    end
+    call_chunked('HSET', e[1], args)
   end
   local tags, ready, tks = {}, {}, {}
   for i, w in ipairs(items) do
@@ -442,9 +440,7 @@ local function wq_enqueue_many(now, items)
     redis.call('HINCRBY', WQ.K_TAGS, tk, d(tags[tk]))
     local r = ready[tk]
     if #r > 0 then
-      for i = 1, #r, 900 do
-        redis.call('ZADD', WQ.k_ready(tk), unpack(r, i, math.min(i + 899, #r)))
-      end
+      call_chunked('ZADD', WQ.k_ready(tk), r)
       WQ.wake_for('p', tk, nil, #r / 2)
     end
   end

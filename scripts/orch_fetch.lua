@@ -122,15 +122,7 @@ while true do
   for _, s in ipairs(seqs) do
     fields[#fields + 1], fields[#fields + 2], fields[#fields + 3] = 'm' .. s, 't' .. s, 'a' .. s
   end
-  local vals = {}
-  if #fields > 0 and #fields <= 900 then
-    vals = redis.call('HMGET', k_msgs(id), unpack(fields))
-  else
-    for i = 1, #fields, 900 do -- chunked: Lua's unpack has a small stack
-      local part = redis.call('HMGET', k_msgs(id), unpack(fields, i, math.min(i + 899, #fields)))
-      for _, v in ipairs(part) do vals[#vals + 1] = v end
-    end
-  end
+  local vals = call_chunked('HMGET', k_msgs(id), fields)
   local has_start, has_can, only_queue = false, false, true
   for i = 1, #seqs do
     local t = vals[3 * i - 1]
