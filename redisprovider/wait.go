@@ -155,23 +155,18 @@ func waitSig(wakeKeys []string) string { return strings.Join(wakeKeys, "\x00") }
 // them. The next fetch on them may start with its wait, for as long as the registration covers
 // (registered: the registration less the tokens' lifetime) and before delayed work comes due.
 func (s *idleState) prepared(wakeKeys []string, serverNowMs, nextDueMs int64, registered time.Duration) {
-	sig := waitSig(wakeKeys)
 	now := time.Now()
-	e := idleEntry{skipUntil: now.Add(idleWindow), scanned: now, dueAt: now.Add(registered)}
+	e := idleEntry{scanned: now, dueAt: now.Add(registered)}
 	if nextDueMs >= 0 {
 		if due := now.Add(time.Duration(nextDueMs-serverNowMs) * time.Millisecond); due.Before(e.dueAt) {
 			e.dueAt = due
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.until == nil {
-		s.until = map[string]idleEntry{}
-	}
-	s.until[sig] = e
+	s.note(waitSig(wakeKeys), e)
 }
 
-// note records a wait on sig that timed out.
+// note records a wait on sig that timed out (or, from prepared, a registered one): the next fetch
+// may skip its script for idleWindow.
 func (s *idleState) note(sig string, e idleEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
