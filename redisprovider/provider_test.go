@@ -3,6 +3,7 @@ package redisprovider_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"sync"
@@ -237,126 +238,109 @@ func TestIdleFetcherCostsOneCommandPerPoll(t *testing.T) {
 
 // TestAckFetchPreparesTheNextWait: an ack-and-fetch that finds nothing, told the caller's next
 // poll (FetchOptions.NextPoll), registers that wait in its script, so the next fetch starts with
-// its BLPOP; work enqueued in between still ends that wait at once (no lost wake-up). Each case
-// runs on a server of its own, so that no earlier registration or token helps.
+// its BLPOP; work enqueued in between still ends that wait at once (no lost wake-up). Both queues;
+// each case runs on a server of its own, so that no earlier registration or token helps.
 func TestAckFetchPreparesTheNextWait(t *testing.T) {
 	ctx := context.Background()
-	start := func(nextPoll time.Duration) (*redisprovider.Provider, *miniredis.Miniredis) {
-		t.Helper()
-		mr := miniredis.RunT(t)
-		p, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Namespace: "prep", Logger: quietLogger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Close() })
-		// A first turn, acked with nothing left to fetch.
-		layoutEnqueue(t, p, layoutStart("a"))
-		it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 0, nil)
-		if err != nil || it == nil {
-			t.Fatalf("fetch: %+v %v", it, err)
-		}
-		next, err := p.AckOrchestrationItemAndFetch(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
-			HistoryDelta: []provider.Event{layoutStarted("a", 1)}, Metadata: layoutRunning()}, 5*time.Second, nil,
-			provider.FetchOptions{NextPoll: nextPoll})
-		if err != nil || next != nil {
-			t.Fatalf("ack-and-fetch: %+v %v", next, err)
-		}
-		// The blocking connection's handshake, out of the counts below.
-		if w, err := p.FetchWorkItem(ctx, time.Second, 10*time.Millisecond, nil, provider.TagFilterDefaultOnly()); w != nil || err != nil {
-			t.Fatalf("worker fetch: %+v %v", w, err)
-		}
-		return p, mr
-	}
-	idleFetch := func(p *redisprovider.Provider, mr *miniredis.Miniredis) int { // commands of a fetch that finds nothing
-		t.Helper()
-		before := mr.CommandCount()
-		it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 100*time.Millisecond, nil)
-		if err != nil || it != nil {
-			t.Fatalf("idle fetch: %+v %v", it, err)
-		}
-		return mr.CommandCount() - before
-	}
-	if n := idleFetch(start(0)); n < 2 {
-		t.Errorf("without NextPoll the next fetch issued %d commands, want its script and its wait", n)
-	}
-	if n := idleFetch(start(5 * time.Second)); n != 1 {
-		t.Errorf("after an ack-and-fetch that prepared it, the next fetch issued %d commands, want only its wait", n)
-	}
-
-	p, _ := start(5 * time.Second)
-	layoutEnqueue(t, p, layoutStart("b"))
-	began := time.Now()
-	it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 5*time.Second, nil)
-	if err != nil || it == nil || it.Item.Instance != "b" {
-		t.Fatalf("work enqueued after a prepared ack-and-fetch: %+v %v", it, err)
-	}
-	if waited := time.Since(began); waited > 2*time.Second {
-		t.Errorf("the prepared wait ended %v after work was enqueued before it", waited)
-	}
-	if _, err := p.AckOrchestrationItemAndFetch(ctx, it.LockToken, provider.OrchestrationAck{}, time.Second, nil,
-		provider.FetchOptions{NextPoll: -time.Second}); !errors.Is(err, provider.ErrInvalidInput) {
-		t.Errorf("negative NextPoll: %v, want ErrInvalidInput", err)
-	}
-}
-
-// TestWorkAckFetchPreparesTheNextWait: the same for the worker queue.
-func TestWorkAckFetchPreparesTheNextWait(t *testing.T) {
-	ctx := context.Background()
 	tags := provider.TagFilterDefaultOnly()
-	act := func(id uint64) provider.WorkItem {
-		return provider.WorkItem{Kind: provider.ActivityExecute{Instance: "w", ExecutionID: 1, ID: id, Name: "A", Input: "{}"}}
+	// One queue's calls: enqueue item n, fetch (the lock token, "" when nothing came), and
+	// ack-and-fetch (whether it fetched something).
+	type queue struct {
+		enqueue  func(p *redisprovider.Provider, n uint64) error
+		fetch    func(p *redisprovider.Provider, poll time.Duration) (string, error)
+		ackFetch func(p *redisprovider.Provider, token string, n uint64, opts provider.FetchOptions) (bool, error)
 	}
-	start := func(nextPoll time.Duration) (*redisprovider.Provider, *miniredis.Miniredis) {
-		t.Helper()
-		mr := miniredis.RunT(t)
-		p, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Namespace: "prep", Logger: quietLogger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Close() })
-		if err := p.EnqueueForWorker(ctx, act(1)); err != nil {
-			t.Fatal(err)
-		}
-		it, err := p.FetchWorkItem(ctx, 5*time.Second, 0, nil, tags)
-		if err != nil || it == nil {
-			t.Fatalf("fetch: %+v %v", it, err)
-		}
-		next, err := p.AckWorkItemAndFetch(ctx, it.LockToken, nil, 5*time.Second, nil, tags, provider.FetchOptions{NextPoll: nextPoll})
-		if err != nil || next != nil {
-			t.Fatalf("ack-and-fetch: %+v %v", next, err)
-		}
-		// The blocking connection's handshake, out of the counts below.
-		if o, err := p.FetchOrchestrationItem(ctx, time.Second, 10*time.Millisecond, nil); o != nil || err != nil {
-			t.Fatalf("orchestration fetch: %+v %v", o, err)
-		}
-		return p, mr
+	orch := queue{
+		enqueue: func(p *redisprovider.Provider, n uint64) error {
+			return p.EnqueueForOrchestrator(ctx, layoutStart(fmt.Sprint("i", n)), 0)
+		},
+		fetch: func(p *redisprovider.Provider, poll time.Duration) (string, error) {
+			it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, poll, nil)
+			if it == nil {
+				return "", err
+			}
+			return it.LockToken, err
+		},
+		ackFetch: func(p *redisprovider.Provider, token string, n uint64, opts provider.FetchOptions) (bool, error) {
+			next, err := p.AckOrchestrationItemAndFetch(ctx, token, provider.OrchestrationAck{ExecutionID: 1,
+				HistoryDelta: []provider.Event{layoutStarted(fmt.Sprint("i", n), 1)}, Metadata: layoutRunning()}, 5*time.Second, nil, opts)
+			return next != nil, err
+		},
 	}
-	idleFetch := func(p *redisprovider.Provider, mr *miniredis.Miniredis) int {
-		t.Helper()
-		before := mr.CommandCount()
-		it, err := p.FetchWorkItem(ctx, 5*time.Second, 100*time.Millisecond, nil, tags)
-		if err != nil || it != nil {
-			t.Fatalf("idle fetch: %+v %v", it, err)
-		}
-		return mr.CommandCount() - before
+	work := queue{
+		enqueue: func(p *redisprovider.Provider, n uint64) error {
+			return p.EnqueueForWorker(ctx, provider.WorkItem{Kind: provider.ActivityExecute{Instance: "w", ExecutionID: 1, ID: n, Name: "A", Input: "{}"}})
+		},
+		fetch: func(p *redisprovider.Provider, poll time.Duration) (string, error) {
+			it, err := p.FetchWorkItem(ctx, 5*time.Second, poll, nil, tags)
+			if it == nil {
+				return "", err
+			}
+			return it.LockToken, err
+		},
+		ackFetch: func(p *redisprovider.Provider, token string, _ uint64, opts provider.FetchOptions) (bool, error) {
+			next, err := p.AckWorkItemAndFetch(ctx, token, nil, 5*time.Second, nil, tags, opts)
+			return next != nil, err
+		},
 	}
-	if n := idleFetch(start(0)); n < 2 {
-		t.Errorf("without NextPoll the next fetch issued %d commands, want its script and its wait", n)
-	}
-	if n := idleFetch(start(5 * time.Second)); n != 1 {
-		t.Errorf("after an ack-and-fetch that prepared it, the next fetch issued %d commands, want only its wait", n)
-	}
-	p, _ := start(5 * time.Second)
-	if err := p.EnqueueForWorker(ctx, act(2)); err != nil {
-		t.Fatal(err)
-	}
-	began := time.Now()
-	it, err := p.FetchWorkItem(ctx, 5*time.Second, 5*time.Second, nil, tags)
-	if err != nil || it == nil {
-		t.Fatalf("work enqueued after a prepared ack-and-fetch: %+v %v", it, err)
-	}
-	if waited := time.Since(began); waited > 2*time.Second {
-		t.Errorf("the prepared wait ended %v after work was enqueued before it", waited)
+	for name, c := range map[string]struct{ q, other queue }{"orchestrator": {orch, work}, "worker": {work, orch}} {
+		t.Run(name, func(t *testing.T) {
+			start := func(nextPoll time.Duration) (*redisprovider.Provider, *miniredis.Miniredis) {
+				t.Helper()
+				mr := miniredis.RunT(t)
+				p, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Namespace: "prep", Logger: quietLogger})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { p.Close() })
+				// An item, acked with nothing left to fetch.
+				if err := c.q.enqueue(p, 1); err != nil {
+					t.Fatal(err)
+				}
+				token, err := c.q.fetch(p, 0)
+				if err != nil || token == "" {
+					t.Fatalf("fetch: %q %v", token, err)
+				}
+				if got, err := c.q.ackFetch(p, token, 1, provider.FetchOptions{NextPoll: nextPoll}); err != nil || got {
+					t.Fatalf("ack-and-fetch: %v %v", got, err)
+				}
+				// The blocking connection's handshake (a wait on the other queue), out of the counts below.
+				if token, err := c.other.fetch(p, 10*time.Millisecond); token != "" || err != nil {
+					t.Fatalf("fetch of the other queue: %q %v", token, err)
+				}
+				return p, mr
+			}
+			idleFetch := func(p *redisprovider.Provider, mr *miniredis.Miniredis) int { // commands of a fetch that finds nothing
+				t.Helper()
+				before := mr.CommandCount()
+				if token, err := c.q.fetch(p, 100*time.Millisecond); err != nil || token != "" {
+					t.Fatalf("idle fetch: %q %v", token, err)
+				}
+				return mr.CommandCount() - before
+			}
+			if n := idleFetch(start(0)); n < 2 {
+				t.Errorf("without NextPoll the next fetch issued %d commands, want its script and its wait", n)
+			}
+			if n := idleFetch(start(5 * time.Second)); n != 1 {
+				t.Errorf("after an ack-and-fetch that prepared it, the next fetch issued %d commands, want only its wait", n)
+			}
+
+			p, _ := start(5 * time.Second)
+			if err := c.q.enqueue(p, 2); err != nil {
+				t.Fatal(err)
+			}
+			began := time.Now()
+			token, err := c.q.fetch(p, 5*time.Second)
+			if err != nil || token == "" {
+				t.Fatalf("work enqueued after a prepared ack-and-fetch: %q %v", token, err)
+			}
+			if waited := time.Since(began); waited > 2*time.Second {
+				t.Errorf("the prepared wait ended %v after work was enqueued before it", waited)
+			}
+			if _, err := c.q.ackFetch(p, token, 2, provider.FetchOptions{NextPoll: -time.Second}); !errors.Is(err, provider.ErrInvalidInput) {
+				t.Errorf("negative NextPoll: %v, want ErrInvalidInput", err)
+			}
+		})
 	}
 }
 
