@@ -26,7 +26,9 @@ local P = ARGV[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if redis.call('ZCARD', P .. 'oq:locked') > 0 or redis.call('ZCARD', P .. 'wq:locked') > 0 then return {1, -1} end
-for _, pin in ipairs(redis.call('SMEMBERS', P .. 'oq:pins')) do
+local pins = redis.call('SMEMBERS', P .. 'oq:pins')
+pins[#pins + 1] = '-' -- unpinned work: its ready set is never listed in oq:pins
+for _, pin in ipairs(pins) do
   if redis.call('ZCARD', P .. 'oq:ready:' .. pin) > 0 then return {1, -1} end
 end
 local queued = 0
