@@ -200,6 +200,7 @@ func TestKeptEngines(t *testing.T) {
 		"PanicFailsOrchestration": TestPanicFailsOrchestration, "QueueMessagesCarriedAcrossContinueAsNew": TestQueueMessagesCarriedAcrossContinueAsNew,
 		"ExternalEventBeforeSubscriptionNotDelivered": TestExternalEventBeforeSubscriptionNotDelivered, "CustomStatusAndKV": TestCustomStatusAndKV,
 		"RetryWithTimeoutHistory": TestRetryWithTimeoutHistory, "NoGoroutinesLeftBehind": TestNoGoroutinesLeftBehind,
+		"WaitAgainAfterLostRace": TestWaitAgainAfterLostRace,
 	} {
 		t.Run(name, test)
 	}
@@ -622,6 +623,38 @@ func TestExternalEventBeforeSubscriptionNotDelivered(t *testing.T) {
 	if got := s.output(); got != `"late"` {
 		t.Fatalf("output %s", got)
 	}
+}
+
+// A wait that lost a race stops holding an arrival slot from the next turn on (its
+// ExternalSubscribedCancelled applies), so a new wait of the same name gets the next event. A kept
+// engine (the executor cache) never replays the breadcrumbs it recorded itself and once kept
+// counting them: the second wait hung. (Within the turn that drops it, the wait still counts: an
+// event in the same batch as the timer goes to it, and only a later replay hands that event to the
+// new wait; audit_events_test.go's same-batch case checks that against duroxide's history.)
+func TestWaitAgainAfterLostRace(t *testing.T) {
+	wait := func(ctx Context, _ Raw) (string, error) {
+		w := WaitEvent[string](ctx, "x")
+		first := "timeout"
+		if Select(ctx, w, ctx.Timer(time.Minute)) == Awaitable(w) {
+			first, _ = w.Await(ctx)
+		}
+		second, err := WaitEvent[string](ctx, "x").Await(ctx)
+		return first + "," + second, err
+	}
+	raise := func(s *sim, data string) provider.WorkItem {
+		return provider.WorkItem{Kind: provider.ExternalRaised{Instance: s.instance, Name: "x", Data: data}}
+	}
+	t.Run("later event", func(t *testing.T) {
+		s := newSim(t)
+		Register(s.rt, "W", wait)
+		s.start("W", "null")
+		s.turn(s.fired(3))
+		s.want(t, "OrchestrationStarted ExternalSubscribed TimerCreated TimerFired(3) ExternalSubscribed ExternalSubscribedCancelled(2)")
+		s.turn(raise(s, `"v"`))
+		if got := s.output(); got != `"timeout,v"` {
+			t.Fatalf("output %s\n%s", got, dump(s.history))
+		}
+	})
 }
 
 func TestIsReplayingAndLogger(t *testing.T) {

@@ -216,22 +216,28 @@ type parentOfChildInput struct {
 	FailChild bool   `json:"failChild,omitempty"`
 }
 
+// registerChildAdder registers Add and program 07's child: it doubles its value with Add and fails
+// when asked to.
+func registerChildAdder(g *goldenEnv) {
+	registerAdd(g)
+	type doubled struct {
+		Doubled int `json:"doubled"`
+	}
+	dx.Register(g.rt, "ChildAdder", func(ctx dx.Context, in childAdderInput) (doubled, error) {
+		d, err := dx.Call[int](ctx, "Add", pair{in.Value, in.Value}).Await(ctx)
+		if err != nil {
+			return doubled{}, err
+		}
+		if in.Fail {
+			return doubled{}, fmt.Errorf("child refused %d", d)
+		}
+		return doubled{d}, nil
+	})
+}
+
 var goldenSubOrchestration = goldenProgram{
 	register: func(g *goldenEnv) {
-		registerAdd(g)
-		type doubled struct {
-			Doubled int `json:"doubled"`
-		}
-		dx.Register(g.rt, "ChildAdder", func(ctx dx.Context, in childAdderInput) (doubled, error) {
-			d, err := dx.Call[int](ctx, "Add", pair{in.Value, in.Value}).Await(ctx)
-			if err != nil {
-				return doubled{}, err
-			}
-			if in.Fail {
-				return doubled{}, fmt.Errorf("child refused %d", d)
-			}
-			return doubled{d}, nil
-		})
+		registerChildAdder(g)
 		type childResult struct {
 			ChildResult json.RawMessage `json:"childResult"`
 		}

@@ -207,6 +207,15 @@ func (e *engine) continueTurn(env turnEnv, completions []provider.WorkItem) turn
 
 // commit records that the turn's ack succeeded: its events are now part of the stored history.
 func (e *engine) commit() {
+	// A wait the code dropped this turn stops holding an arrival slot from the next turn on: a
+	// replay marks it where it applies the breadcrumb (apply), which a kept engine never does for
+	// the breadcrumbs it recorded itself. Not earlier: within the turn that drops it, duroxide
+	// still counts it (an event in the same batch goes to it).
+	for i := range e.delta {
+		if _, ok := e.delta[i].Kind.(provider.ExternalSubscribedCancelledEvent); ok && e.delta[i].SourceEventID != nil {
+			e.extCancelled[*e.delta[i].SourceEventID] = true
+		}
+	}
 	e.history = append(e.history[:e.persisted], e.delta...) // amortized O(delta): reuses capacity
 	e.persisted = len(e.history)
 	e.delta = nil
