@@ -335,8 +335,11 @@ func (e *engine) settle() outcome {
 	e.convert()
 	// Quiescence: a subscription created this turn may be satisfied at once (a queue message that
 	// arrived earlier), which lets the code go on and emit more.
+	// As duroxide's run_quiescence_loop: only while this turn emitted new actions. Polling code
+	// that a turn without new actions made runnable (a dropped wait's slot freed for another)
+	// would let it go on in a way that a replay of the stored history does not reproduce.
 	for range maxQuiescence {
-		if main.done || !e.anyRunnable() {
+		if main.done || len(e.pending) == 0 || !e.anyRunnable() {
 			break
 		}
 		before := len(e.pending)

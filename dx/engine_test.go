@@ -629,8 +629,8 @@ func TestExternalEventBeforeSubscriptionNotDelivered(t *testing.T) {
 // ExternalSubscribedCancelled applies), so a new wait of the same name gets the next event. A kept
 // engine (the executor cache) never replays the breadcrumbs it recorded itself and once kept
 // counting them: the second wait hung. (Within the turn that drops it, the wait still counts: an
-// event in the same batch as the timer goes to it, and only a later replay hands that event to the
-// new wait; audit_events_test.go's same-batch case checks that against duroxide's history.)
+// event in the same batch as the timer goes to it, and the new wait gets that event the next time
+// the code runs; audit_events_test.go's same-batch case checks that against duroxide's history.)
 func TestWaitAgainAfterLostRace(t *testing.T) {
 	wait := func(ctx Context, _ Raw) (string, error) {
 		w := WaitEvent[string](ctx, "x")
