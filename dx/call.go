@@ -69,7 +69,10 @@ func WaitEvent[T any](ctx Context, name string) Future[T] {
 
 // Dequeue takes the next message of the instance's persistent FIFO queue called name
 // (Client.EnqueueEvent) and decodes it into T. Messages that arrive before anyone dequeues are kept,
-// in order, and carried across continue-as-new.
+// in order, and carried across continue-as-new. A turn takes messages already there one dequeue
+// after another; as in duroxide, code that dequeues 99 or more of them in one turn without waiting
+// on anything else fails the orchestration (Infrastructure error "quiescence_loop"): drain a
+// backlog in rounds (a timer between them, or continue-as-new).
 func Dequeue[T any](ctx Context, name string) Future[T] {
 	e, err := engineFor(ctx)
 	if err != nil {

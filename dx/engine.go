@@ -333,20 +333,23 @@ func (e *engine) settle() outcome {
 		}
 	}
 	e.convert()
-	// Quiescence: a subscription created this turn may be satisfied at once (a queue message that
-	// arrived earlier), which lets the code go on and emit more.
-	// As duroxide's run_quiescence_loop: only while this turn emitted new actions. Polling code
-	// that a turn without new actions made runnable (a dropped wait's slot freed for another)
-	// would let it go on in a way that a replay of the stored history does not reproduce.
-	for range maxQuiescence {
-		if main.done || len(e.pending) == 0 || !e.anyRunnable() {
-			break
-		}
+	// Quiescence, as duroxide's run_quiescence_loop: while the turn converts new actions, one of
+	// them may be satisfied at once (a dequeue of a message that arrived earlier), which lets the
+	// code go on and emit more. Only then: code that a turn without new actions made runnable (a
+	// dropped wait's slot freed for another) would go on in a way that a replay of the stored
+	// history does not reproduce. Code that never settles fails the orchestration, as in duroxide.
+	for n := 1; !main.done && len(e.pending) > 0; n++ {
 		before := len(e.pending)
 		if o, stop := e.poll(); stop {
 			return o
 		}
 		e.convert()
+		if n == maxQuiescence {
+			return outcome{result: turnFailed, details: provider.ErrorDetails{Kind: provider.InfrastructureError{
+				Operation: "quiescence_loop",
+				Message:   fmt.Sprintf("the code kept emitting new actions for %d polls without waiting (unbounded dequeues?)", maxQuiescence),
+			}}}
+		}
 		if len(e.pending) == before {
 			break
 		}
@@ -391,15 +394,6 @@ func (e *engine) poll() (outcome, bool) {
 
 func (e *engine) fail(kind, msg string) outcome {
 	return outcome{result: turnFailed, details: appError(kind, msg)}
-}
-
-func (e *engine) anyRunnable() bool {
-	for _, co := range e.cos {
-		if co.runnable() {
-			return true
-		}
-	}
-	return false
 }
 
 // finish completes a branch's future once its coroutine returned.

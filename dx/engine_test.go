@@ -657,6 +657,41 @@ func TestWaitAgainAfterLostRace(t *testing.T) {
 	})
 }
 
+// Queue messages that arrived before their dequeues are taken in the turn's quiescence loop, one
+// dequeue per round; like duroxide, code that still emits new actions after 100 rounds fails the
+// orchestration (Infrastructure, operation quiescence_loop) instead of spinning.
+func TestQuiescenceLimit(t *testing.T) {
+	for _, n := range []int{98, 99} {
+		s := newSim(t)
+		Register(s.rt, "Drain", func(ctx Context, _ Raw) (int, error) {
+			for i := 0; ; i++ {
+				if _, err := Dequeue[int](ctx, "q").Await(ctx); err != nil {
+					return i, err
+				}
+			}
+		})
+		msgs := []provider.WorkItem{{Kind: provider.StartOrchestration{Instance: s.instance, Orchestration: "Drain", Input: "null", ExecutionID: 1}}}
+		for i := range n {
+			msgs = append(msgs, provider.WorkItem{Kind: provider.QueueMessage{Instance: s.instance, Name: "q", Data: fmt.Sprint(i)}})
+		}
+		s.turn(msgs...)
+		last := s.history[len(s.history)-1]
+		f, failed := last.Kind.(provider.OrchestrationFailedEvent)
+		if n == 98 {
+			// The first dequeue is bound before the loop; round k takes message k and emits the
+			// next dequeue, round n+1 finds nothing: 99 rounds. With 99 messages it takes 100.
+			if failed {
+				t.Fatalf("%d messages: failed: %s", n, displayMessage(f.Details))
+			}
+			continue
+		}
+		infra, ok := f.Details.Kind.(provider.InfrastructureError)
+		if !failed || !ok || infra.Operation != "quiescence_loop" {
+			t.Fatalf("%d messages: want an Infrastructure quiescence_loop failure, got %s\n%s", n, last.EventType(), dump(s.history[len(s.history)-1:]))
+		}
+	}
+}
+
 func TestIsReplayingAndLogger(t *testing.T) {
 	s := newSim(t)
 	var seen []bool
