@@ -21,7 +21,7 @@ func Call[Out any](ctx Context, name string, input any, opts ...Option) Future[O
 		return failed[Out](e, err)
 	}
 	if name == "" {
-		return failed[Out](e, errors.New("dx: Call needs an activity name"))
+		return failed[Out](e, fmt.Errorf("dx: Call needs an activity name (%w)", ErrInvalidInput))
 	}
 	in, err := encode(input)
 	if err != nil {
@@ -46,7 +46,7 @@ func CallSub[Out any](ctx Context, name string, input any, opts ...Option) Futur
 		return failed[Out](e, err)
 	}
 	if name == "" {
-		return failed[Out](e, errors.New("dx: CallSub needs an orchestration name"))
+		return failed[Out](e, fmt.Errorf("dx: CallSub needs an orchestration name (%w)", ErrInvalidInput))
 	}
 	in, err := encode(input)
 	if err != nil {
@@ -114,6 +114,9 @@ func engineFor(ctx Context) (*engine, error) {
 	oc, ok := ctx.(*octx)
 	if !ok || oc == nil || oc.eng == nil {
 		return nil, errNotInOrchestration
+	}
+	if !oc.live() {
+		return oc.eng, errStaleContext
 	}
 	return oc.eng, nil
 }
@@ -259,17 +262,17 @@ func collect(opts []Option, fn string, allowed optSet) (options, error) {
 	}
 	for bit, name := range optNames {
 		if o.set&bit != 0 && allowed&bit == 0 {
-			return o, fmt.Errorf("dx: option %s does not apply to %s", name, fn)
+			return o, fmt.Errorf("dx: option %s does not apply to %s (%w)", name, fn, ErrInvalidInput)
 		}
 	}
 	if o.retry != nil && o.retry.MaxAttempts < 0 {
-		return o, fmt.Errorf("dx: RetryPolicy.MaxAttempts must be at least 1, got %d", o.retry.MaxAttempts)
+		return o, fmt.Errorf("dx: RetryPolicy.MaxAttempts must be at least 1, got %d (%w)", o.retry.MaxAttempts, ErrInvalidInput)
 	}
 	if o.session != nil && *o.session == "" {
-		return o, errors.New("dx: OnSession needs a non-empty session id")
+		return o, fmt.Errorf("dx: OnSession needs a non-empty session id (%w)", ErrInvalidInput)
 	}
 	if o.set&optInstance != 0 && o.instance == "" {
-		return o, errors.New("dx: WithInstanceID needs a non-empty id")
+		return o, fmt.Errorf("dx: WithInstanceID needs a non-empty id (%w)", ErrInvalidInput)
 	}
 	if o.version != nil {
 		if _, err := parseVersion(*o.version); err != nil {

@@ -23,8 +23,14 @@ func NewClient(p provider.Provider) *Client { return &Client{p: p} }
 // ErrInstanceExists is returned by Start when an instance with the requested id already exists.
 var ErrInstanceExists = errors.New("dx: instance already exists")
 
-// ErrNotFound is returned for an instance that does not exist.
-var ErrNotFound = errors.New("dx: instance not found")
+// ErrNotFound matches (errors.Is) the error of a call about an instance that does not exist (Info,
+// Executions, Delete, Prune, ...; Status reports StateNotFound instead).
+var ErrNotFound = provider.ErrNotFound
+
+// ErrInvalidInput matches (errors.Is) the error of a call refused for its arguments (an empty or
+// malformed name or id, an input that does not encode as JSON, an option that does not apply, a
+// negative Options duration): nothing was written.
+var ErrInvalidInput = provider.ErrInvalidInput
 
 // Start starts an instance of the orchestration name with input (encoded as JSON) and returns its
 // id: WithInstanceID's, else a new UUID. WithVersion runs that version, else the latest registered.
@@ -34,7 +40,7 @@ func (c *Client) Start(ctx context.Context, name string, input any, opts ...Opti
 		return "", err
 	}
 	if name == "" {
-		return "", errors.New("dx: Start needs an orchestration name")
+		return "", fmt.Errorf("dx: Start needs an orchestration name (%w)", ErrInvalidInput)
 	}
 	in, err := encode(input)
 	if err != nil {
@@ -329,10 +335,13 @@ func (c *Client) ListInstances(ctx context.Context, state State) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
-	if state == "" {
+	switch state {
+	case "":
 		return a.ListInstances(ctx)
+	case StateRunning, StateCompleted, StateFailed:
+		return a.ListInstancesByStatus(ctx, string(state))
 	}
-	return a.ListInstancesByStatus(ctx, string(state))
+	return nil, fmt.Errorf("dx: ListInstances: state %q is none of Running, Completed, Failed (%w)", state, ErrInvalidInput)
 }
 
 // Info reads an instance's metadata.

@@ -81,6 +81,25 @@ type octx struct {
 	co  *coroutine
 }
 
+// live reports whether c may record operations now: its coroutine is the one running a turn. A
+// Context kept past its turn, or used from another goroutine or by another branch, may not: what
+// it recorded would land in some later turn of the instance (a different history on replay).
+// During teardown the engine ignores operations anyway.
+func (c *octx) live() bool {
+	e := c.eng
+	return e.teardown || e.running != nil && e.running == c.co
+}
+
+// refuse reports, for the operations without an error result (custom status, KV writes), that c
+// may not record now; the call is then dropped and logged.
+func (c *octx) refuse(op string) bool {
+	if c.live() {
+		return false
+	}
+	c.eng.logBase.Error("dx: "+op+" ignored: "+errStaleContext.Error(), "instance", c.eng.instance)
+	return true
+}
+
 func (c *octx) InstanceID() string   { return c.eng.instance }
 func (c *octx) ExecutionID() uint64  { return c.eng.executionID }
 func (c *octx) Name() string         { return c.eng.name }
@@ -90,6 +109,9 @@ func (c *octx) Logger() *slog.Logger { return c.eng.userLogger() }
 
 func (c *octx) Timer(d time.Duration) Future[struct{}] {
 	e := c.eng
+	if !c.live() {
+		return failed[struct{}](e, errStaleContext)
+	}
 	if d < 0 {
 		d = 0
 	}
@@ -110,12 +132,18 @@ const (
 )
 
 func (c *octx) NewGUID() Future[string] {
+	if !c.live() {
+		return failed[string](c.eng, errStaleContext)
+	}
 	f := c.eng.schedule(&action{kind: actActivity, name: syscallNewGUID})
 	f.decode = func(s string) (any, error) { return s, nil } // bare text, not JSON
 	return Future[string]{f}
 }
 
 func (c *octx) UtcNow() Future[time.Time] {
+	if !c.live() {
+		return failed[time.Time](c.eng, errStaleContext)
+	}
 	f := c.eng.schedule(&action{kind: actActivity, name: syscallUtcNowMs})
 	f.decode = func(s string) (any, error) {
 		ms, err := strconv.ParseInt(s, 10, 64)
@@ -128,6 +156,9 @@ func (c *octx) UtcNow() Future[time.Time] {
 }
 
 func (c *octx) KVFromInstance(instance, key string) Future[*string] {
+	if !c.live() {
+		return failed[*string](c.eng, errStaleContext)
+	}
 	in, err := encode(struct {
 		InstanceID string `json:"instance_id"`
 		Key        string `json:"key"`
@@ -139,6 +170,9 @@ func (c *octx) KVFromInstance(instance, key string) Future[*string] {
 }
 
 func (c *octx) StartOrchestration(name, instance string, input any, opts ...Option) error {
+	if !c.live() {
+		return errStaleContext
+	}
 	o, err := collect(opts, "StartOrchestration", optVersion)
 	if err != nil {
 		return err
@@ -156,7 +190,7 @@ func (c *octx) StartOrchestration(name, instance string, input any, opts ...Opti
 
 func (c *octx) SetCustomStatus(status string) {
 	e := c.eng
-	if e.teardown {
+	if e.teardown || c.refuse("SetCustomStatus") {
 		return
 	}
 	s := status
@@ -166,7 +200,7 @@ func (c *octx) SetCustomStatus(status string) {
 
 func (c *octx) ResetCustomStatus() {
 	e := c.eng
-	if e.teardown {
+	if e.teardown || c.refuse("ResetCustomStatus") {
 		return
 	}
 	e.customStatus = nil
@@ -182,7 +216,7 @@ func (c *octx) CustomStatus() (string, bool) {
 
 func (c *octx) SetKV(key, value string) {
 	e := c.eng
-	if e.teardown {
+	if e.teardown || c.refuse("SetKV") {
 		return
 	}
 	now := uint64(e.clock().UnixMilli())
@@ -201,7 +235,7 @@ func (c *octx) KV(key string) (string, bool) {
 
 func (c *octx) ClearKV(key string) {
 	e := c.eng
-	if e.teardown {
+	if e.teardown || c.refuse("ClearKV") {
 		return
 	}
 	delete(e.kv, key)
@@ -211,7 +245,7 @@ func (c *octx) ClearKV(key string) {
 
 func (c *octx) ClearAllKV() {
 	e := c.eng
-	if e.teardown {
+	if e.teardown || c.refuse("ClearAllKV") {
 		return
 	}
 	clear(e.kv)
@@ -224,6 +258,9 @@ func (c *octx) KVKeys() []string         { return slices.Sorted(maps.Keys(c.eng.
 func (c *octx) KVLen() int               { return len(c.eng.kv) }
 
 func (c *octx) PruneKV(cutoff time.Time) int {
+	if c.refuse("PruneKV") {
+		return 0
+	}
 	before := uint64(cutoff.UnixMilli())
 	n := 0
 	for _, k := range c.KVKeys() { // sorted: the clears are recorded in a fixed order

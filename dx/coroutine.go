@@ -1,6 +1,7 @@
 package dx
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -71,10 +72,17 @@ func (co *coroutine) start(fn func(*coroutine)) {
 	co.resume = make(chan resumeMode)
 	co.yield = make(chan struct{})
 	go func() {
+		returned := false
 		defer func() {
 			if r := recover(); r != nil {
 				co.panicked = true
 				co.err = fmt.Errorf("%v", r)
+				co.stack = debug.Stack()
+			} else if !returned && !co.killed {
+				// runtime.Goexit in the code (t.FailNow in a helper, ...): it did not return a
+				// result, so it fails like a panic rather than completing with nothing.
+				co.panicked = true
+				co.err = errors.New("the orchestration code called runtime.Goexit (t.Fatal or t.FailNow in a helper?) instead of returning")
 				co.stack = debug.Stack()
 			}
 			co.done = true
@@ -85,6 +93,7 @@ func (co *coroutine) start(fn func(*coroutine)) {
 			return
 		}
 		fn(co)
+		returned = true
 	}()
 	co.started = true
 }

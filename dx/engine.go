@@ -864,5 +864,9 @@ func (co *coroutine) within(b *coroutine) bool {
 	return false
 }
 
+var errStaleContext = errors.New("dx: a Context was used outside its turn (kept after the turn, or used from another " +
+	"goroutine or by a branch other than the one it was given to): orchestration code must use the Context dx passes it, " +
+	"on the goroutine dx runs it on")
+
 var errNotInOrchestration = errors.New("dx: a future was awaited outside the orchestration that created it " +
 	"(from another goroutine, or after its turn ended); orchestration code must stay on the goroutine dx runs it on")

@@ -252,13 +252,19 @@ func All[T any](ctx Context, futs ...Future[T]) ([]T, error) {
 	return out, nil
 }
 
+// engineOf returns the engine of the futures, nil when they belong to different orchestrations (a
+// future kept from another instance: current then refuses the call).
 func engineOf(futs []Awaitable) *engine {
+	var e *engine
 	for _, a := range futs {
 		if f := a.base(); f != nil && f.eng != nil {
-			return f.eng
+			if e != nil && f.eng != e {
+				return nil
+			}
+			e = f.eng
 		}
 	}
-	return nil
+	return e
 }
 
 // Go starts fn as a branch of the orchestration: orchestration code that runs alongside the code that
@@ -276,6 +282,9 @@ func Go[T any](ctx Context, fn func(ctx Context) (T, error)) Future[T] {
 	e := oc.eng
 	if e.teardown {
 		return Future[T]{&future{eng: e, cancelled: true}}
+	}
+	if !oc.live() {
+		return failed[T](e, errStaleContext)
 	}
 	co := e.newCoroutine(e.running)
 	f := &future{eng: e, owner: e.running, branch: co}

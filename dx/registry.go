@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/Masterminds/semver/v3"
 )
@@ -49,10 +50,11 @@ func Register[In, Out any](rt *Runtime, name string, fn func(ctx Context, input 
 
 // RegisterVersion registers fn as version (a semantic version such as "2.0.0") of the orchestration
 // name. Starting an instance without a version runs the latest registered version; an execution
-// keeps the version it started with until it continues as new.
+// keeps the version it started with until it continues as new. It panics like Register, and on a
+// version that is not a semantic version.
 func RegisterVersion[In, Out any](rt *Runtime, name, version string, fn func(ctx Context, input In) (Out, error)) {
-	if name == "" || fn == nil {
-		panic("dx: Register needs a name and a function")
+	if name == "" || fn == nil || !utf8.ValidString(name) {
+		panic("dx: Register needs a name (valid UTF-8) and a function")
 	}
 	v, err := parseVersion(version)
 	if err != nil {
@@ -79,8 +81,8 @@ func RegisterVersion[In, Out any](rt *Runtime, name, version string, fn func(ctx
 //		return "Hello, " + name + "!", nil
 //	})
 func RegisterActivity[In, Out any](rt *Runtime, name string, fn func(ctx context.Context, input In) (Out, error)) {
-	if name == "" || fn == nil {
-		panic("dx: RegisterActivity needs a name and a function")
+	if name == "" || fn == nil || !utf8.ValidString(name) {
+		panic("dx: RegisterActivity needs a name (valid UTF-8) and a function")
 	}
 	r := rt.reg
 	r.mu.Lock()

@@ -125,6 +125,27 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// validate refuses options that would leave the runtime unable to work (it would start and then
+// fail every fetch, or spin).
+func (o Options) validate() error {
+	if err := o.WorkerTagFilter.Validate(); err != nil {
+		return fmt.Errorf("dx: Options.WorkerTagFilter: %w", err)
+	}
+	for name, d := range map[string]time.Duration{
+		"OrchestrationLockTimeout": o.OrchestrationLockTimeout, "OrchestrationLockRenewalBuffer": o.OrchestrationLockRenewalBuffer,
+		"WorkerLockTimeout": o.WorkerLockTimeout, "WorkerLockRenewalBuffer": o.WorkerLockRenewalBuffer,
+		"PollTimeout": o.PollTimeout, "MinPollInterval": o.MinPollInterval,
+		"UnregisteredBackoff": o.UnregisteredBackoff, "UnregisteredBackoffMax": o.UnregisteredBackoffMax,
+		"ActivityCancellationGracePeriod": o.ActivityCancellationGracePeriod, "SessionLockTimeout": o.SessionLockTimeout,
+		"SessionLockRenewalBuffer": o.SessionLockRenewalBuffer, "SessionIdleTimeout": o.SessionIdleTimeout,
+	} {
+		if d < 0 {
+			return fmt.Errorf("dx: Options.%s is negative (%v): use 0 for the default (%w)", name, d, ErrInvalidInput)
+		}
+	}
+	return nil
+}
+
 // renewEvery is duroxide's renewal interval: timeout − buffer for locks of 15 s or more, else half
 // the timeout.
 func renewEvery(timeout, buffer time.Duration) time.Duration {
@@ -147,6 +168,8 @@ type Runtime struct {
 	abort    context.CancelFunc // cancels running activities (Shutdown's deadline)
 	loops    sync.WaitGroup     // dispatcher loops
 	running  bool
+	quit     chan struct{} // closed by Shutdown: the goroutine watching Start's ctx returns
+	exited   chan struct{} // closed when that goroutine returned
 	inflight map[*flight]struct{}
 	sessions map[string]int // activities in progress per session
 }
@@ -173,8 +196,8 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	if rt.p == nil {
 		return errors.New("dx: NewRuntime was given a nil provider")
 	}
-	if err := rt.opts.WorkerTagFilter.Validate(); err != nil {
-		return fmt.Errorf("dx: Options.WorkerTagFilter: %w", err)
+	if err := rt.opts.validate(); err != nil {
+		return err
 	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -194,6 +217,24 @@ func (rt *Runtime) Start(ctx context.Context) error {
 		go func() { defer rt.loops.Done(); rt.workerLoop(fetchCtx, workCtx) }()
 	}
 	go func() { defer rt.loops.Done(); rt.sessionLoop(fetchCtx) }()
+	// Start's ctx ending stops the runtime too: once the loops are done, the kept orchestrations'
+	// goroutines end and Start may be called again. (Shutdown, which does the same, ends this
+	// goroutine and waits for it.)
+	quit, exited := make(chan struct{}), make(chan struct{})
+	rt.quit, rt.exited = quit, exited
+	go func() {
+		defer close(exited)
+		select {
+		case <-quit:
+			return
+		case <-ctx.Done():
+		}
+		rt.loops.Wait()
+		rt.cache.clear()
+		rt.mu.Lock()
+		rt.running = false
+		rt.mu.Unlock()
+	}()
 	rt.opts.Logger.Info("dx: runtime started", "node", rt.opts.NodeID,
 		"orchestration_concurrency", rt.opts.OrchestrationConcurrency, "worker_concurrency", rt.opts.WorkerConcurrency)
 	return nil
@@ -224,8 +265,13 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 		rt.mu.Unlock()
 		return nil
 	}
-	stop, abort := rt.stop, rt.abort
+	stop, abort, quit, exited := rt.stop, rt.abort, rt.quit, rt.exited
+	rt.quit = nil
 	rt.mu.Unlock()
+	if quit != nil {
+		close(quit)
+		defer func() { <-exited }()
+	}
 	stop()
 	done := make(chan struct{})
 	go func() { rt.loops.Wait(); close(done) }()

@@ -31,7 +31,7 @@ func encode(v any) (string, error) {
 	}
 	b, err := provider.Marshal(v)
 	if err != nil {
-		return "", fmt.Errorf("dx: input %T does not encode as JSON: %w", v, err)
+		return "", fmt.Errorf("dx: input %T does not encode as JSON (%w): %w", v, ErrInvalidInput, err)
 	}
 	return string(b), nil
 }

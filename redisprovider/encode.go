@@ -2,10 +2,12 @@ package redisprovider
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/duroxide-go/dxredis/provider"
@@ -22,7 +24,49 @@ func checkID(op, instance string) error {
 	if instance == "" {
 		return invalid(op, "empty instance id")
 	}
+	if !utf8.ValidString(instance) {
+		return invalid(op, "instance id %q is not valid UTF-8", instance)
+	}
 	return nil
+}
+
+// badUTF8 returns the first string in v (a work item's variant: its fields, nested structs,
+// pointers, interfaces and slices) that is not valid UTF-8. JSON encoding would replace its bad
+// bytes silently, so an id or name would no longer match what the caller and the store hold.
+func badUTF8(v reflect.Value) (string, bool) {
+	switch v.Kind() {
+	case reflect.String:
+		if s := v.String(); !utf8.ValidString(s) {
+			return s, true
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return badUTF8(v.Elem())
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if s, bad := badUTF8(v.Field(i)); bad {
+				return s, true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if s, bad := badUTF8(v.Index(i)); bad {
+				return s, true
+			}
+		}
+	case reflect.Map:
+		it := v.MapRange()
+		for it.Next() {
+			if s, bad := badUTF8(it.Key()); bad {
+				return s, true
+			}
+			if s, bad := badUTF8(it.Value()); bad {
+				return s, true
+			}
+		}
+	}
+	return "", false
 }
 
 // checkToken refuses an empty lock token without a script call.
@@ -58,6 +102,9 @@ func (p *Provider) encodeItem(op string, item provider.WorkItem, toWorker bool) 
 	}
 	if item.TargetInstance() == "" {
 		return "", invalid(op, "%s has an empty instance id", item.Variant())
+	}
+	if s, bad := badUTF8(reflect.ValueOf(item.Kind)); bad {
+		return "", invalid(op, "%s holds text that is not valid UTF-8 (%q)", item.Variant(), s)
 	}
 	b, err := provider.Marshal(item)
 	if err != nil {

@@ -3,12 +3,16 @@ package redisprovider
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/redis/go-redis/v9"
 )
 
 var _ provider.StatusWatcher = (*Provider)(nil)
+
+// subscribeWait bounds how long the first WatchStatus waits for Redis to confirm its subscription.
+const subscribeWait = 2 * time.Second
 
 // statusHub serves WatchStatus: one subscriber connection per provider, on the partition's status
 // channel (orch_ack publishes an instance id there when the instance finishes or its custom
@@ -37,6 +41,12 @@ func (p *Provider) WatchStatus(instance string) (<-chan struct{}, func()) {
 	if h.pubsub == nil {
 		h.watchers = map[string]map[chan struct{}]struct{}{}
 		h.pubsub = p.rdb.Subscribe(context.Background(), p.keys.StatusChannel(p.keys.PartitionOf(instance)))
+		// Subscribe returns before Redis confirms: a change published until then would be lost,
+		// and the caller would sleep out its polling fallback. Wait for the confirmation
+		// (bounded: on a failure the caller still has its fallback).
+		ctx, cancel := context.WithTimeout(context.Background(), subscribeWait)
+		_, _ = h.pubsub.Receive(ctx)
+		cancel()
 		h.done = make(chan struct{})
 		go h.fanOut(h.pubsub.Channel(), h.done)
 	}

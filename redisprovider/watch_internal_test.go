@@ -34,3 +34,28 @@ func TestWatchStatusGoroutineEndsWithClose(t *testing.T) {
 		t.Fatal("a watch after Close started a new subscriber")
 	}
 }
+
+// TestWatchStatusFirstWatchIsSubscribed: the first watch returns only once Redis confirmed the
+// subscription, so a change published right after it is not lost (before, go-redis's Subscribe
+// returned at once, and a client's first Wait could miss the finish and sleep out its 3 s
+// polling fallback).
+func TestWatchStatusFirstWatchIsSubscribed(t *testing.T) {
+	mr := miniredis.RunT(t)
+	for i := range 30 {
+		p, err := New(context.Background(), Options{Addr: mr.Addr(), Namespace: "watch", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, stop := p.WatchStatus("a")
+		if err := p.rdb.Publish(context.Background(), p.keys.StatusChannel(0), "a").Err(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("round %d: a change published right after the first watch was lost", i)
+		}
+		stop()
+		_ = p.Close()
+	}
+}
