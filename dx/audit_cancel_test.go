@@ -11,9 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -61,40 +58,6 @@ type auditInst struct {
 	status           string // Completed / Failed
 	text             string // output (Completed) or error (Failed)
 	events           []string
-}
-
-func writeAuditFolder(t *testing.T, folder string, insts []auditInst) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), folder)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	res := goldenResult{Program: folder}
-	for _, in := range insts {
-		lines = append(lines, in.events...)
-		gi := goldenInstance{InstanceID: in.id, Name: in.name, Version: "1.0.0", CurrentExecution: 1, Status: in.status}
-		if in.parent != "" {
-			gi.Parent = ptr(in.parent)
-		}
-		text := in.text
-		if in.status == "Completed" {
-			gi.Output = &text
-		} else {
-			gi.Error = &text
-		}
-		gi.Executions = []goldenExecution{{ExecutionID: 1, Status: in.status, Output: &text, EventCount: uint64(len(in.events))}}
-		res.Instances = append(res.Instances, gi)
-		res.All = append(res.All, in.id)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "history.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(res)
-	if err := os.WriteFile(filepath.Join(dir, "result.json"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 // ---- shared pieces ----
@@ -162,11 +125,14 @@ type auditCase struct {
 	insts  []auditInst
 }
 
+// runAuditCase runs a case of one-execution instances through audit_can_test.go's runCanCase.
 func runAuditCase(t *testing.T, c auditCase) {
-	dir := writeAuditFolder(t, c.folder, c.insts)
-	t.Run("replay", func(t *testing.T) { runGolden(t, dir, c.prog, -1, false) })
-	t.Run("cached", func(t *testing.T) { runGolden(t, dir, c.prog, 0, false) })
-	t.Run("extensions", func(t *testing.T) { runGolden(t, dir, c.prog, 0, true) })
+	insts := make([]canInst, len(c.insts))
+	for i, in := range c.insts {
+		insts[i] = canInst{id: in.id, name: in.name, parent: in.parent, status: in.status, text: in.text,
+			execs: []canExec{{status: in.status, output: in.text, events: in.events}}}
+	}
+	runCanCase(t, c.folder, c.prog, insts)
 }
 
 // ---- cases ----
