@@ -116,7 +116,8 @@ func (o Options) withDefaults() Options {
 // clientOptions are the options of the clients New opens itself.
 func (o Options) clientOptions() *redis.Options {
 	ro := &redis.Options{Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig,
-		MaxRetries: -1} // never re-send a script whose reply was lost: see runOnce
+		MaxRetries:            -1,   // never re-send a script whose reply was lost: see runOnce
+		ContextTimeoutEnabled: true} // a caller's deadline shorter than the read timeout is honoured
 	if o.WaitReplicas > 0 {
 		ro.ReadTimeout = o.WaitTimeout + 3*time.Second // WAIT blocks the connection up to WaitTimeout
 	}

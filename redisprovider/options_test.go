@@ -71,3 +71,31 @@ func TestOptionsConnectWithACLUserAndTLS(t *testing.T) {
 		t.Fatalf("long-polling fetch with the ACL user over TLS: %v %v", it, err)
 	}
 }
+
+// A caller's short deadline is honoured against a server that accepts connections and never
+// answers (before, calls waited out go-redis's 3 s read timeout and New its 5 s).
+func TestShortDeadlineHonouredOnHungServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := redisprovider.New(ctx, redisprovider.Options{Addr: ln.Addr().String(), Namespace: "hung", Logger: quietLogger}); err == nil {
+		t.Fatal("New against a server that never answers succeeded")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("New with a 300 ms deadline returned after %v", d)
+	}
+}
