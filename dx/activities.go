@@ -64,7 +64,7 @@ func (rt *Runtime) processActivity(fetchCtx, workCtx context.Context, locked *pr
 		d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: locked.AttemptCount, MaxAttempts: rt.opts.MaxAttempts,
 			MessageType: provider.PoisonMessageType{Kind: provider.PoisonActivity{Instance: act.Instance, ExecutionID: act.ExecutionID,
 				ActivityName: act.Name, ActivityID: act.ID}},
-			Message: fmt.Sprintf("activity %s#%d was fetched %d times without completing", act.Name, act.ID, locked.AttemptCount)}}
+			Message: poisonMessage(provider.WorkItem{Kind: act})}}
 		return rt.ackActivity(fetchCtx, log, token, act, "", &d, labels)
 	}
 	fn, ok := rt.activityFunc(act.Name)
@@ -129,7 +129,7 @@ func (rt *Runtime) processActivity(fetchCtx, workCtx context.Context, locked *pr
 		return nil
 	}
 	if r.err != nil {
-		d := activityErrorDetails(r.err)
+		d := activityErrorDetails(r.err, act.ID)
 		labels.Result = "failed"
 		var p *panicError
 		if errors.As(r.err, &p) {
@@ -253,6 +253,12 @@ type panicError struct {
 
 func (p *panicError) Error() string { return fmt.Sprintf("activity panicked: %v", p.value) }
 
+// poisonMessage is a Poison error's message: the poisoned work item as JSON, as duroxide writes it.
+func poisonMessage(item any) string {
+	b, _ := provider.Marshal(item)
+	return string(b)
+}
+
 // runActivity runs an activity, turning a panic into an error.
 func runActivity(ctx context.Context, fn activityFunc, input string) (out string, err error) {
 	defer func() {
@@ -263,11 +269,13 @@ func runActivity(ctx context.Context, fn activityFunc, input string) (out string
 	return fn(ctx, input)
 }
 
-// activityErrorDetails maps an activity's error to what its ActivityFailed records.
-func activityErrorDetails(err error) provider.ErrorDetails {
+// activityErrorDetails maps an activity's error to what its ActivityFailed records. A panic is an
+// ordinary activity failure, worded as duroxide's (its activities run as tasks, whose join error
+// it records: "task <id> panicked with message ..."; the task id here is the activity's id).
+func activityErrorDetails(err error, id uint64) provider.ErrorDetails {
 	var p *panicError
 	if errors.As(err, &p) {
-		return appError(provider.AppPanicked, fmt.Sprint(p.value))
+		return appError(provider.AppActivityFailed, fmt.Sprintf("task %d panicked with message %q", id, fmt.Sprint(p.value)))
 	}
 	var e *Error
 	if errors.As(err, &e) {

@@ -3,7 +3,6 @@ package dx
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -286,37 +285,63 @@ func (rt *Runtime) abandonTurn(ctx context.Context, log *slog.Logger, token stri
 	log.Debug("dx: orchestration item abandoned", "delay", delay)
 }
 
-// poisonAck fails an execution whose item was fetched more than MaxAttempts times.
+// poisonAck fails an execution whose item was fetched more than MaxAttempts times, as duroxide's
+// fail_orchestration_as_poison does: the Poison error's message is the item's messages as JSON; a
+// never-started execution gets its OrchestrationStarted first (from the start message, with the
+// item's version); a child tells its parent (SubOrchFailed). A history that does not decode gets
+// the failure at event id 99999 (the events before it cannot be read to number it).
 func (rt *Runtime) poisonAck(item *provider.OrchestrationItem, attempts uint32) provider.OrchestrationAck {
-	var kind provider.PoisonKind = provider.PoisonOrchestration{Instance: item.Instance, ExecutionID: item.ExecutionID}
-	msg := fmt.Sprintf("orchestration %s was fetched %d times without completing a turn", item.Instance, attempts)
-	if item.HistoryError != "" {
-		kind = provider.PoisonFailedDeserialization{Instance: item.Instance, ExecutionID: item.ExecutionID, Error: item.HistoryError}
-		msg = "history does not decode: " + item.HistoryError
+	env := rt.turnEnv()
+	poison := func(kind provider.PoisonKind, msg string) provider.ErrorDetails {
+		return provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: attempts, MaxAttempts: rt.opts.MaxAttempts,
+			MessageType: provider.PoisonMessageType{Kind: kind}, Message: msg}}
 	}
-	d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: attempts, MaxAttempts: rt.opts.MaxAttempts,
-		MessageType: provider.PoisonMessageType{Kind: kind}, Message: msg}}
-	ack := failAck(rt.turnEnv(), item.Instance, item.ExecutionID, item.History, d)
-	if len(item.History) == 0 {
+	md := provider.ExecutionMetadata{OrchestrationName: item.OrchestrationName, OrchestrationVersion: item.Version}
+	if item.HistoryError != "" {
+		d := poison(provider.PoisonFailedDeserialization{Instance: item.Instance, ExecutionID: item.ExecutionID,
+			Error: item.HistoryError}, item.HistoryError)
+		ack := failAck(env, item.Instance, item.ExecutionID, nil, d)
+		ack.HistoryDelta[0].EventID = undecodableFailureID
+		md.Status, md.Output = ack.Metadata.Status, ack.Metadata.Output
+		ack.Metadata = md
+		return ack
+	}
+	d := poison(provider.PoisonOrchestration{Instance: item.Instance, ExecutionID: item.ExecutionID}, poisonMessage(item.Messages))
+	history := item.History
+	var delta []provider.Event
+	if len(history) == 0 {
 		// Never started: record the start so the failure belongs to a real execution.
+		st := provider.OrchestrationStartedEvent{Name: item.OrchestrationName, Version: item.Version}
 		for _, m := range item.Messages {
 			if s, ok := m.Kind.(provider.StartOrchestration); ok {
-				ack.HistoryDelta[0].EventID = 2
-				start := provider.Event{EventID: 1, InstanceID: item.Instance, ExecutionID: item.ExecutionID,
-					TimestampMs: ack.HistoryDelta[0].TimestampMs, DuroxideVersion: DuroxideVersion,
-					Kind: provider.OrchestrationStartedEvent{Name: s.Orchestration, Version: deref(s.Version), Input: s.Input,
-						ParentInstance: s.ParentInstance, ParentID: s.ParentID, ParentExecutionID: s.ParentExecutionID}}
-				ack.HistoryDelta = append([]provider.Event{start}, ack.HistoryDelta...)
-				ack.Metadata.OrchestrationName = s.Orchestration
-				ack.Metadata.OrchestrationVersion = deref(s.Version)
-				if ack.Metadata.OrchestrationVersion == "" {
-					ack.Metadata.OrchestrationVersion = DefaultVersion
-					ack.HistoryDelta[0].Kind = provider.OrchestrationStartedEvent{Name: s.Orchestration, Version: DefaultVersion,
-						Input: s.Input, ParentInstance: s.ParentInstance, ParentID: s.ParentID, ParentExecutionID: s.ParentExecutionID}
-				}
+				st.Name, st.Input = s.Orchestration, s.Input
+				st.ParentInstance, st.ParentID, st.ParentExecutionID = s.ParentInstance, s.ParentID, s.ParentExecutionID
+				break
+			}
+			if c, ok := m.Kind.(provider.ContinueAsNew); ok {
+				st.Name, st.Input, st.CarryForwardEvents = c.Orchestration, c.Input, c.CarryForwardEvents
 				break
 			}
 		}
+		start := provider.Event{EventID: 1, InstanceID: item.Instance, ExecutionID: item.ExecutionID,
+			TimestampMs: uint64(env.clock().UnixMilli()), DuroxideVersion: DuroxideVersion, Kind: st}
+		delta, history = []provider.Event{start}, []provider.Event{start}
 	}
+	ack := failAck(env, item.Instance, item.ExecutionID, history, d)
+	ack.HistoryDelta = append(delta, ack.HistoryDelta...)
+	md.Status, md.Output = ack.Metadata.Status, ack.Metadata.Output
+	if st, ok := history[0].Kind.(provider.OrchestrationStartedEvent); ok && st.ParentInstance != nil && st.ParentID != nil {
+		md.ParentInstanceID = *st.ParentInstance
+		pexec := uint64(1)
+		if st.ParentExecutionID != nil {
+			pexec = *st.ParentExecutionID
+		}
+		ack.OrchestratorItems = append(ack.OrchestratorItems, provider.WorkItem{Kind: provider.SubOrchFailed{
+			ParentInstance: *st.ParentInstance, ParentExecutionID: pexec, ParentID: *st.ParentID, Details: d}})
+	}
+	ack.Metadata = md
 	return ack
 }
+
+// undecodableFailureID is duroxide's event id for the failure of a history that does not decode.
+const undecodableFailureID = 99999

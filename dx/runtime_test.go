@@ -212,7 +212,8 @@ func TestActivityPanicFailsActivity(t *testing.T) {
 	startRuntime(t, rt)
 	c := dx.NewClient(p)
 	id, _ := c.Start(waitCtx(t), "O", nil)
-	if st := waitStatus(t, c, id); st.Output != `"Panicked: kaboom"` {
+	// As in duroxide: an ordinary activity failure, worded like its task join error.
+	if st := waitStatus(t, c, id); st.Output != `"ActivityFailed: task 2 panicked with message \"kaboom\""` {
 		t.Fatalf("output %s err %v", st.Output, st.Err)
 	}
 }
