@@ -271,6 +271,11 @@ func collect(opts []Option, fn string, allowed optSet) (options, error) {
 	if o.session != nil && *o.session == "" {
 		return o, fmt.Errorf("dx: OnSession needs a non-empty session id (%w)", ErrInvalidInput)
 	}
+	if o.tag != nil && *o.tag == "" {
+		// The store refuses an empty tag, and its ack with it: refused here, the call's future
+		// fails instead of the whole turn.
+		return o, fmt.Errorf("dx: WithTag needs a non-empty tag (%w)", ErrInvalidInput)
+	}
 	if o.set&optInstance != 0 && o.instance == "" {
 		return o, fmt.Errorf("dx: WithInstanceID needs a non-empty id (%w)", ErrInvalidInput)
 	}

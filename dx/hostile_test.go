@@ -7,6 +7,7 @@ package dx_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -262,5 +263,27 @@ func TestHostileTypedErrors(t *testing.T) {
 	}
 	if ids, err := c.ListInstances(ctx, dx.State("Bogus")); !errors.Is(err, dx.ErrInvalidInput) {
 		t.Errorf("ListInstances(\"Bogus\") = %v, nil; want an invalid-input error", ids)
+	}
+}
+
+// An empty tag or session id fails the call's future with ErrInvalidInput (duroxide accepts them;
+// this store cannot route them): before, an empty tag made the store refuse the whole turn's ack.
+func TestHostileEmptyTagRefused(t *testing.T) {
+	rt, c, _ := hostileRuntime(t, testOptions())
+	dx.Register(rt, "Tagged", func(ctx dx.Context, _ string) (string, error) {
+		_, errTag := dx.Call[string](ctx, "Greet", "x", dx.WithTag("")).Await(ctx)
+		_, errSession := dx.Call[string](ctx, "Greet", "x", dx.OnSession("")).Await(ctx)
+		if errors.Is(errTag, dx.ErrInvalidInput) && errors.Is(errSession, dx.ErrInvalidInput) {
+			return "refused", nil
+		}
+		return "", fmt.Errorf("tag: %v, session: %v", errTag, errSession)
+	})
+	startRuntime(t, rt)
+	id, err := c.Start(waitCtx(t), "Tagged", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := hostileWait(t, c, id, 5*time.Second); err != nil || st.Output != `"refused"` {
+		t.Fatalf("state %s output %s err %v (%v)", st.State, st.Output, st.Err, err)
 	}
 }

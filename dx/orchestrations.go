@@ -83,7 +83,13 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	if locked.AttemptCount > rt.opts.MaxAttempts {
 		log().Error("dx: orchestration item exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
 		rt.opts.Metrics.Count(MetricPoison, 1, Labels{Queue: "orchestrator", Orchestration: item.OrchestrationName})
-		if rt.loadHistory(bg, item, nil) == nil {
+		err := rt.loadHistory(bg, item, nil)
+		if err == nil && continuesAsNew(item) && len(item.History) == 0 {
+			// A lite fetch skips the history a continue-as-new leaves behind; the poison fails
+			// that execution (as duroxide does), so it needs it.
+			item.History, err = rt.p.ReadWithExecution(bg, item.Instance, item.ExecutionID)
+		}
+		if err == nil {
 			next, _ := rt.ackTurn(ctx, log(), fl, token, rt.poisonAck(item, locked.AttemptCount), labels)
 			return next
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -64,12 +65,12 @@ func RegisterVersion[In, Out any](rt *Runtime, name, version string, fn func(ctx
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, ov := range r.orchestration[name] {
-		if ov.version.Equal(v) {
+		if sameVersion(ov.version, v) {
 			panic(fmt.Sprintf("dx: orchestration %q version %s is already registered", name, v))
 		}
 	}
 	vs := append(r.orchestration[name], orchVersion{v, v.String(), bindOrchestration(name, fn)})
-	slices.SortFunc(vs, func(a, b orchVersion) int { return a.version.Compare(b.version) })
+	slices.SortFunc(vs, func(a, b orchVersion) int { return compareVersions(a.version, b.version) })
 	r.orchestration[name] = vs
 }
 
@@ -114,11 +115,25 @@ func (r *registry) resolve(name string, version *string) (orchVersion, bool) {
 		return orchVersion{}, false
 	}
 	for _, ov := range vs {
-		if ov.version.Equal(want) {
+		if sameVersion(ov.version, want) {
 			return ov, true
 		}
 	}
 	return orchVersion{}, false
+}
+
+// Versions compare as duroxide's (Rust semver's) do: build metadata counts, unlike in semver's
+// precedence, so 1.0.0+b.1 and 1.0.0+b.2 are two versions, the second the later, and a start for
+// 1.0.0+meta does not run 1.0.0.
+func sameVersion(a, b *semver.Version) bool {
+	return a.Equal(b) && a.Metadata() == b.Metadata()
+}
+
+func compareVersions(a, b *semver.Version) int {
+	if c := a.Compare(b); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Metadata(), b.Metadata())
 }
 
 func (r *registry) activity(name string) (activityFunc, bool) {
