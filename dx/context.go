@@ -67,8 +67,9 @@ type Context interface {
 	KVKeys() []string
 	// KVLen returns the number of keys.
 	KVLen() int
-	// PruneKV removes the keys last written before cutoff by earlier executions and returns how many
-	// it removed. Keys written by this execution are never pruned.
+	// PruneKV removes the keys last written before cutoff and returns how many it removed. As in
+	// duroxide, a key this execution wrote counts as written when the code wrote it, on a replay
+	// too (so a cutoff later than the turn prunes it).
 	PruneKV(cutoff time.Time) int
 	// KVFromInstance reads a key of another instance's store (a worker round trip); the result is
 	// nil when the instance or the key does not exist.
@@ -221,12 +222,9 @@ func (c *octx) SetKV(key, value string) {
 	}
 	now := uint64(e.clock().UnixMilli())
 	e.kv[key] = value
-	e.kvUpdated[key] = kvWrittenNow
+	e.kvUpdated[key] = now
 	e.emit(&action{kind: actKVSet, key: key, value: value, updatedMs: now})
 }
-
-// kvWrittenNow marks keys written by this execution: never pruned by PruneKV.
-const kvWrittenNow = ^uint64(0)
 
 func (c *octx) KV(key string) (string, bool) {
 	v, ok := c.eng.kv[key]

@@ -99,6 +99,7 @@ type engine struct {
 	customStatus *string
 	kv           map[string]string
 	kvUpdated    map[string]uint64
+	kvBase       map[string]bool // keys of earlier executions (the fetch's KV snapshot): limit checks
 
 	idx *historyIndex // built on first use, then kept current by record
 

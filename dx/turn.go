@@ -3,6 +3,8 @@ package dx
 import (
 	"fmt"
 	"log/slog"
+	"maps"
+	"strings"
 	"time"
 
 	"github.com/Masterminds/semver/v3"
@@ -136,6 +138,7 @@ func runTurn(env turnEnv, item *provider.OrchestrationItem) turnOutput {
 	for k, v := range item.KVSnapshot {
 		e.kv[k] = v.Value
 		e.kvUpdated[k] = v.LastUpdatedAtMs
+		e.kvBase[k] = true
 	}
 	if len(history) == 0 {
 		e.history = []provider.Event{e.newEvent(nil, provider.OrchestrationStartedEvent{
@@ -153,12 +156,15 @@ func runTurn(env turnEnv, item *provider.OrchestrationItem) turnOutput {
 // output builds the turn's ack. The engine is handed to the caller (to keep for the instance's next
 // turn) only when env.keep asks for it and the execution goes on; otherwise its goroutines end here.
 func (e *engine) output(env turnEnv, o outcome) turnOutput {
-	if msg := e.limitViolation(); msg != "" && o.result != turnFailed {
-		e.log().Error("dx: orchestration exceeds a runtime limit; failing it", "error", msg)
-		o = e.fail(provider.AppOrchestrationFailed, msg)
-	}
-	out := turnOutput{plan: planAck, outcome: o, name: e.name, version: e.version, exec: e.executionID}
+	out := turnOutput{plan: planAck, name: e.name, version: e.version, exec: e.executionID}
 	out.ack = e.ackFor(o, e.name, e.version, e.parentInstance, e.parentID)
+	if msg := e.limitViolation(); msg != "" {
+		e.log().Error("dx: orchestration exceeds a runtime limit; failing it", "error", msg)
+		continuing := o.result == turnContinue
+		o = e.fail(provider.AppOrchestrationFailed, msg)
+		e.failForLimit(&out.ack, o.details, continuing)
+	}
+	out.outcome = o
 	out.terminal = o.result != turnContinue
 	if env.keep && !out.terminal {
 		out.eng = e
@@ -228,7 +234,7 @@ func newEngine(env turnEnv, instance string, exec uint64, name, version, input s
 		clock: env.clock, guard: env.guard, logBase: env.logger, persisted: len(history), history: history, nextID: 1,
 		bySchedule: map[uint64]*future{}, extSubs: map[string][]*action{}, extArrivals: map[string][]string{},
 		extCancelled: map[uint64]bool{}, queueArrivals: map[string][]string{}, queueCancelled: map[uint64]bool{},
-		queueResolved: map[uint64]bool{}, kv: map[string]string{}, kvUpdated: map[string]uint64{},
+		queueResolved: map[uint64]bool{}, kv: map[string]string{}, kvUpdated: map[string]uint64{}, kvBase: map[string]bool{},
 	}
 	if n := len(history); n > 0 {
 		e.nextID = history[n-1].EventID + 1
@@ -458,11 +464,49 @@ const (
 	maxKVKeys            = 150
 )
 
-// limitViolation describes the first runtime limit this turn exceeds, or returns "".
+// failForLimit turns the ack of a turn that exceeds a runtime limit into duroxide's limit failure:
+// the turn's events stay as they are (a terminal event included) and an OrchestrationFailed
+// follows them; then, as for any failed execution, its in-flight activities are cancelled
+// (recorded last, reason orchestration_terminal_failed); no other work item goes out (a parent is
+// not told, as in duroxide); the status is Failed.
+func (e *engine) failForLimit(ack *provider.OrchestrationAck, d provider.ErrorDetails, continuing bool) {
+	var inflight []uint64
+	if continuing {
+		inflight = e.outstanding().activities
+	}
+	at := len(e.delta)
+	for at > 0 { // a finished turn's cancellations: recorded again below, after the failure
+		k, ok := e.delta[at-1].Kind.(provider.ActivityCancelRequestedEvent)
+		if !ok || !strings.HasPrefix(k.Reason, "orchestration_terminal_") {
+			break
+		}
+		at--
+		inflight = append([]uint64{*e.delta[at].SourceEventID}, inflight...)
+	}
+	if at < len(e.delta) {
+		e.nextID = e.delta[at].EventID
+		e.delta = e.delta[:at]
+	}
+	e.delta = append(e.delta, e.newEvent(nil, provider.OrchestrationFailedEvent{Details: d}))
+	var cancelled []provider.ScheduledActivityIdentifier
+	for _, id := range inflight {
+		src := id
+		e.delta = append(e.delta, e.newEvent(&src, provider.ActivityCancelRequestedEvent{Reason: "orchestration_terminal_failed"}))
+		cancelled = append(cancelled, provider.ScheduledActivityIdentifier{Instance: e.instance, ExecutionID: e.executionID, ActivityID: id})
+	}
+	msg := displayMessage(d)
+	ack.HistoryDelta = e.delta
+	ack.WorkerItems, ack.OrchestratorItems, ack.CancelledActivities = nil, nil, cancelled
+	ack.Metadata.Status, ack.Metadata.Output = provider.StatusFailed, &msg
+}
+
+// limitViolation describes the first runtime limit this turn exceeds, or returns "" (duroxide's
+// validate_limits: the last custom status set, tags and KV values written this turn, and the keys
+// of earlier executions with this turn's writes applied).
 func (e *engine) limitViolation() string {
 	for i := len(e.delta) - 1; i >= 0; i-- {
-		if k, ok := e.delta[i].Kind.(provider.CustomStatusUpdatedEvent); ok {
-			if k.Status != nil && len(*k.Status) > maxCustomStatusBytes {
+		if k, ok := e.delta[i].Kind.(provider.CustomStatusUpdatedEvent); ok && k.Status != nil {
+			if len(*k.Status) > maxCustomStatusBytes {
 				return fmt.Sprintf("Custom status size (%d bytes) exceeds limit (%d bytes)", len(*k.Status), maxCustomStatusBytes)
 			}
 			break
@@ -480,8 +524,19 @@ func (e *engine) limitViolation() string {
 			}
 		}
 	}
-	if len(e.kv) > maxKVKeys {
-		return fmt.Sprintf("KV key count (%d) exceeds limit (%d)", len(e.kv), maxKVKeys)
+	keys := maps.Clone(e.kvBase)
+	for _, ev := range e.delta {
+		switch k := ev.Kind.(type) {
+		case provider.KeyValueSetEvent:
+			keys[k.Key] = true
+		case provider.KeyValueClearedEvent:
+			delete(keys, k.Key)
+		case provider.KeyValuesClearedEvent:
+			clear(keys)
+		}
+	}
+	if len(keys) > maxKVKeys {
+		return fmt.Sprintf("KV key count (%d) exceeds limit (%d)", len(keys), maxKVKeys)
 	}
 	return ""
 }

@@ -22,7 +22,35 @@ func Marshal(v any) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+	return unescapeLineSeparators(bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})), nil
+}
+
+// unescapeLineSeparators writes U+2028 and U+2029 as they are, as serde_json does: encoding/json
+// escapes them (for JavaScript) even without HTML escaping. Other escapes are copied as pairs, so
+// an escaped backslash followed by "u2028" stays what it is.
+func unescapeLineSeparators(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`\u202`)) {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 == len(b) {
+			out = append(out, b[i])
+			continue
+		}
+		if rest := b[i+1:]; len(rest) >= 5 && string(rest[:4]) == "u202" && (rest[4] == '8' || rest[4] == '9') {
+			if rest[4] == '8' {
+				out = append(out, "\u2028"...)
+			} else {
+				out = append(out, "\u2029"...)
+			}
+			i += 5
+			continue
+		}
+		out = append(out, b[i], b[i+1])
+		i++
+	}
+	return out
 }
 
 // ownMarshaler is a json.Marshaler of this package: its output is compact and valid.
