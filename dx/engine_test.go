@@ -1013,3 +1013,18 @@ func BenchmarkKeptTurn(b *testing.B) {
 		})
 	}
 }
+
+// The unregistered-handler backoff doubles per attempt up to 64x its base, as duroxide's, and
+// never beyond UnregisteredBackoffMax.
+func TestUnregisteredBackoff(t *testing.T) {
+	rt := NewRuntime(nil, Options{UnregisteredBackoff: time.Second, UnregisteredBackoffMax: time.Hour})
+	for attempt, want := range map[uint32]time.Duration{1: time.Second, 2: 2 * time.Second, 7: 64 * time.Second, 30: 64 * time.Second} {
+		if got := rt.unregisteredDelay(attempt); got != want {
+			t.Errorf("attempt %d: %v, want %v", attempt, got, want)
+		}
+	}
+	rt = NewRuntime(nil, Options{UnregisteredBackoff: time.Second, UnregisteredBackoffMax: 10 * time.Second})
+	if got := rt.unregisteredDelay(7); got != 10*time.Second {
+		t.Errorf("capped: %v, want 10s", got)
+	}
+}

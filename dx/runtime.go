@@ -415,7 +415,8 @@ func renewing(interval time.Duration, renew func() error, lost func(error)) (sto
 // unregisteredDelay is the backoff before retrying an item without a handler here.
 func (rt *Runtime) unregisteredDelay(attempt uint32) time.Duration {
 	d := rt.opts.UnregisteredBackoff
-	for i := uint32(1); i < attempt && d < rt.opts.UnregisteredBackoffMax; i++ {
+	// Doubling per attempt, at most 6 times (64x the base), as duroxide's UnregisteredBackoffConfig.
+	for i := uint32(1); i < attempt && i <= 6 && d < rt.opts.UnregisteredBackoffMax; i++ {
 		d *= 2
 	}
 	return min(d, rt.opts.UnregisteredBackoffMax)
