@@ -287,3 +287,36 @@ func TestHostileEmptyTagRefused(t *testing.T) {
 		t.Fatalf("state %s output %s err %v (%v)", st.State, st.Output, st.Err, err)
 	}
 }
+
+// A nil context is refused with an error (ErrInvalidInput), not a panic, by the client, the
+// runtime's Start and the provider; Shutdown(nil) waits like a context without deadline.
+func TestHostileNilContext(t *testing.T) {
+	rt, c, _ := hostileRuntime(t, testOptions())
+	var nilCtx context.Context
+	calls := map[string]func() error{
+		"Start":       func() error { _, err := c.Start(nilCtx, "Hello", "x"); return err },
+		"StartWithID": func() error { _, err := c.Start(nilCtx, "Hello", "x", dx.WithInstanceID("n")); return err },
+		"RaiseEvent":  func() error { return c.RaiseEvent(nilCtx, "n", "e", 1) },
+		"Cancel":      func() error { return c.Cancel(nilCtx, "n", "r") },
+		"Status":      func() error { _, err := c.Status(nilCtx, "n"); return err },
+		"Wait":        func() error { _, err := c.Wait(nilCtx, "n"); return err },
+		"KV":          func() error { _, _, err := c.KV(nilCtx, "n", "k"); return err },
+		"List":        func() error { _, err := c.ListInstances(nilCtx, ""); return err },
+		"Runtime":     func() error { return rt.Start(nilCtx) },
+		"Provider": func() error {
+			_, err := redisprovider.New(nilCtx, redisprovider.Options{Addr: "127.0.0.1:1"})
+			return err
+		},
+	}
+	for name, call := range calls {
+		var err error
+		if p := func() (p any) { defer func() { p = recover() }(); err = call(); return nil }(); p != nil {
+			t.Errorf("%s(nil ctx) panicked: %v", name, p)
+		} else if !errors.Is(err, dx.ErrInvalidInput) {
+			t.Errorf("%s(nil ctx) = %v, want ErrInvalidInput", name, err)
+		}
+	}
+	if err := rt.Shutdown(nilCtx); err != nil {
+		t.Errorf("Shutdown(nil ctx) = %v", err)
+	}
+}

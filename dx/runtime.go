@@ -196,6 +196,9 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	if rt.p == nil {
 		return errors.New("dx: NewRuntime was given a nil provider")
 	}
+	if ctx == nil {
+		return fmt.Errorf("dx: Start needs a context (context.Background() runs until Shutdown) (%w)", ErrInvalidInput)
+	}
 	if err := rt.opts.validate(); err != nil {
 		return err
 	}
@@ -260,6 +263,9 @@ func (rt *Runtime) Run(ctx context.Context) error {
 // twice. It returns ctx's error when it had to abandon work, or an error naming activities that
 // ignored their cancelled context (their goroutines are still running).
 func (rt *Runtime) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background() // no deadline: wait for the work in progress
+	}
 	rt.mu.Lock()
 	if !rt.running {
 		rt.mu.Unlock()

@@ -46,6 +46,9 @@ var _ provider.Provider = (*Provider)(nil)
 // New connects to Redis, checks that it is usable (reachable, scripts load, maxmemory-policy does
 // not evict) and returns a provider for opts.Namespace.
 func New(ctx context.Context, opts Options) (*Provider, error) {
+	if ctx == nil {
+		return nil, errNilContext("new")
+	}
 	opts = opts.withDefaults()
 	keys, err := dxredis.NewKeyspace(opts.Namespace)
 	if err != nil {
@@ -231,6 +234,12 @@ func (p *Provider) Keyspace() dxredis.Keyspace { return p.keys }
 // Client returns the client scripts run on (for tools and tests).
 func (p *Provider) Client() redis.UniversalClient { return p.rdb }
 
+// errNilContext refuses a nil context (go-redis would panic on it).
+func errNilContext(op string) error {
+	return provider.NewPermanentError(op, "nil context.Context: pass context.Background() or a request's context").
+		WithKind(provider.ErrInvalidInput)
+}
+
 // run executes a script on the partition and maps its error (see mapErr). KEYS[1] is the
 // partition's seq key (cluster routing), ARGV[1] the partition prefix, then args. Reads and
 // fetches use it; writes that must not apply twice use runOnce. With Options.WaitReplicas, a
@@ -325,6 +334,9 @@ func mayHaveRun(err error) bool {
 func (p *Provider) call(ctx context.Context, op, script string, partition int, attempt string, args []any) (any, error) {
 	if p.isClosed() { // also when the client is the caller's and stays open
 		return nil, provider.NewPermanentError(op, "provider closed").WithCause(redis.ErrClosed)
+	}
+	if ctx == nil {
+		return nil, errNilContext(op)
 	}
 	argv := make([]any, 0, len(args)+1)
 	argv = append(argv, p.keys.Prefix(partition))
