@@ -524,15 +524,21 @@ func (e *engine) limitViolation() string {
 			}
 		}
 	}
-	keys := maps.Clone(e.kvBase)
+	var keys map[string]bool // copied only in a turn that writes KV: most turns do not
+	write := func() map[string]bool {
+		if keys == nil {
+			keys = maps.Clone(e.kvBase)
+		}
+		return keys
+	}
 	for _, ev := range e.delta {
 		switch k := ev.Kind.(type) {
 		case provider.KeyValueSetEvent:
-			keys[k.Key] = true
+			write()[k.Key] = true
 		case provider.KeyValueClearedEvent:
-			delete(keys, k.Key)
+			delete(write(), k.Key)
 		case provider.KeyValuesClearedEvent:
-			clear(keys)
+			clear(write())
 		}
 	}
 	if len(keys) > maxKVKeys {
