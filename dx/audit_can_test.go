@@ -113,29 +113,6 @@ func runCanCase(t *testing.T, folder string, prog goldenProgram, insts []canInst
 	t.Run("extensions", func(t *testing.T) { runGolden(t, dir, prog, 0, true) })
 }
 
-// waitExec polls execution exec of instance until it holds n events of eventType.
-func (g *goldenEnv) waitExec(instance string, exec uint64, eventType string, n int) {
-	g.t.Helper()
-	for {
-		count := 0
-		if hist, err := g.p.ReadWithExecution(g.ctx, instance, exec); err == nil {
-			for _, ev := range hist {
-				if ev.EventType() == eventType {
-					count++
-				}
-			}
-		}
-		if count >= n {
-			return
-		}
-		select {
-		case <-g.ctx.Done():
-			g.t.Fatalf("execution %d of %s never held %d %s events", exec, instance, n, eventType)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
 func (g *goldenEnv) raise(instance, name, data string) {
 	g.t.Helper()
 	if err := g.c.RaiseEvent(g.ctx, instance, name, dx.Raw(data)); err != nil {

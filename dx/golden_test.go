@@ -206,8 +206,20 @@ func (g *goldenEnv) wait(instances ...string) {
 // waitHistory polls the instance's history every 10 ms until it holds n events of eventType.
 func (g *goldenEnv) waitHistory(instance, eventType string, n int) {
 	g.t.Helper()
+	g.waitExec(instance, 0, eventType, n)
+}
+
+// waitExec is waitHistory for execution exec of instance (0: the latest).
+func (g *goldenEnv) waitExec(instance string, exec uint64, eventType string, n int) {
+	g.t.Helper()
 	for {
-		hist, err := g.p.Read(g.ctx, instance)
+		var hist []provider.Event
+		var err error
+		if exec == 0 {
+			hist, err = g.p.Read(g.ctx, instance)
+		} else {
+			hist, err = g.p.ReadWithExecution(g.ctx, instance, exec)
+		}
 		if err != nil {
 			g.t.Fatalf("read history of %s: %v", instance, err)
 		}
@@ -222,7 +234,7 @@ func (g *goldenEnv) waitHistory(instance, eventType string, n int) {
 		}
 		select {
 		case <-g.ctx.Done():
-			g.t.Fatalf("history of %s never held %d %s events (it has %d)", instance, n, eventType, count)
+			g.t.Fatalf("history of %s (execution %d, 0: latest) never held %d %s events (it has %d)", instance, exec, n, eventType, count)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

@@ -103,18 +103,13 @@ func TestHostileStaleContextRefused(t *testing.T) {
 // Negative durations in dx.Options: Start refuses them (before, it started, and every fetch then
 // failed forever, or the session loop spun at 1 ms).
 func TestHostileNegativeOptionsRefused(t *testing.T) {
-	for _, name := range []string{"OrchestrationLockTimeout", "WorkerLockTimeout", "PollTimeout", "SessionLockTimeout"} {
-		o := dx.Options{Logger: quietLogger}
-		switch name {
-		case "OrchestrationLockTimeout":
-			o.OrchestrationLockTimeout = -time.Second
-		case "WorkerLockTimeout":
-			o.WorkerLockTimeout = -time.Second
-		case "PollTimeout":
-			o.PollTimeout = -time.Second
-		case "SessionLockTimeout":
-			o.SessionLockTimeout = -time.Second
-		}
+	for name, o := range map[string]dx.Options{
+		"OrchestrationLockTimeout": {OrchestrationLockTimeout: -time.Second},
+		"WorkerLockTimeout":        {WorkerLockTimeout: -time.Second},
+		"PollTimeout":              {PollTimeout: -time.Second},
+		"SessionLockTimeout":       {SessionLockTimeout: -time.Second},
+	} {
+		o.Logger = quietLogger
 		rt, _, _ := hostileRuntime(t, o)
 		if err := rt.Start(context.Background()); !errors.Is(err, dx.ErrInvalidInput) {
 			_ = rt.Shutdown(context.Background())
