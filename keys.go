@@ -73,6 +73,40 @@ import (
 //	P ch:<id>               SET     direct children (sub-orchestrations) of the instance
 //
 // Worker-queue keys are listed in keys_worker.go.
+//
+// # Invariants
+//
+// What every script leaves true when it returns (so at any instant a script can observe), and
+// what redisprovider's Fsck (dxctl fsck) checks, one instance or worker item per atomic step; the
+// code it reports is in brackets:
+//
+//   - A lock lk:<id> is in oq:locked scored at its until, and oq:locked lists nothing else
+//     [lock_unindexed, locked_without_lock, lock_expiry_mismatch]; the messages a lock covers
+//     exist [lock_message_missing].
+//   - q:<id> holds a body m<s> for exactly the sequence numbers qz:<id> lists
+//     [message_without_body, message_without_visibility].
+//   - An instance with messages is locked, ready (in oq:ready:<its pin key>), delayed (in
+//     oq:due) or parked (in oq:orphans) [messages_stranded]; it is in at most one ready set, the
+//     one of its own pin key, and never while locked or without messages [ready_twice,
+//     ready_wrong_pin, ready_while_locked, ready_without_messages, due_without_messages]; parked
+//     messages belong to an instance without a record [orphan_with_record]; a ready set of a
+//     pinned pin key is listed in oq:pins [pin_unlisted].
+//   - An instance record i:<id> is in idx:instances and in idx:status:<its status>, in no other
+//     status index [record_unlisted, status_unindexed, status_stale]; without a record, an id
+//     stays in those indexes only while it is a retained root in idx:expiry, until the sweep
+//     [listed_without_record, status_without_record].
+//   - A record with a TTL (a retained root) is in idx:expiry [retained_unlisted]; its field open
+//     counts its existing children (ch:<id>) that are not settled, and each names it as parent
+//     [open_children_mismatch, child_parent_mismatch].
+//   - Keys of an instance exist only with its record, messages, lock, execution set or a
+//     history (or while it awaits the retention sweep or reaping) [orphaned_keys].
+//   - A worker item wq:m:<s> is in exactly one of wq:locked (iff it holds a lock), wq:due and
+//     its ready set (wq:ready:<tk>, or wq:sitems:<tk>:<sid> for a session), and wq:inst:<id>
+//     lists it under its execution and activity [item_placement, item_lock_unindexed,
+//     item_locked_without_lock, item_unlisted]; the worker indexes list only existing items
+//     [item_index_without_item].
+//   - The housekeeping gates oq:next and wq:next are at or before the earliest score of the
+//     sets they stand for (and oq:next before chores) [gate_late].
 
 var namespacePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 

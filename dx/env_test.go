@@ -44,6 +44,7 @@ func newProvider(t testing.TB) *redisprovider.Provider {
 		t.Fatalf("new provider: %v", err)
 	}
 	t.Cleanup(func() {
+		checkFsck(t, p)
 		if real != "" {
 			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -52,6 +53,26 @@ func newProvider(t testing.TB) *redisprovider.Provider {
 		_ = p.Close()
 	})
 	return p
+}
+
+// checkFsck fails t when the provider's namespace breaks a storage invariant
+// (redisprovider.Provider.Fsck): every test ends with a clean keyspace, whatever faults it
+// injected. A failed test is not checked again.
+func checkFsck(t testing.TB, p *redisprovider.Provider) {
+	t.Helper()
+	if t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := p.Fsck(ctx)
+	if err != nil {
+		t.Errorf("fsck: %v", err)
+		return
+	}
+	for _, v := range rep.Violations {
+		t.Errorf("fsck: %s %q: %s", v.Code, v.Subject, v.Detail)
+	}
 }
 
 // testOptions are fast-polling runtime options for tests.

@@ -97,6 +97,7 @@ func faultBackend(t *testing.T) (addr, ns string, p *redisprovider.Provider) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		checkFsck(t, p)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, _ = redisprovider.DropNamespace(ctx, p.Client(), ns)
@@ -211,6 +212,7 @@ func TestSigkillMidTurnAndActivity(t *testing.T) {
 	// The survivor takes the victim's locked work over once its locks expire (1 s).
 	waitAll(t, c, ids, 60*time.Second)
 	checkExactlyOnce(t, p, ids, chainOutput)
+	checkFsck(t, p)
 }
 
 func TestSigkillWhileSurvivorIdle(t *testing.T) {

@@ -245,6 +245,7 @@ func TestAdminListInstancesPage(t *testing.T) {
 // removed from the index meanwhile.
 func TestAdminListInstancesPageTies(t *testing.T) {
 	p := newTestProvider(t)
+	skipFsck(t) // the index is written by hand, without instances
 	ctx := context.Background()
 	key := p.Keyspace().Prefix(0) + "idx:instances"
 	members := []redis.Z{{Score: 1, Member: "a"}, {Score: 5, Member: "b"}, {Score: 5, Member: "b\xff"},

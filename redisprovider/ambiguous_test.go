@@ -34,7 +34,7 @@ func newProxiedProvider(t *testing.T) (*redisprovider.Provider, *redisprovider.P
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { dropNamespace(t, direct); _ = viaProxy.Close(); _ = direct.Close() })
+	t.Cleanup(func() { checkFsck(t, direct); dropNamespace(t, direct); _ = viaProxy.Close(); _ = direct.Close() })
 	return viaProxy, direct, proxy
 }
 

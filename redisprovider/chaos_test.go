@@ -277,7 +277,7 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { dropNamespace(t, p); _ = p.Close() })
+	t.Cleanup(func() { checkFsck(t, p); dropNamespace(t, p); _ = p.Close() })
 	start := func(id string, k int) {
 		t.Helper()
 		item := provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "Chaos",

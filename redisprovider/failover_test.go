@@ -167,6 +167,7 @@ func TestRestartLosesNothingAcknowledged(t *testing.T) {
 	load.waitCalls(t, 100, 20*time.Second)
 	load.stop()
 	load.verify(t)
+	checkFsck(t, p)
 }
 
 // TestSentinelFailoverWithWaitReplicas (issue 11, item 8): a primary, a replica and a Sentinel on

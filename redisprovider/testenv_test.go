@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,6 +61,7 @@ func newTestProvider(t testing.TB) *redisprovider.Provider {
 		t.Fatalf("new provider: %v", err)
 	}
 	t.Cleanup(func() {
+		checkFsck(t, p)
 		if backend() != "miniredis" {
 			dropNamespace(t, p)
 		}
@@ -69,6 +71,34 @@ func newTestProvider(t testing.TB) *redisprovider.Provider {
 		}
 	})
 	return p
+}
+
+// fsckSkipped holds the tests that damage their keyspace on purpose (skipFsck).
+var fsckSkipped sync.Map
+
+// skipFsck exempts t's providers from the keyspace check at the end of the test: for tests that
+// damage the keyspace on purpose.
+func skipFsck(t testing.TB) { fsckSkipped.Store(t, true) }
+
+// checkFsck fails t when the provider's namespace breaks an invariant (Provider.Fsck): every test
+// that runs on newTestProvider ends with a clean keyspace, whatever faults it injected.
+func checkFsck(t testing.TB, p *redisprovider.Provider) {
+	t.Helper()
+	if _, skip := fsckSkipped.Load(t); skip || t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := p.Fsck(ctx)
+	if err != nil {
+		if p.Client().Ping(ctx).Err() == nil { // a test that stopped its server checks nothing
+			t.Errorf("fsck: %v", err)
+		}
+		return
+	}
+	for _, v := range rep.Violations {
+		t.Errorf("fsck: %s %q: %s", v.Code, v.Subject, v.Detail)
+	}
 }
 
 // dropNamespace deletes every key of the provider's namespace.

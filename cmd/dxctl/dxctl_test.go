@@ -861,3 +861,36 @@ func TestInvalidJSON(t *testing.T) {
 		t.Fatalf("help start:\n%s", h)
 	}
 }
+
+// fsck: a populated namespace is clean (exit 0, the counts), a damaged one lists each violation
+// with its instance and exits 1, in text and JSON.
+func TestFsck(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	out := f.ok("fsck")
+	if !regexpLine(out, `^checked \d+ keys, 5 instances, 1 worker items: 0 violation\(s\)$`) {
+		t.Fatalf("fsck of a healthy namespace:\n%s", out)
+	}
+	ctx := context.Background()
+	prefix := f.p.Keyspace().Prefix(0)
+	if err := f.p.Client().ZRem(ctx, prefix+"oq:ready:-", "queued-1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := f.dxctl("fsck")
+	if code != 1 || !strings.Contains(errOut, "breaks its invariants") ||
+		!regexpLine(out, `^messages_stranded "queued-1": .*`+regexp.QuoteMeta(prefix+"qz:queued-1")+` holds 1 message`) ||
+		!regexpLine(out, `1 violation\(s\)$`) {
+		t.Fatalf("fsck of a damaged namespace: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	out, _, code = f.dxctl("--json", "fsck")
+	var rep struct {
+		Instances  int `json:"instances"`
+		Violations []struct {
+			Code, Subject, Detail string
+		} `json:"violations"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 || rep.Instances != 5 ||
+		len(rep.Violations) != 1 || rep.Violations[0].Code != "messages_stranded" || rep.Violations[0].Subject != "queued-1" {
+		t.Fatalf("fsck --json: exit %d, %+v, %v\n%s", code, rep, err, out)
+	}
+}

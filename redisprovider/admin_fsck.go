@@ -1,0 +1,258 @@
+package redisprovider
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// FsckViolation is one broken invariant of the keyspace (keys.go lists them).
+type FsckViolation struct {
+	// Code names the invariant, e.g. "messages_stranded" (stable: scripts may match on it).
+	Code string
+	// Subject is the instance id, or the worker item's number for codes starting with "item_",
+	// or "" for the namespace as a whole.
+	Subject string
+	// Detail says what is wrong and names the keys involved.
+	Detail string
+}
+
+// FsckReport is what Fsck checked and found.
+type FsckReport struct {
+	Keys       int // keys of the namespace scanned
+	Instances  int // instance ids checked
+	Items      int // worker items checked
+	Violations []FsckViolation
+}
+
+// fsckBatch is how many subjects one admin_fsck call checks (each call is one atomic step).
+const fsckBatch = 100
+
+// Fsck checks the namespace's invariants (keys.go, "Invariants") and reports every violation. It
+// only reads, and is safe on a live system: it walks the keyspace with SCAN and the indexes with
+// ZSCAN/SSCAN, page by page, and checks each instance and worker item in a script (admin_fsck)
+// that sees it at one instant, so a turn in flight never shows as a violation. It reads every key
+// name once and keeps one entry per instance id: run it off-peak on very large namespaces.
+func (p *Provider) Fsck(ctx context.Context) (FsckReport, error) {
+	const op = "fsck"
+	if ctx == nil {
+		return FsckReport{}, errNilContext(op)
+	}
+	f := &fsck{p: p, prefix: p.keys.Prefix(0), inst: map[string]*fsckInst{}, items: map[string]bool{}}
+	if err := f.scanKeys(ctx); err != nil {
+		return f.report, p.mapErr(op, err)
+	}
+	if err := f.check(ctx); err != nil {
+		return f.report, p.mapErr(op, err)
+	}
+	return f.report, nil
+}
+
+type fsck struct {
+	p      *Provider
+	prefix string
+	report FsckReport
+	inst   map[string]*fsckInst // instance id -> what the key scan saw of it
+	items  map[string]bool      // worker item numbers
+	sets   []string             // index sets whose members are instance ids or item numbers
+	pins   []string
+}
+
+// fsckInst is what the key scan saw of an instance: whether one of the keys that make an
+// instance exist (record, messages, lock, executions, a history) is there, and its other keys.
+type fsckInst struct {
+	anchored bool
+	others   []string
+}
+
+// Per-instance key kinds (keys.go): the ones that anchor an instance, and the others.
+var (
+	fsckAnchors = []string{"i:", "q:", "lk:", "xs:", "wq:inst:"} // wq:inst: (worker items) may precede the instance
+	fsckOthers  = []string{"qz:", "cs:", "kv:", "kd:", "ch:"}
+	fsckPerExec = []string{"h:", "x:", "xo:", "he:"} // followed by "<execution>:<id>"
+)
+
+func (f *fsck) scanKeys(ctx context.Context) error {
+	match := strings.NewReplacer(`\`, `\\`, "{", `\{`, "}", `\}`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(f.prefix) + "*"
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, match, 1000).Iterator()
+		for iter.Next(ctx) {
+			f.sawKey(iter.Val())
+		}
+		return iter.Err()
+	}
+	if cc, ok := f.p.rdb.(*redis.ClusterClient); ok {
+		// Every key of the namespace is in one slot, so on one primary; the others find none.
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	}
+	return scan(ctx, f.p.rdb)
+}
+
+// sawKey files one key of the namespace under its instance, item or index.
+func (f *fsck) sawKey(key string) {
+	f.report.Keys++
+	rest := strings.TrimPrefix(key, f.prefix)
+	switch {
+	case strings.HasPrefix(rest, "wq:m:"):
+		f.items[rest[len("wq:m:"):]] = true
+		return
+	case strings.HasPrefix(rest, "oq:ready:"):
+		f.pins = append(f.pins, rest[len("oq:ready:"):])
+		f.sets = append(f.sets, key)
+		return
+	case strings.HasPrefix(rest, "wq:ready:"), strings.HasPrefix(rest, "wq:sitems:"), strings.HasPrefix(rest, "idx:status:"),
+		slices.Contains([]string{"oq:due", "oq:locked", "oq:orphans", "idx:instances", "idx:expiry", "idx:reap", "wq:due", "wq:locked"}, rest):
+		f.sets = append(f.sets, key)
+		return
+	}
+	for _, kind := range fsckAnchors {
+		if strings.HasPrefix(rest, kind) {
+			f.instance(rest[len(kind):]).anchor()
+			return
+		}
+	}
+	for _, kind := range fsckOthers {
+		if strings.HasPrefix(rest, kind) {
+			f.instance(rest[len(kind):]).other(key)
+			return
+		}
+	}
+	for _, kind := range fsckPerExec {
+		if strings.HasPrefix(rest, kind) {
+			e, id, ok := strings.Cut(rest[len(kind):], ":")
+			if ok && e != "" && strings.Trim(e, "0123456789") == "" {
+				in := f.instance(id)
+				if kind == "h:" {
+					in.anchor() // a history: an execution exists
+				} else {
+					in.other(key)
+				}
+			}
+			return
+		}
+	}
+}
+
+func (f *fsck) instance(id string) *fsckInst {
+	in := f.inst[id]
+	if in == nil {
+		in = &fsckInst{}
+		f.inst[id] = in
+	}
+	return in
+}
+
+func (in *fsckInst) anchor() { in.anchored, in.others = true, nil }
+
+func (in *fsckInst) other(key string) {
+	if !in.anchored {
+		in.others = append(in.others, key)
+	}
+}
+
+// check walks the index sets for ids the key scan did not see (entries left behind), then checks
+// every instance and item, and the namespace-wide invariants.
+func (f *fsck) check(ctx context.Context) error {
+	for _, set := range f.sets {
+		rest := strings.TrimPrefix(set, f.prefix)
+		isItems := strings.HasPrefix(rest, "wq:")
+		if err := f.members(ctx, set, func(m string) {
+			if isItems {
+				f.items[m] = true
+			} else if _, ok := f.inst[m]; !ok {
+				f.inst[m] = &fsckInst{anchored: true} // no keys of its own: the index entry is what is checked
+			}
+		}); err != nil {
+			return err
+		}
+	}
+	var batch []any
+	flush := func(mode string) error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := f.call(ctx, append([]any{mode}, batch...)...)
+		batch = batch[:0]
+		return err
+	}
+	for id, in := range f.inst {
+		f.report.Instances++
+		if batch = append(batch, id); len(batch) == fsckBatch {
+			if err := flush("inst"); err != nil {
+				return err
+			}
+		}
+		if !in.anchored && len(in.others) > 0 {
+			args := []any{"keys", id}
+			for _, k := range in.others {
+				args = append(args, k)
+			}
+			if err := f.call(ctx, args...); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush("inst"); err != nil {
+		return err
+	}
+	for s := range f.items {
+		f.report.Items++
+		if batch = append(batch, s); len(batch) == fsckBatch {
+			if err := flush("item"); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush("item"); err != nil {
+		return err
+	}
+	args := []any{"global"}
+	for _, pin := range f.pins {
+		args = append(args, pin)
+	}
+	return f.call(ctx, args...)
+}
+
+// members calls fn with every member of the sorted set or set key, page by page.
+func (f *fsck) members(ctx context.Context, key string, fn func(string)) error {
+	typ, err := f.p.rdb.Type(ctx, key).Result()
+	if err != nil {
+		return err
+	}
+	var iter *redis.ScanIterator
+	switch typ {
+	case "zset":
+		iter = f.p.rdb.ZScan(ctx, key, 0, "", 500).Iterator()
+	case "set":
+		iter = f.p.rdb.SScan(ctx, key, 0, "", 500).Iterator()
+	default:
+		return nil // gone since the key scan, or not an index
+	}
+	for i := 0; iter.Next(ctx); i++ {
+		if typ == "zset" && i%2 == 1 {
+			continue // ZSCAN returns member, score pairs
+		}
+		fn(iter.Val())
+	}
+	return iter.Err()
+}
+
+// call runs one admin_fsck batch and files its violations.
+func (f *fsck) call(ctx context.Context, args ...any) error {
+	res, err := f.p.run(ctx, "fsck", "admin_fsck", 0, args...)
+	if err != nil {
+		return err
+	}
+	r := list(res)
+	if len(r)%3 != 0 {
+		return provider.NewPermanentError("fsck", "unexpected reply from admin_fsck")
+	}
+	for i := 0; i < len(r); i += 3 {
+		f.report.Violations = append(f.report.Violations, FsckViolation{Code: str(r[i]), Subject: str(r[i+1]), Detail: str(r[i+2])})
+	}
+	return nil
+}

@@ -1,0 +1,247 @@
+-- admin_fsck: check the keyspace's invariants (keys.go, "Invariants") for a batch of subjects, in
+-- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
+-- one atomic step: what it reports was true at one instant, so a live system's moving parts never
+-- show as a violation. redisprovider's Fsck pages over the namespace and calls it per batch.
+-- KEYS[1] seq key (routing only)
+-- ARGV[1] prefix, [2] mode, then by mode:
+--   'inst'   [3..] instance ids
+--   'item'   [3..] worker item sequence numbers
+--   'keys'   [3] instance id, [4..] keys of it (orphaned keys: the instance has no record, no
+--            messages, no lock, no executions; keys that still exist are reported)
+--   'global' [3..] pin keys whose ready set exists (besides '-')
+-- Reply: a flat list of violations, three entries each: code, subject (instance id, item seq or
+--   ''), detail (a sentence naming the keys involved).
+-- Errors: DX_INVALID unknown mode.
+-- Cost: O(subjects x (keys of a subject + its messages + its children)); 'global' O(pins).
+local mode = ARGV[2]
+local now = now_ms()
+local out = {}
+local function bad(code, subject, detail)
+  out[#out + 1], out[#out + 2], out[#out + 3] = code, subject, detail
+end
+
+local STATUSES = { 'Running', 'Completed', 'Failed', 'ContinuedAsNew' }
+
+local function check_instance(id)
+  local ki, kl = k_inst(id), k_lock(id)
+  local rec = redis.call('HMGET', ki, 'status', 'parent', 'open', 'pink')
+  local has_rec = rec[1] ~= false
+  local lk = redis.call('HMGET', kl, 'tok', 'until', 'seqs')
+  local locked = lk[1] ~= false
+  local lscore = redis.call('ZSCORE', K_LOCKED, id)
+
+  -- The lock and its index: a lock is in oq:locked at its expiry, and nothing else is.
+  if locked and not lscore then
+    bad('lock_unindexed', id, 'lock ' .. kl .. ' exists but the instance is not in ' .. K_LOCKED ..
+      ': no fetch will reclaim it when it expires')
+  elseif lscore and not locked then
+    bad('locked_without_lock', id, K_LOCKED .. ' lists the instance but ' .. kl .. ' does not exist')
+  elseif locked and tonumber(lscore) ~= tonumber(lk[2]) then
+    bad('lock_expiry_mismatch', id, K_LOCKED .. ' scores the instance ' .. lscore .. ' but ' .. kl ..
+      ' expires at ' .. tostring(lk[2]))
+  end
+
+  -- Messages: the bodies (q:) and the visibility set (qz:) hold the same sequence numbers.
+  local km, kz = k_msgs(id), k_vis(id)
+  local vis = redis.call('ZRANGE', kz, '0', '-1')
+  local bodies = {}
+  for _, f in ipairs(redis.call('HKEYS', km)) do
+    if string.sub(f, 1, 1) == 'm' then bodies[string.sub(f, 2)] = true end
+  end
+  local nmsg = 0
+  for _, s in ipairs(vis) do
+    nmsg = nmsg + 1
+    if not bodies[s] then
+      bad('message_without_body', id, kz .. ' lists message ' .. s .. ' but ' .. km .. ' has no m' .. s)
+    end
+    bodies[s] = nil
+  end
+  for s in pairs(bodies) do
+    bad('message_without_visibility', id, km .. ' holds m' .. s .. ' but ' .. kz .. ' does not list it: it is never delivered')
+  end
+  if locked then
+    for _, s in ipairs(words(lk[3])) do
+      if redis.call('ZSCORE', kz, s) == false then
+        bad('lock_message_missing', id, kl .. ' covers message ' .. s .. ' which ' .. kz .. ' does not hold')
+      end
+    end
+  end
+
+  -- Where an instance with messages waits: exactly one of locked, ready (under its own pin),
+  -- delayed (oq:due), parked (oq:orphans).
+  local pin = rec[4] or '-'
+  local ready_in = {}
+  for _, p in ipairs(ready_pins()) do
+    if redis.call('ZSCORE', k_ready(p), id) then ready_in[#ready_in + 1] = p end
+  end
+  local due = redis.call('ZSCORE', K_DUE, id)
+  local orphan = redis.call('ZSCORE', K_ORPHANS, id)
+  if #ready_in > 1 then
+    bad('ready_twice', id, 'the instance is in the ready sets of pins ' .. table.concat(ready_in, ', '))
+  end
+  for _, p in ipairs(ready_in) do
+    if p ~= pin then
+      bad('ready_wrong_pin', id, k_ready(p) .. ' lists the instance but its pin key is ' .. pin ..
+        ': fetchers of its version never see it')
+    end
+  end
+  if locked and #ready_in > 0 then
+    bad('ready_while_locked', id, k_ready(ready_in[1]) .. ' lists the instance while ' .. kl .. ' holds it')
+  end
+  if nmsg == 0 and #ready_in > 0 then
+    bad('ready_without_messages', id, k_ready(ready_in[1]) .. ' lists the instance but ' .. kz .. ' is empty')
+  end
+  if nmsg == 0 and due then
+    bad('due_without_messages', id, K_DUE .. ' lists the instance but ' .. kz .. ' is empty')
+  end
+  if nmsg > 0 and not locked and #ready_in == 0 and not due and not orphan then
+    bad('messages_stranded', id, kz .. ' holds ' .. nmsg .. ' message(s) but the instance is not locked and in no ' ..
+      'ready set, ' .. K_DUE .. ' or ' .. K_ORPHANS .. ': no fetch will deliver them')
+  end
+  if orphan and has_rec then
+    bad('orphan_with_record', id, K_ORPHANS .. ' parks the messages of an instance that exists (' .. ki .. ')')
+  end
+
+  -- The record and its indexes.
+  local in_all = redis.call('ZSCORE', K_IDX_INSTANCES, id)
+  local expiring = redis.call('ZSCORE', K_IDX_EXPIRY, id)
+  if has_rec then
+    if not in_all then
+      bad('record_unlisted', id, ki .. ' exists but ' .. K_IDX_INSTANCES .. ' does not list it')
+    end
+    if redis.call('ZSCORE', k_idx_status(rec[1]), id) == false then
+      bad('status_unindexed', id, ki .. ' has status ' .. rec[1] .. ' but ' .. k_idx_status(rec[1]) .. ' does not list it')
+    end
+    for _, s in ipairs(STATUSES) do
+      if s ~= rec[1] and redis.call('ZSCORE', k_idx_status(s), id) then
+        bad('status_stale', id, k_idx_status(s) .. ' lists the instance but ' .. ki .. ' has status ' .. rec[1])
+      end
+    end
+    if redis.call('PTTL', ki) > 0 and not expiring then
+      bad('retained_unlisted', id, ki .. ' expires but ' .. K_IDX_EXPIRY .. ' does not list it: its children ' ..
+        'are never reaped')
+    end
+    -- Children: each existing child names this parent, and open counts the unsettled ones.
+    local open = 0
+    for _, c in ipairs(redis.call('SMEMBERS', k_children(id))) do
+      local cr = redis.call('HMGET', k_inst(c), 'parent')
+      if cr[1] ~= false then
+        if cr[1] ~= id then
+          bad('child_parent_mismatch', id, k_children(id) .. ' lists ' .. c .. ' whose parent is ' .. cr[1])
+        elseif not settled(c) then
+          open = open + 1
+        end
+      end
+    end
+    if open ~= (tonumber(rec[3]) or 0) then
+      bad('open_children_mismatch', id, ki .. ' counts ' .. (rec[3] or '0') .. ' unsettled children but ' ..
+        k_children(id) .. ' has ' .. open .. ': retention would ' ..
+        ((tonumber(rec[3]) or 0) > open and 'never expire the tree' or 'expire a running tree'))
+    end
+  elseif not expiring then
+    -- Without a record, index entries remain only for a retained root whose keys expired and
+    -- that the next sweep drops (idx:expiry).
+    if in_all then
+      bad('listed_without_record', id, K_IDX_INSTANCES .. ' lists the instance but ' .. ki .. ' does not exist')
+    end
+    for _, s in ipairs(STATUSES) do
+      if redis.call('ZSCORE', k_idx_status(s), id) then
+        bad('status_without_record', id, k_idx_status(s) .. ' lists the instance but ' .. ki .. ' does not exist')
+      end
+    end
+  end
+end
+
+local function check_item(s)
+  local ki = WQ.k_item(s)
+  local it = redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'u', 'x')
+  local lscore = redis.call('ZSCORE', WQ.K_LOCKED, s)
+  if it[1] == false then
+    for _, k in ipairs({ WQ.K_LOCKED, WQ.K_DUE }) do
+      if redis.call('ZSCORE', k, s) then bad('item_index_without_item', s, k .. ' lists item ' .. s .. ' but ' .. ki .. ' does not exist') end
+    end
+    return
+  end
+  local sid, tk = it[4] or '', it[5] or '-'
+  local places = {}
+  if lscore then places[#places + 1] = WQ.K_LOCKED end
+  if redis.call('ZSCORE', WQ.K_DUE, s) then places[#places + 1] = WQ.K_DUE end
+  local rk = sid == '' and WQ.k_ready(tk) or WQ.k_sitems(tk, sid)
+  if redis.call('ZSCORE', rk, s) then places[#places + 1] = rk end
+  if #places ~= 1 then
+    bad('item_placement', s, ki .. ' is in ' .. (#places == 0 and 'no index: no fetch will take it' or
+      table.concat(places, ' and ')))
+  end
+  if it[6] and not lscore then
+    bad('item_lock_unindexed', s, ki .. ' is locked but ' .. WQ.K_LOCKED .. ' does not list it')
+  elseif lscore and not it[6] then
+    bad('item_locked_without_lock', s, WQ.K_LOCKED .. ' lists ' .. ki .. ' which holds no lock')
+  end
+  local entry = redis.call('HGET', WQ.k_inst(it[1]), it[2] .. ':' .. it[3])
+  local listed = false
+  for w in string.gmatch(entry or '', '%S+') do
+    if w == s then listed = true end
+  end
+  if not listed then
+    bad('item_unlisted', s, WQ.k_inst(it[1]) .. ' does not list item ' .. s .. ' under ' .. it[2] .. ':' .. it[3] ..
+      ': a cancellation would miss it')
+  end
+end
+
+if mode == 'inst' then
+  for i = 3, #ARGV do check_instance(ARGV[i]) end
+elseif mode == 'item' then
+  for i = 3, #ARGV do check_item(ARGV[i]) end
+elseif mode == 'keys' then
+  local id = ARGV[3]
+  if redis.call('EXISTS', k_inst(id), k_msgs(id), k_lock(id), k_execs(id)) == 0 and
+    not redis.call('ZSCORE', K_IDX_EXPIRY, id) and redis.call('SISMEMBER', K_IDX_REAP, id) == 0 then
+    local left = {}
+    for i = 4, #ARGV do
+      if redis.call('EXISTS', ARGV[i]) == 1 then left[#left + 1] = ARGV[i] end
+    end
+    if #left > 0 then
+      bad('orphaned_keys', id, 'keys of an instance that has no record, messages, lock or execution set: ' ..
+        table.concat(left, ' '))
+    end
+  end
+elseif mode == 'global' then
+  local listed = {}
+  for _, p in ipairs(redis.call('SMEMBERS', K_PINS)) do listed[p] = true end
+  for i = 3, #ARGV do
+    if ARGV[i] ~= '-' and not listed[ARGV[i]] and redis.call('ZCARD', k_ready(ARGV[i])) > 0 then
+      bad('pin_unlisted', '', k_ready(ARGV[i]) .. ' holds ready instances but ' .. K_PINS ..
+        ' does not list pin ' .. ARGV[i] .. ': no fetch looks there')
+    end
+  end
+  -- The housekeeping gates are at or before the earliest score they stand for.
+  local function head(key)
+    local h = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
+    return tonumber(h[2])
+  end
+  local gate = tonumber(redis.call('GET', K_OQ_NEXT))
+  if gate then
+    for _, key in ipairs({ K_LOCKED, K_DUE }) do
+      local h = head(key)
+      if h and h < gate then
+        bad('gate_late', '', K_OQ_NEXT .. ' is ' .. gate .. ' but ' .. key .. ' has an entry due at ' .. h)
+      end
+    end
+    local chore = tonumber(redis.call('GET', K_CHORES))
+    if chore and chore < gate then
+      bad('gate_late', '', K_OQ_NEXT .. ' is ' .. gate .. ' but ' .. K_CHORES .. ' is due at ' .. chore)
+    end
+  end
+  local wgate = tonumber(redis.call('GET', WQ.K_NEXT))
+  if wgate then
+    for _, key in ipairs({ WQ.K_LOCKED, WQ.K_DUE, WQ.K_SOWNED }) do
+      local h = head(key)
+      if h and h < wgate then
+        bad('gate_late', '', WQ.K_NEXT .. ' is ' .. wgate .. ' but ' .. key .. ' has an entry due at ' .. h)
+      end
+    end
+  end
+else
+  return fail('INVALID', 'unknown fsck mode ' .. tostring(mode))
+end
+return out
