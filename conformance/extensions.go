@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -16,6 +17,8 @@ func init() {
 		test{"work_ack_and_fetch_next", WorkAckAndFetchNext},
 		test{"lite_fetch_history_len_and_tag", LiteFetchHistoryLenAndTag},
 		test{"execution_tag_changes_when_recreated", ExecutionTagChangesWhenRecreated},
+		test{"start_if_absent", StartIfAbsent},
+		test{"start_if_absent_bad_input", StartIfAbsentBadInput},
 	)
 }
 
@@ -178,4 +181,67 @@ func ExecutionTagChangesWhenRecreated(t *testing.T, f Factory) {
 	if tag2 == "" || tag2 == tag1 {
 		t.Fatalf("tag after re-creation %q, before %q: want a new one", tag2, tag1)
 	}
+}
+
+func startIfAbsentEnqueuer(t *testing.T, p provider.Provider) provider.StartIfAbsentEnqueuer {
+	t.Helper()
+	se, ok := p.(provider.StartIfAbsentEnqueuer)
+	if !ok {
+		t.Skip("provider does not implement provider.StartIfAbsentEnqueuer")
+	}
+	return se
+}
+
+// mustStartIfAbsent calls EnqueueStartIfAbsent for startItem(instance) and fails the test unless
+// it succeeds with started == want.
+func mustStartIfAbsent(t *testing.T, se provider.StartIfAbsentEnqueuer, instance string, want bool, when string) {
+	t.Helper()
+	started, err := se.EnqueueStartIfAbsent(ctx(t), startItem(instance))
+	wantNoErr(t, err, "enqueue_start_if_absent "+when)
+	if started != want {
+		t.Fatalf("enqueue_start_if_absent %s: started %v, want %v", when, started, want)
+	}
+}
+
+// StartIfAbsent: a start is enqueued only when the instance has neither a record nor a queued
+// start: a queued start (fetched or not), a running and a completed instance refuse it; events
+// raised before the start do not count; after a delete the id starts again.
+func StartIfAbsent(t *testing.T, f Factory) {
+	p := f.CreateProvider(t)
+	se := startIfAbsentEnqueuer(t, p)
+	mustEnqueueOrch(t, p, externalRaised("sia-a", "early", "{}")) // not a start: does not count
+	mustStartIfAbsent(t, se, "sia-a", true, "on a new id")
+	mustStartIfAbsent(t, se, "sia-a", false, "with a start queued")
+	it := mustFetchOrch(t, p, longLock)
+	if it.Item.Instance != "sia-a" || len(it.Item.Messages) != 2 {
+		t.Fatalf("fetched %q with %d messages, want sia-a with the event and one start", it.Item.Instance, len(it.Item.Messages))
+	}
+	mustStartIfAbsent(t, se, "sia-a", false, "with the start fetched and not acknowledged")
+	mustAck(t, p, it.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: []provider.Event{started("sia-a")}, Metadata: testMeta()})
+	mustStartIfAbsent(t, se, "sia-a", false, "on a running instance")
+	mustNoOrch(t, p, longLock) // the refused starts enqueued nothing
+
+	delCompleted(t, p, "sia-b")
+	mustStartIfAbsent(t, se, "sia-b", false, "on a completed instance")
+	mustNoOrch(t, p, longLock)
+	_, err := mustAdmin(t, p).DeleteInstance(ctx(t), "sia-b", false)
+	wantNoErr(t, err, "delete_instance")
+	mustStartIfAbsent(t, se, "sia-b", true, "after the instance was deleted")
+	if it := mustFetchOrch(t, p, longLock); it.Item.Instance != "sia-b" || len(it.Item.Messages) != 1 {
+		t.Fatalf("fetched %q with %d messages, want the new start of sia-b", it.Item.Instance, len(it.Item.Messages))
+	}
+}
+
+// StartIfAbsentBadInput: anything but a StartOrchestration is ErrInvalidInput and writes nothing.
+func StartIfAbsentBadInput(t *testing.T, f Factory) {
+	p := f.CreateProvider(t)
+	se := startIfAbsentEnqueuer(t, p)
+	for _, item := range []provider.WorkItem{externalRaised("sia-c", "e", "{}"), {}} {
+		started, err := se.EnqueueStartIfAbsent(ctx(t), item)
+		if !errors.Is(err, provider.ErrInvalidInput) || started {
+			t.Fatalf("enqueue_start_if_absent(%T): started %v, err %v; want ErrInvalidInput", item.Kind, started, err)
+		}
+	}
+	mustNoOrch(t, p, longLock)
+	mustStartIfAbsent(t, se, "sia-c", true, "after refused items")
 }

@@ -20,7 +20,9 @@ type Client struct {
 // NewClient returns a client over p.
 func NewClient(p provider.Provider) *Client { return &Client{p: p} }
 
-// ErrInstanceExists is returned by Start when an instance with the requested id already exists.
+// ErrInstanceExists is returned by Start (errors.Is) when an instance with the requested id
+// already exists or, with a provider that implements provider.StartIfAbsentEnqueuer, has a start
+// queued.
 var ErrInstanceExists = errors.New("dx: instance already exists")
 
 // ErrNotFound matches (errors.Is) the error of a call about an instance that does not exist (Info,
@@ -34,9 +36,13 @@ var ErrInvalidInput = provider.ErrInvalidInput
 
 // Start starts an instance of the orchestration name with input (encoded as JSON) and returns its
 // id: WithInstanceID's, else a new UUID. WithVersion runs that version, else the latest registered.
-// With WithInstanceID it returns ErrInstanceExists when the instance exists; two Starts of one id
-// racing before its first turn both return nil, and the first one enqueued runs (as in duroxide,
-// the runtime ignores a start for an instance that has one).
+// With WithInstanceID it returns ErrInstanceExists when the instance exists (whatever its status;
+// a deleted instance, or one whose retention expired, does not). With a provider that implements
+// provider.StartIfAbsentEnqueuer (redisprovider does) the check and the enqueue are one atomic
+// step and a start already queued for the id counts too: of two Starts of one id racing, exactly
+// one succeeds. With other providers Start checks the instance, then enqueues: two Starts racing
+// before the instance's first turn both return nil, and the first one enqueued runs (as in
+// duroxide, the runtime ignores a start for an instance that has one).
 func (c *Client) Start(ctx context.Context, name string, input any, opts ...Option) (string, error) {
 	o, err := collect(opts, "Start", optInstance|optVersion)
 	if err != nil {
@@ -52,15 +58,28 @@ func (c *Client) Start(ctx context.Context, name string, input any, opts ...Opti
 	id := o.instance
 	if id == "" {
 		id = uuid.NewString()
-	} else if admin, ok := c.p.Admin(); ok {
-		if _, err := admin.GetInstanceInfo(ctx, id); err == nil {
-			return "", fmt.Errorf("%w: %q", ErrInstanceExists, id)
-		} else if !errors.Is(err, provider.ErrNotFound) {
-			return "", err
-		}
 	}
 	item := provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: name, Input: in,
 		Version: o.version, ExecutionID: 1}}
+	if o.instance != "" {
+		if se, ok := c.p.(provider.StartIfAbsentEnqueuer); ok {
+			started, err := se.EnqueueStartIfAbsent(ctx, item)
+			if err != nil {
+				return "", err
+			}
+			if !started {
+				return "", fmt.Errorf("%w: %q (or a start of it is queued)", ErrInstanceExists, id)
+			}
+			return id, nil
+		}
+		if admin, ok := c.p.Admin(); ok {
+			if _, err := admin.GetInstanceInfo(ctx, id); err == nil {
+				return "", fmt.Errorf("%w: %q", ErrInstanceExists, id)
+			} else if !errors.Is(err, provider.ErrNotFound) {
+				return "", err
+			}
+		}
+	}
 	if err := c.p.EnqueueForOrchestrator(ctx, item, 0); err != nil {
 		return "", err
 	}

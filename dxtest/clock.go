@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -18,47 +16,11 @@ import (
 // It then jumps to the earliest delayed item (a timer's TimerFired, a delayed retry) or After
 // callback, and wakes the orchestration fetchers so they look again at once.
 
-// idleScript reads, in one atomic step, whether work is running or ready, and when the earliest
-// delayed item comes due (-1: none). It reads the keys described in keys.go and keys_worker.go:
-// orchestrator locked/ready/due sets, worker locked/due sets and wq:tags (queued items per tag).
-var idleScript = redis.NewScript(`
-local P = ARGV[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if redis.call('ZCARD', P .. 'oq:locked') > 0 or redis.call('ZCARD', P .. 'wq:locked') > 0 then return {1, -1} end
-local pins = redis.call('SMEMBERS', P .. 'oq:pins')
-pins[#pins + 1] = '-' -- unpinned work: its ready set is never listed in oq:pins
-for _, pin in ipairs(pins) do
-  if redis.call('ZCARD', P .. 'oq:ready:' .. pin) > 0 then return {1, -1} end
-end
-local queued = 0
-for _, n in ipairs(redis.call('HVALS', P .. 'wq:tags')) do queued = queued + tonumber(n) end
-if queued > redis.call('ZCARD', P .. 'wq:due') then return {1, -1} end
-local nxt = -1
-for _, k in ipairs({P .. 'oq:due', P .. 'wq:due'}) do
-  local r = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')
-  if r[2] then
-    local s = tonumber(r[2])
-    if s <= now then return {1, -1} end
-    if nxt < 0 or s < nxt then nxt = s end
-  end
-end
-return {0, nxt}
-`)
-
-// idle reports whether nothing can happen without the clock moving, and the next due time.
+// idle reports whether nothing can happen without the clock moving, and the next due time
+// (zero when nothing is delayed): redisprovider's Idle, one atomic read of the queues.
 func (e *Env) idle() (idle bool, next time.Time, err error) {
-	r, err := idleScript.Run(e.ctx, e.Provider.Client(), nil, e.Provider.Keyspace().Prefix(0)).Int64Slice()
-	if err != nil {
-		return false, time.Time{}, err
-	}
-	if r[0] != 0 {
-		return false, time.Time{}, nil
-	}
-	if r[1] >= 0 {
-		next = time.UnixMilli(r[1]).UTC()
-	}
-	return true, next, nil
+	st, err := e.Provider.Idle(e.ctx)
+	return st.Idle, st.NextDue, err
 }
 
 // Advance moves the virtual clock forward by d at once: timers due by then fire.

@@ -82,3 +82,23 @@ type LiteFetcher interface {
 		filter *DispatcherCapabilityFilter) (*LockedOrchestrationItem, error)
 	ReadForReplay(ctx context.Context, instance string, executionID uint64) (history []Event, kv map[string]KVEntry, tag string, err error)
 }
+
+// StartIfAbsentEnqueuer is an optional extension for clients that start instances by id: one
+// atomic call enqueues a start only when no instance of that id exists, so that of two clients
+// starting one id at once exactly one starts it (Provider has no such call: a check followed by
+// EnqueueForOrchestrator lets both through).
+//
+// EnqueueStartIfAbsent enqueues item, a StartOrchestration (any other kind is ErrInvalidInput),
+// visible at once, as EnqueueForOrchestrator would, unless its instance exists: it has a record
+// (an acknowledged turn, whatever its status) or a StartOrchestration queued for it (not yet
+// fetched, or fetched and not yet acknowledged). A deleted instance, or one whose retention
+// expired, does not exist; messages other than a start queued for the id (events raised before the
+// start) do not count and are delivered to the start as usual. started reports whether item was
+// enqueued; when it is false nothing was written. A call whose reply was lost and that is retried
+// returns the first run's answer.
+//
+// Starts that the runtime sends itself (sub-orchestrations, detached starts, continue-as-new) go
+// through the acks as in duroxide, never through this call.
+type StartIfAbsentEnqueuer interface {
+	EnqueueStartIfAbsent(ctx context.Context, item WorkItem) (started bool, err error)
+}

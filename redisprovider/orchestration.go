@@ -38,6 +38,27 @@ func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item provider.Wor
 	return err
 }
 
+// EnqueueStartIfAbsent implements provider.StartIfAbsentEnqueuer: in one script, item (a
+// StartOrchestration) is enqueued as EnqueueForOrchestrator would with no delay, unless its
+// instance has a record or a start queued; then it writes nothing and returns false. Cost: O(log
+// N) plus O(messages queued for the instance).
+func (p *Provider) EnqueueStartIfAbsent(ctx context.Context, item provider.WorkItem) (bool, error) {
+	const op = "enqueue_start_if_absent"
+	if _, ok := item.Kind.(provider.StartOrchestration); !ok {
+		return false, invalid(op, "want a StartOrchestration work item, got %q", item.Variant())
+	}
+	js, err := p.encodeItem(op, item, false)
+	if err != nil {
+		return false, err
+	}
+	target := item.TargetInstance()
+	res, err := p.runOnce(ctx, op, "orch_enqueue", p.keys.PartitionOf(target), target, js, typeCode(item), "0", "1")
+	if err != nil {
+		return false, err
+	}
+	return res == int64(1), nil
+}
+
 // FetchOrchestrationItem implements provider.Provider. It long-polls: with nothing eligible it
 // waits for a wake-up, for delayed work or an expiring lock to come due, or for pollTimeout.
 // An empty SupportedDuroxideVersions list matches nothing: it returns nil after pollTimeout
@@ -58,6 +79,7 @@ var (
 	_ provider.LiteFetcher             = (*Provider)(nil)
 	_ provider.OrchestrationAckFetcher = (*Provider)(nil)
 	_ provider.WorkAckFetcher          = (*Provider)(nil)
+	_ provider.StartIfAbsentEnqueuer   = (*Provider)(nil)
 )
 
 // fetchArgs checks a fetch's arguments and returns orch_fetch's ARGV after the nonce and the lock

@@ -17,7 +17,7 @@
 -- Cost: O(1), except 'execs' O(executions) and 'children' O(children).
 local what, id = ARGV[2], ARGV[3]
 
-local function known() return redis.call('EXISTS', k_inst(id), k_execs(id)) > 0 end
+local function known() return inst_known(id) end
 
 if what == 'info' then
   if not known() then return { 0 } end

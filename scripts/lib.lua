@@ -271,6 +271,19 @@ local function pin_of(id)
   return redis.call('HGET', k_inst(id), 'pink') or '-'
 end
 
+-- Whether an instance exists: it has an instance hash (created by an ack with name and version)
+-- or at least one execution (acks without metadata, append_with_execution). Cost: O(1).
+local function inst_known(id) return redis.call('EXISTS', k_inst(id), k_execs(id)) > 0 end
+
+-- Whether a start (type code 'S', see oq_enqueue) is queued for an instance, fetched or not.
+-- Cost: O(messages queued for it).
+local function start_queued(id)
+  for _, v in ipairs(redis.call('HVALS', k_msgs(id))) do
+    if v == 'S' then return true end -- an item's JSON is never the bare letter
+  end
+  return false
+end
+
 -- Is the instance lock held (present, whatever its expiry)? Expired locks are reclaimed by fetch.
 local function is_locked(id)
   return redis.call('EXISTS', k_lock(id)) == 1

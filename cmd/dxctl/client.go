@@ -144,7 +144,7 @@ func (a *app) start(ctx context.Context, name, wantID, input string, opts []dx.O
 	}
 	id, err := dx.NewClient(a.p).Start(ctx, name, json.RawMessage(input), opts...)
 	if errors.Is(err, dx.ErrInstanceExists) {
-		return fmt.Errorf("start: instance %q already exists in namespace %q", wantID, a.ns)
+		return fmt.Errorf("start: instance %q already exists in namespace %q (or its start is queued)", wantID, a.ns)
 	}
 	if err != nil {
 		return userWords(err)

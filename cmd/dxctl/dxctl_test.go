@@ -764,6 +764,16 @@ func TestStartAndWait(t *testing.T) {
 	f.fails(`instance "hello-2" already exists`, "start", "Hello", "--id", "hello-2")
 }
 
+// A second start of an id whose start is still queued (no runtime runs) is refused like a start
+// of an existing instance, and says so.
+func TestStartQueuedTwice(t *testing.T) {
+	f := newFixture(t)
+	if id := f.startInstance("Hello", "--id", "queued-1"); id != "queued-1" {
+		t.Fatalf("start printed %q", id)
+	}
+	f.fails(`instance "queued-1" already exists in namespace "`+testNS+`" (or its start is queued)`, "start", "Hello", "--id", "queued-1")
+}
+
 // wait exits 2 for a failed instance (its error on stdout) and 1 when --timeout passes first.
 func TestWaitFailedAndTimeout(t *testing.T) {
 	f := newFixture(t)

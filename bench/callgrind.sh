@@ -1,0 +1,96 @@
+#!/bin/bash
+# Redis instructions per orchestration, dxredis (through its dx runtime, cmd/dxbench) and
+# go-workflows v1.2.0 (bench/gwbench) side by side, for W1 (hello) and W2 (fan-out x10).
+#
+# For each (system, workload, run size) a fresh redis-server runs under
+# `valgrind --tool=callgrind`; the client runs one workload of that size against it; the server is
+# shut down (SHUTDOWN NOSAVE, so callgrind writes its totals) and its total instructions are read.
+# Per orchestration = (total(big) - total(small)) / (n_big - n_small): start-up, script loading and
+# each client's fixed per-run work cancel out. Counts are deterministic to within a fraction of a
+# percent (idle polls and batching vary a little with timing), unlike time.
+#
+# Needs valgrind, redis-server and redis-cli on PATH (or REDIS_SERVER/REDIS_CLI), Go. Run from
+# anywhere; it is CPU heavy (Redis runs ~50x slower under valgrind): `nice -n 10 bench/callgrind.sh`.
+# Optional: W1_SMALL W1_BIG (300 900), W2_SMALL W2_BIG (60 180), FANOUT (10), SYSTEMS
+# ("dxredis go-workflows"), WORKLOADS ("W1 W2"), KEEP=1 keeps the work directory (callgrind files,
+# client outputs; callgrind_annotate FILE shows where the instructions go), GW_DONE=poll makes
+# gwbench detect completion by reading each instance's state (default ack: in-process, no Redis cost).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+W1_SMALL=${W1_SMALL:-300} W1_BIG=${W1_BIG:-900}
+W2_SMALL=${W2_SMALL:-60} W2_BIG=${W2_BIG:-180}
+FANOUT=${FANOUT:-10} GW_DONE=${GW_DONE:-ack}
+SYSTEMS=${SYSTEMS:-dxredis go-workflows}
+WORKLOADS=${WORKLOADS:-W1 W2}
+REDIS_SERVER=${REDIS_SERVER:-redis-server} REDIS_CLI=${REDIS_CLI:-redis-cli}
+for t in valgrind "$REDIS_SERVER" "$REDIS_CLI" go; do
+	command -v "$t" >/dev/null || { echo "callgrind.sh: $t not found" >&2; exit 1; }
+done
+WORK=$(mktemp -d /tmp/callgrind.XXXXXX)
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$WORK"' EXIT
+
+go build -o "$WORK/dxbench" ./cmd/dxbench
+(cd bench/gwbench && go build -o "$WORK/gwbench" .)
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# count SYSTEM WORKLOAD N: total Redis instructions of one run of size N on a fresh server.
+count() {
+	local sys=$1 wl=$2 n=$3 port out pid i
+	port=$(free_port)
+	out="$WORK/callgrind.$sys.$wl.$n"
+	valgrind --tool=callgrind --callgrind-out-file="$out" \
+		"$REDIS_SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no >"$out.server.log" 2>&1 &
+	pid=$!
+	for i in $(seq 300); do
+		"$REDIS_CLI" -p "$port" ping 2>/dev/null | grep -q PONG && break
+		sleep 0.2
+	done
+	local client=("$WORK/dxbench" -addr "127.0.0.1:$port" -mode runtime -baseline 0 -n "$n")
+	case $sys/$wl in
+	dxredis/W1) client+=(-workload hello) ;;
+	dxredis/W2) client+=(-workload fanout -fanout-width "$FANOUT") ;;
+	go-workflows/W1) client=("$WORK/gwbench" -addr "127.0.0.1:$port" -done "$GW_DONE" -n "$n") ;;
+	go-workflows/W2) client=("$WORK/gwbench" -addr "127.0.0.1:$port" -done "$GW_DONE" -n "$n" -fanout "$FANOUT") ;;
+	esac
+	if ! "${client[@]}" >"$out.client.log" 2>&1; then
+		echo "callgrind.sh: $sys $wl n=$n failed, see $out.client.log:" >&2
+		tail -5 "$out.client.log" >&2
+		"$REDIS_CLI" -p "$port" shutdown nosave >/dev/null 2>&1 || true
+		wait "$pid" || true
+		exit 1
+	fi
+	"$REDIS_CLI" -p "$port" shutdown nosave >/dev/null 2>&1 || true
+	wait "$pid" || true
+	awk '/^(summary|totals):/ {print $2; exit}' "$out"
+}
+
+declare -A per
+for wl in $WORKLOADS; do
+	case $wl in
+	W1) small=$W1_SMALL big=$W1_BIG ;;
+	W2) small=$W2_SMALL big=$W2_BIG ;;
+	*) echo "callgrind.sh: unknown workload $wl (W1, W2)" >&2; exit 1 ;;
+	esac
+	for sys in $SYSTEMS; do
+		a=$(count "$sys" "$wl" "$small")
+		b=$(count "$sys" "$wl" "$big")
+		per[$sys/$wl]=$(( (b - a) / (big - small) ))
+		printf '%s %s: n=%d %d instructions, n=%d %d instructions: %d per orchestration\n' \
+			"$sys" "$wl" "$small" "$a" "$big" "$b" "${per[$sys/$wl]}" >&2
+	done
+done
+
+fmt() { [ -n "${1:-}" ] && awk -v v="$1" 'BEGIN { printf "%.2f M", v / 1e6 }' || echo "-"; }
+echo
+echo "Redis instructions per orchestration ($("$REDIS_SERVER" --version | awk '{print $1, $2, $3}'), callgrind)"
+echo
+echo "| per orchestration | go-workflows | dxredis |"
+echo "|---|---|---|"
+for wl in $WORKLOADS; do
+	case $wl in
+	W1) label="W1 hello (n=$W1_SMALL / $W1_BIG)" ;;
+	W2) label="W2 fan-out x$FANOUT (n=$W2_SMALL / $W2_BIG)" ;;
+	esac
+	echo "| $label | $(fmt "${per[go-workflows/$wl]:-}") | $(fmt "${per[dxredis/$wl]:-}") |"
+done

@@ -1,0 +1,41 @@
+package redisprovider
+
+import (
+	"context"
+	"time"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// IdleState is what Idle reports.
+type IdleState struct {
+	// Idle is true when nothing can happen before the server's clock moves: no orchestration turn
+	// or activity is locked (running), none is ready to run, and no delayed item is due.
+	Idle bool
+	// NextDue is when the earliest delayed item (a timer's TimerFired, a delayed retry or
+	// message) comes due; zero when Idle is false or nothing is delayed.
+	NextDue time.Time
+}
+
+// Idle is a testing aid for virtual clocks (dxtest moves miniredis's clock with it): it reads, in
+// one atomic step, whether work is running or ready and when the earliest delayed item comes due.
+// Read only; cost O(pinned versions + worker tags).
+func (p *Provider) Idle(ctx context.Context) (IdleState, error) {
+	const op = "idle"
+	res, err := p.run(ctx, op, "admin_idle", 0)
+	if err != nil {
+		return IdleState{}, err
+	}
+	r := list(res)
+	if len(r) != 2 {
+		return IdleState{}, provider.NewPermanentError(op, "unexpected reply from admin_idle")
+	}
+	if num(r[0]) != 0 {
+		return IdleState{}, nil
+	}
+	st := IdleState{Idle: true}
+	if due := num(r[1]); due >= 0 {
+		st.NextDue = time.UnixMilli(due).UTC()
+	}
+	return st, nil
+}
