@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -305,5 +306,96 @@ func TestRetentionDeepTreeAndDeletedChild(t *testing.T) {
 	}
 	if ttl := mr.TTL(p.Keyspace().Instance("r")); ttl <= 0 {
 		t.Fatalf("root TTL after its last running descendant was deleted: %v, want the retention", ttl)
+	}
+}
+
+// TestRetentionReapsLargeTreePromptly (issue 20): a finished tree of 2,000 children is gone
+// within seconds of its retention expiring, with one fetcher long-polling as a dispatcher does
+// (reaping took one batch of 100 per idle poll: a minute and more for such a tree).
+func TestRetentionReapsLargeTreePromptly(t *testing.T) {
+	const n, ttl = 2000, 300 * time.Millisecond
+	ctx := t.Context()
+	p, mr := newTestProviderWith(t, redisprovider.Options{Retention: ttl})
+	meta := func(status, parent string) provider.ExecutionMetadata {
+		return provider.ExecutionMetadata{Status: status, OrchestrationName: "O", OrchestrationVersion: "1.0.0", ParentInstanceID: parent}
+	}
+	started := func(id string) []provider.Event {
+		return []provider.Event{{EventID: 1, InstanceID: id, ExecutionID: 1, DuroxideVersion: "0.1.30",
+			Kind: provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}}}
+	}
+	start := func(id string) provider.WorkItem {
+		return provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}}
+	}
+
+	// The root completes in its first turn, starting its children; each child completes in one
+	// turn (ack-and-fetch chains them). The tree settles with the last child.
+	if err := p.EnqueueForOrchestrator(ctx, start("root"), 0); err != nil {
+		t.Fatal(err)
+	}
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil || it.Item.Instance != "root" {
+		t.Fatalf("fetch root: %+v %v", it, err)
+	}
+	children := make([]provider.WorkItem, n)
+	for i := range children {
+		children[i] = start(fmt.Sprintf("child-%d", i))
+	}
+	if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+		HistoryDelta: started("root"), OrchestratorItems: children, Metadata: meta(provider.StatusCompleted, "")}); err != nil {
+		t.Fatal(err)
+	}
+	it, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	for done := 0; done < n; done++ {
+		if err != nil || it == nil {
+			t.Fatalf("child %d: fetch %+v %v", done, it, err)
+		}
+		it, err = p.AckOrchestrationItemAndFetch(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: started(it.Item.Instance), Metadata: meta(provider.StatusCompleted, "root")}, time.Minute, nil, provider.FetchOptions{})
+	}
+	if err != nil || it != nil {
+		t.Fatalf("after the last child: %+v %v, want nothing left", it, err)
+	}
+	if ttl := p.Client().PTTL(ctx, p.Keyspace().Instance("root")).Val(); ttl <= 0 {
+		t.Fatalf("the finished root has no retention TTL (%v)", ttl)
+	}
+	expired := time.Now().Add(ttl)
+	if mr != nil { // the embedded server's keys expire and its TIME moves only when told
+		mr.FastForward(2 * ttl)
+		mr.SetTime(time.Now().Add(2 * ttl))
+	}
+
+	// One dispatcher-like fetcher: long polls of the runtime's default length.
+	fetchCtx, stop := context.WithCancel(ctx)
+	fetcherDone := make(chan struct{})
+	go func() {
+		defer close(fetcherDone)
+		for fetchCtx.Err() == nil {
+			if it, err := p.FetchOrchestrationItem(fetchCtx, 5*time.Second, 30*time.Second, nil); it != nil || (err != nil && fetchCtx.Err() == nil) {
+				t.Errorf("idle fetch: %+v %v", it, err)
+				return
+			}
+		}
+	}()
+	defer func() { stop(); <-fetcherDone }()
+
+	// Only keys that exist without any instance may remain: the sequence, the fetch gate, the
+	// chores time, wake lists and attempt ids (which expire on their own).
+	left := func() []string {
+		var out []string
+		for _, k := range wKeys(t, p) {
+			switch {
+			case k == "seq", k == "oq:next", k == "chores", strings.HasPrefix(k, "wake:"), strings.HasPrefix(k, "att:"):
+			default:
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	deadline := expired.Add(10 * time.Second)
+	for keys := left(); len(keys) > 0; keys = left() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d keys of the finished tree left 10 s after its retention expired, e.g. %q", len(keys), keys[:min(len(keys), 5)])
+		}
+		time.Sleep(50 * time.Millisecond) // polling the condition
 	}
 }
