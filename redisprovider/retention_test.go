@@ -398,4 +398,66 @@ func TestRetentionReapsLargeTreePromptly(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling the condition
 	}
+	t.Logf("reaped %v after the retention expired", time.Since(expired).Round(time.Millisecond))
+	// Done, the fetcher is idle again: no chore is due and the fetch gate names no time, so its
+	// fetches wait for wake-ups (an idle fetcher costs Redis about nothing).
+	prefix := p.Keyspace().Prefix(0)
+	if gate := p.Client().Get(ctx, prefix+"oq:next").Val(); gate != "99999999999999" {
+		t.Errorf("fetch gate %q after the reaping, want none (99999999999999)", gate)
+	}
+	if n := p.Client().Exists(ctx, prefix+"chores").Val(); n != 0 {
+		t.Errorf("a chore is still due after the reaping")
+	}
+}
+
+// TestRetentionSweepBeforeServerExpiry: a sweep that runs when a root's retention is due by the
+// server's clock but its keys have not expired yet (the server expires a key after its last
+// millisecond) looks at the root again later, instead of forgetting it and leaving its tree.
+func TestRetentionSweepBeforeServerExpiry(t *testing.T) {
+	ctx := t.Context()
+	mr := miniredis.RunT(t)
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Namespace: "early", Logger: quietLogger, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	turn := func(want, parent string, orch ...provider.WorkItem) {
+		t.Helper()
+		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		if err != nil || it == nil || it.Item.Instance != want {
+			t.Fatalf("fetch: want %q, got %+v, %v", want, it, err)
+		}
+		if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: []provider.Event{{EventID: 1, InstanceID: want, ExecutionID: 1, DuroxideVersion: "0.1.30",
+				Kind: provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}}},
+			OrchestratorItems: orch,
+			Metadata: provider.ExecutionMetadata{Status: provider.StatusCompleted, OrchestrationName: "O", OrchestrationVersion: "1.0.0", ParentInstanceID: parent}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := func(id string) provider.WorkItem {
+		return provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}}
+	}
+	if err := p.EnqueueForOrchestrator(ctx, start("root"), 0); err != nil {
+		t.Fatal(err)
+	}
+	turn("root", "", start("child"))
+	turn("child", "root")
+	sweep := func(at time.Time) {
+		t.Helper()
+		mr.SetTime(at)
+		if it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil); err != nil || it != nil {
+			t.Fatalf("sweeping fetch: %+v %v", it, err)
+		}
+	}
+	// Due by the server's TIME, but the keys are still there.
+	sweep(time.Now().Add(time.Hour + time.Minute))
+	mr.FastForward(time.Hour + time.Minute)
+	sweep(time.Now().Add(3 * time.Hour))
+	if ids, err := p.ListInstances(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("instances after expiry: %v %v, want none", ids, err)
+	}
+	if mr.Exists(p.Keyspace().Instance("child")) {
+		t.Fatal("the child of the expired root was not reaped")
+	}
 }

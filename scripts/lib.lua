@@ -653,7 +653,7 @@ end
 
 -- Delete a reaped descendant of an expired root and queue its children. Cost: O(its keys).
 local function reap(id)
-  for _, c in ipairs(redis.call('SMEMBERS', k_children(id))) do redis.call('SADD', K_IDX_REAP, c) end
+  call_chunked('SADD', K_IDX_REAP, redis.call('SMEMBERS', k_children(id)))
   local st = redis.call('HGET', k_inst(id), 'status')
   if st then redis.call('ZREM', k_idx_status(st), id) end
   redis.call('ZREM', K_IDX_INSTANCES, id)
@@ -667,19 +667,29 @@ end
 -- 100 of each per call.
 local function sweep_expired(now)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_IDX_EXPIRY, '-inf', now, 'LIMIT', 0, 100)) do
-    if redis.call('EXISTS', k_inst(id)) == 0 then
+    local ttl = redis.call('PTTL', k_inst(id))
+    if ttl == -2 then
       redis.call('ZREM', K_IDX_INSTANCES, id)
       redis.call('ZREM', k_idx_status('Completed'), id)
       redis.call('ZREM', k_idx_status('Failed'), id)
-      for _, c in ipairs(redis.call('SMEMBERS', k_children(id))) do redis.call('SADD', K_IDX_REAP, c) end
+      call_chunked('SADD', K_IDX_REAP, redis.call('SMEMBERS', k_children(id)))
       redis.call('DEL', k_children(id))
+      redis.call('ZREM', K_IDX_EXPIRY, id)
+    elseif ttl >= 0 then
+      -- Not expired yet (the server expires a key only after its last millisecond): look again
+      -- when it is. Dropping it here would leave its tree unreaped for good.
+      redis.call('ZADD', K_IDX_EXPIRY, d(now + ttl + 1), id)
+    else
+      redis.call('ZREM', K_IDX_EXPIRY, id)
     end
-    redis.call('ZREM', K_IDX_EXPIRY, id)
   end
   for _, id in ipairs(redis.call('SPOP', K_IDX_REAP, 100)) do reap(id) end
 end
 
--- Run the chores that are due (fetches call it): sweeps and reaping, then the next due time.
+-- Run the chores that are due (fetches call it): sweeps and reaping, then the next due time. Work
+-- left over (a tree larger than a batch) is due now: the fetch reports it so (orch_fetch), and its
+-- caller calls again at once instead of after its next poll, so a tree of any size is reaped
+-- within moments of expiring, in calls of bounded work.
 local function chores(now)
   local at = redis.call('GET', K_CHORES)
   if not at or tonumber(at) > now then return end
