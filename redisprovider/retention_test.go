@@ -431,7 +431,7 @@ func TestRetentionSweepBeforeServerExpiry(t *testing.T) {
 			HistoryDelta: []provider.Event{{EventID: 1, InstanceID: want, ExecutionID: 1, DuroxideVersion: "0.1.30",
 				Kind: provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}}},
 			OrchestratorItems: orch,
-			Metadata: provider.ExecutionMetadata{Status: provider.StatusCompleted, OrchestrationName: "O", OrchestrationVersion: "1.0.0", ParentInstanceID: parent}}); err != nil {
+			Metadata:          provider.ExecutionMetadata{Status: provider.StatusCompleted, OrchestrationName: "O", OrchestrationVersion: "1.0.0", ParentInstanceID: parent}}); err != nil {
 			t.Fatal(err)
 		}
 	}
