@@ -408,6 +408,23 @@ func TestRetentionReapsLargeTreePromptly(t *testing.T) {
 	if n := p.Client().Exists(ctx, prefix+"chores").Val(); n != 0 {
 		t.Errorf("a chore is still due after the reaping")
 	}
+	stop()
+	<-fetcherDone
+	if mr != nil { // as in TestIdleFetcherCostsOneCommandPerPoll: at most one command per idle poll
+		if it, err := p.FetchOrchestrationItem(ctx, time.Second, 100*time.Millisecond, nil); it != nil || err != nil {
+			t.Fatalf("first idle poll: %+v %v", it, err)
+		}
+		before := mr.CommandCount()
+		const polls = 5
+		for range polls {
+			if it, err := p.FetchOrchestrationItem(ctx, time.Second, 100*time.Millisecond, nil); it != nil || err != nil {
+				t.Fatalf("idle poll: %+v %v", it, err)
+			}
+		}
+		if n := mr.CommandCount() - before; n > polls {
+			t.Errorf("%d idle polls after the reaping issued %d commands, want at most one each", polls, n)
+		}
+	}
 }
 
 // TestRetentionSweepBeforeServerExpiry: a sweep that runs when a root's retention is due by the
