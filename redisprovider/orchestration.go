@@ -16,14 +16,16 @@ import (
 // EnqueueForOrchestrator implements provider.Provider. The item goes to its target instance's
 // queue (the parent for SubOrch* items), visible after delay; the instance is not created.
 //
-// Messages for an instance that does not exist, fetched without a start in their batch: a batch
-// of QueueMessages only is dropped (duroxide's rule); other messages are parked as orphans, as
-// duroxide's providers leave them queued: a start of that instance within an hour of parking
-// receives them in its first batch (an event raised just before the start is not lost), also when
-// the id belonged to an instance deleted earlier; after the hour they expire, with or without
-// Options.Retention. Parked orphans are counted in GetQueueDepths and GetQueueStats (Orphaned) and
-// deleted by PurgeOrphanMessages or by deleting the instance id. One fetch parks at most 100
-// orphan instances, so a flood of them never blocks Redis for long.
+// Messages for an instance that does not exist (no record, not locked, no start queued) are
+// settled when they are enqueued, so that no fetch meets them however many there are: a
+// QueueMessage is dropped with a warning (duroxide's rule: its fetch would drop it); other messages
+// are parked as orphans, as duroxide's providers leave them queued: a start of that instance within
+// an hour of parking receives them in its first batch (an event raised just before the start is
+// not lost), also when the id belonged to an instance deleted earlier; after the hour they expire,
+// with or without Options.Retention. Parked orphans are counted in GetQueueDepths and
+// GetQueueStats (Orphaned) and deleted by PurgeOrphanMessages or by deleting the instance id.
+// Messages that reach a fetch without a start all the same (delayed QueueMessages, older data) are
+// dropped or parked there, at most 100 instances per fetch script.
 func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item provider.WorkItem, delay time.Duration) error {
 	const op = "enqueue_for_orchestrator"
 	if err := checkDuration(op, "delay", delay); err != nil {
@@ -34,7 +36,10 @@ func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item provider.Wor
 		return err
 	}
 	target := item.TargetInstance()
-	_, err = p.runOnce(ctx, op, "orch_enqueue", p.keys.PartitionOf(target), target, js, typeCode(item), ms(delay))
+	res, err := p.runOnce(ctx, op, "orch_enqueue", p.keys.PartitionOf(target), target, js, typeCode(item), ms(delay))
+	if err == nil && num(res) == 0 {
+		p.opts.Logger.Warn("dxredis: QueueMessage for an instance that does not exist dropped", "instance", target)
+	}
 	return err
 }
 

@@ -3,6 +3,9 @@ package redisprovider_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,13 +14,14 @@ import (
 	"github.com/duroxide-go/dxredis/redisprovider"
 )
 
-// TestOrphanMessages: messages for instances that were never started are handled at most 100
-// instances per fetch script (counted in commands), stay visible in the queue depths, expire
-// after an hour, can be purged, and are delivered with a start that comes in time.
+// TestOrphanMessages: messages for instances that were never started stay out of the way of
+// fetches, stay visible in the queue depths, expire after an hour, can be purged, and are
+// delivered with a start that comes in time.
 func TestOrphanMessages(t *testing.T) {
 	ctx := context.Background()
 	mr := miniredis.RunT(t)
-	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Namespace: "orph", Logger: quietLogger})
+	var logs strings.Builder
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Namespace: "orph", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,19 +43,14 @@ func TestOrphanMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// One fetch script handles a bounded number of orphans: it returns nothing, cheaply.
-	before := mr.CommandCount()
+	if !strings.Contains(logs.String(), "instance=orphan-1\n") {
+		t.Errorf("no warning for the dropped QueueMessage of orphan-1 in the log:\n%.500s", logs.String())
+	}
+	// The enqueues parked the orphans (and dropped the QueueMessages): the first fetch script
+	// finds the real start.
 	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	if err != nil || it != nil {
-		t.Fatalf("first fetch with no poll: %+v %v, want nothing (orphans handled in bounded batches)", it, err)
-	}
-	if cost := mr.CommandCount() - before; cost > 2*n {
-		t.Fatalf("one fetch ran %d commands for %d orphan instances: not bounded", cost, n)
-	}
-	// A polling fetch goes on at once and reaches the real start.
-	it, err = p.FetchOrchestrationItem(ctx, time.Minute, 5*time.Second, nil)
 	if err != nil || it == nil || it.Item.Instance != "real" {
-		t.Fatalf("polling fetch: %+v %v, want the real start", it, err)
+		t.Fatalf("first fetch: %+v %v, want the real start", it, err)
 	}
 
 	// Visible and expiring.
@@ -103,5 +102,92 @@ func TestOrphanMessages(t *testing.T) {
 	}
 	if n := mr.Exists(p.Keyspace().Messages("late")); n {
 		t.Fatal("expired orphan messages still stored")
+	}
+}
+
+// TestOrphanFloodParkedAtEnqueue (issue 20): 20,000 messages for instances that do not exist
+// (half for distinct ids, half for one id) never enter the ready index: the enqueue parks them,
+// so the first fetch script finds a real start behind them, in a handful of commands (a fetch
+// took about a second behind such a flood). They stay countable, a start adopts them, a purge
+// deletes them, and QueueMessages for instances that do not exist are dropped as before.
+func TestOrphanFloodParkedAtEnqueue(t *testing.T) {
+	const n = 10000 // per kind: distinct ids, one id
+	ctx := t.Context()
+	p, mr := newTestProviderWith(t, redisprovider.Options{})
+	raise := func(id string) provider.WorkItem {
+		return provider.WorkItem{Kind: provider.ExternalRaised{Instance: id, Name: "e", Data: "{}"}}
+	}
+	items := make(chan provider.WorkItem)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range items {
+				if err := p.EnqueueForOrchestrator(ctx, it, 0); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		items <- raise(fmt.Sprintf("orphan-%d", i))
+		items <- raise("orphan-one")
+		if i%100 == 0 { // dropped: a QueueMessage waits for no start
+			items <- provider.WorkItem{Kind: provider.QueueMessage{Instance: fmt.Sprintf("queue-%d", i), Name: "q", Data: "{}"}}
+		}
+	}
+	close(items)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	prefix := p.Keyspace().Prefix(0)
+	if ready := p.Client().ZCard(ctx, prefix+"oq:ready:-").Val(); ready != 0 {
+		t.Fatalf("%d orphan instances in the ready index, want none (parked at enqueue)", ready)
+	}
+	if parked := p.Client().ZCard(ctx, prefix+"oq:orphans").Val(); parked != n+1 {
+		t.Fatalf("%d parked orphan instances, want %d", parked, n+1)
+	}
+	if keys := p.Client().Exists(ctx, p.Keyspace().Messages("queue-0"), p.Keyspace().MessageVisibility("queue-0")).Val(); keys != 0 {
+		t.Fatal("a QueueMessage for an instance that does not exist was kept")
+	}
+
+	// The first fetch script (no poll) finds the real start.
+	if err := p.EnqueueForOrchestrator(ctx, obStart("real"), 0); err != nil {
+		t.Fatal(err)
+	}
+	var before int
+	if mr != nil {
+		before = mr.CommandCount()
+	}
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil || it.Item.Instance != "real" {
+		t.Fatalf("fetch behind the orphans: %+v %v, want the real start", it, err)
+	}
+	if mr != nil {
+		if cost := mr.CommandCount() - before; cost > 50 {
+			t.Fatalf("the fetch ran %d commands behind %d orphan messages, want a handful", cost, 2*n)
+		}
+	}
+
+	// Counted, adopted by a start, purged.
+	qs, err := p.GetQueueStats(ctx)
+	if err != nil || qs.Orchestrator.Orphaned != 2*n {
+		t.Fatalf("queue stats: %+v %v, want %d orphaned", qs.Orchestrator, err, 2*n)
+	}
+	// (A batch of the one id's 10,001 messages is more than miniredis's Lua takes in one fetch.)
+	if err := p.EnqueueForOrchestrator(ctx, obStart("orphan-7"), 0); err != nil {
+		t.Fatal(err)
+	}
+	it, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil || it.Item.Instance != "orphan-7" || len(it.Item.Messages) != 2 {
+		t.Fatalf("fetch of the adopting start: %+v %v, want orphan-7 with its event", it, err)
+	}
+	if purged, err := p.PurgeOrphanMessages(ctx); err != nil || purged != 2*n-1 {
+		t.Fatalf("purge: %d %v, want %d", purged, err, 2*n-1)
+	}
+	if qs, err := p.GetQueueStats(ctx); err != nil || qs.Orchestrator.Orphaned != 0 {
+		t.Fatalf("queue stats after the purge: %+v %v", qs.Orchestrator, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -305,5 +306,175 @@ func TestRetentionDeepTreeAndDeletedChild(t *testing.T) {
 	}
 	if ttl := mr.TTL(p.Keyspace().Instance("r")); ttl <= 0 {
 		t.Fatalf("root TTL after its last running descendant was deleted: %v, want the retention", ttl)
+	}
+}
+
+// TestRetentionReapsLargeTreePromptly (issue 20): a finished tree of 2,000 children is gone
+// within seconds of its retention expiring, with one fetcher long-polling as a dispatcher does
+// (reaping took one batch of 100 per idle poll: a minute and more for such a tree).
+func TestRetentionReapsLargeTreePromptly(t *testing.T) {
+	const n, ttl = 2000, 300 * time.Millisecond
+	ctx := t.Context()
+	p, mr := newTestProviderWith(t, redisprovider.Options{Retention: ttl})
+	meta := func(status, parent string) provider.ExecutionMetadata {
+		return provider.ExecutionMetadata{Status: status, OrchestrationName: "O", OrchestrationVersion: "1.0.0", ParentInstanceID: parent}
+	}
+	started := func(id string) []provider.Event {
+		return []provider.Event{{EventID: 1, InstanceID: id, ExecutionID: 1, DuroxideVersion: "0.1.30",
+			Kind: provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}}}
+	}
+	start := func(id string) provider.WorkItem {
+		return provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}}
+	}
+
+	// The root completes in its first turn, starting its children; each child completes in one
+	// turn (ack-and-fetch chains them). The tree settles with the last child.
+	if err := p.EnqueueForOrchestrator(ctx, start("root"), 0); err != nil {
+		t.Fatal(err)
+	}
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil || it.Item.Instance != "root" {
+		t.Fatalf("fetch root: %+v %v", it, err)
+	}
+	children := make([]provider.WorkItem, n)
+	for i := range children {
+		children[i] = start(fmt.Sprintf("child-%d", i))
+	}
+	if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+		HistoryDelta: started("root"), OrchestratorItems: children, Metadata: meta(provider.StatusCompleted, "")}); err != nil {
+		t.Fatal(err)
+	}
+	it, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	for done := 0; done < n; done++ {
+		if err != nil || it == nil {
+			t.Fatalf("child %d: fetch %+v %v", done, it, err)
+		}
+		it, err = p.AckOrchestrationItemAndFetch(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: started(it.Item.Instance), Metadata: meta(provider.StatusCompleted, "root")}, time.Minute, nil, provider.FetchOptions{})
+	}
+	if err != nil || it != nil {
+		t.Fatalf("after the last child: %+v %v, want nothing left", it, err)
+	}
+	if ttl := p.Client().PTTL(ctx, p.Keyspace().Instance("root")).Val(); ttl <= 0 {
+		t.Fatalf("the finished root has no retention TTL (%v)", ttl)
+	}
+	expired := time.Now().Add(ttl)
+	if mr != nil { // the embedded server's keys expire and its TIME moves only when told
+		mr.FastForward(2 * ttl)
+		mr.SetTime(time.Now().Add(2 * ttl))
+	}
+
+	// One dispatcher-like fetcher: long polls of the runtime's default length.
+	fetchCtx, stop := context.WithCancel(ctx)
+	fetcherDone := make(chan struct{})
+	go func() {
+		defer close(fetcherDone)
+		for fetchCtx.Err() == nil {
+			if it, err := p.FetchOrchestrationItem(fetchCtx, 5*time.Second, 30*time.Second, nil); it != nil || (err != nil && fetchCtx.Err() == nil) {
+				t.Errorf("idle fetch: %+v %v", it, err)
+				return
+			}
+		}
+	}()
+	defer func() { stop(); <-fetcherDone }()
+
+	// Only keys that exist without any instance may remain: the sequence, the fetch gate, the
+	// chores time, wake lists and attempt ids (which expire on their own).
+	left := func() []string {
+		var out []string
+		for _, k := range wKeys(t, p) {
+			switch {
+			case k == "seq", k == "oq:next", k == "chores", strings.HasPrefix(k, "wake:"), strings.HasPrefix(k, "att:"):
+			default:
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	deadline := expired.Add(10 * time.Second)
+	for keys := left(); len(keys) > 0; keys = left() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d keys of the finished tree left 10 s after its retention expired, e.g. %q", len(keys), keys[:min(len(keys), 5)])
+		}
+		time.Sleep(50 * time.Millisecond) // polling the condition
+	}
+	t.Logf("reaped %v after the retention expired", time.Since(expired).Round(time.Millisecond))
+	// Done, the fetcher is idle again: no chore is due and the fetch gate names no time, so its
+	// fetches wait for wake-ups (an idle fetcher costs Redis about nothing).
+	prefix := p.Keyspace().Prefix(0)
+	if gate := p.Client().Get(ctx, prefix+"oq:next").Val(); gate != "99999999999999" {
+		t.Errorf("fetch gate %q after the reaping, want none (99999999999999)", gate)
+	}
+	if n := p.Client().Exists(ctx, prefix+"chores").Val(); n != 0 {
+		t.Errorf("a chore is still due after the reaping")
+	}
+	stop()
+	<-fetcherDone
+	if mr != nil { // as in TestIdleFetcherCostsOneCommandPerPoll: at most one command per idle poll
+		if it, err := p.FetchOrchestrationItem(ctx, time.Second, 100*time.Millisecond, nil); it != nil || err != nil {
+			t.Fatalf("first idle poll: %+v %v", it, err)
+		}
+		before := mr.CommandCount()
+		const polls = 5
+		for range polls {
+			if it, err := p.FetchOrchestrationItem(ctx, time.Second, 100*time.Millisecond, nil); it != nil || err != nil {
+				t.Fatalf("idle poll: %+v %v", it, err)
+			}
+		}
+		if n := mr.CommandCount() - before; n > polls {
+			t.Errorf("%d idle polls after the reaping issued %d commands, want at most one each", polls, n)
+		}
+	}
+}
+
+// TestRetentionSweepBeforeServerExpiry: a sweep that runs when a root's retention is due by the
+// server's clock but its keys have not expired yet (the server expires a key after its last
+// millisecond) looks at the root again later, instead of forgetting it and leaving its tree.
+func TestRetentionSweepBeforeServerExpiry(t *testing.T) {
+	ctx := t.Context()
+	mr := miniredis.RunT(t)
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Namespace: "early", Logger: quietLogger, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	turn := func(want, parent string, orch ...provider.WorkItem) {
+		t.Helper()
+		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		if err != nil || it == nil || it.Item.Instance != want {
+			t.Fatalf("fetch: want %q, got %+v, %v", want, it, err)
+		}
+		if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+			HistoryDelta: []provider.Event{{EventID: 1, InstanceID: want, ExecutionID: 1, DuroxideVersion: "0.1.30",
+				Kind: provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}}},
+			OrchestratorItems: orch,
+			Metadata:          provider.ExecutionMetadata{Status: provider.StatusCompleted, OrchestrationName: "O", OrchestrationVersion: "1.0.0", ParentInstanceID: parent}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := func(id string) provider.WorkItem {
+		return provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}}
+	}
+	if err := p.EnqueueForOrchestrator(ctx, start("root"), 0); err != nil {
+		t.Fatal(err)
+	}
+	turn("root", "", start("child"))
+	turn("child", "root")
+	sweep := func(at time.Time) {
+		t.Helper()
+		mr.SetTime(at)
+		if it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil); err != nil || it != nil {
+			t.Fatalf("sweeping fetch: %+v %v", it, err)
+		}
+	}
+	// Due by the server's TIME, but the keys are still there.
+	sweep(time.Now().Add(time.Hour + time.Minute))
+	mr.FastForward(time.Hour + time.Minute)
+	sweep(time.Now().Add(3 * time.Hour))
+	if ids, err := p.ListInstances(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("instances after expiry: %v %v, want none", ids, err)
+	}
+	if mr.Exists(p.Keyspace().Instance("child")) {
+		t.Fatal("the child of the expired root was not reaped")
 	}
 }

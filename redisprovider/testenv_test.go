@@ -36,17 +36,29 @@ var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 // removed when the test ends.
 func newTestProvider(t testing.TB) *redisprovider.Provider {
 	t.Helper()
+	p, _ := newTestProviderWith(t, redisprovider.Options{})
+	return p
+}
+
+// newTestProviderWith is newTestProvider with further options (Namespace, Addr and Logger are
+// set here), and the embedded miniredis (nil on a server).
+func newTestProviderWith(t testing.TB, opts redisprovider.Options) (*redisprovider.Provider, *miniredis.Miniredis) {
+	t.Helper()
 	ctx := context.Background()
-	ns := "t-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
-	opts := redisprovider.Options{Namespace: ns, Logger: quietLogger}
-	var client redis.UniversalClient
+	opts.Namespace = "t-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+	opts.Logger = quietLogger
+	var (
+		client redis.UniversalClient
+		mr     *miniredis.Miniredis
+	)
 	switch backend() {
 	case "cluster":
 		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv("DXREDIS_TEST_CLUSTER"), ",")})
 	case "redis":
 		opts.Addr = os.Getenv("DXREDIS_TEST_ADDR")
 	default:
-		opts.Addr = miniredis.RunT(t).Addr()
+		mr = miniredis.RunT(t)
+		opts.Addr = mr.Addr()
 	}
 	var (
 		p   *redisprovider.Provider
@@ -70,7 +82,7 @@ func newTestProvider(t testing.TB) *redisprovider.Provider {
 			_ = client.Close()
 		}
 	})
-	return p
+	return p, mr
 }
 
 // fsckSkipped holds the tests that damage their keyspace on purpose (skipFsck).

@@ -361,7 +361,8 @@ end
 -- Orphan messages: messages for an instance that does not exist, in a batch without a start (and
 -- not only QueueMessages, which are dropped). As in duroxide, they wait for a start of that
 -- instance and are delivered in its first batch (an event raised just before the start is not
--- lost), but only for ORPHAN_TTL_MS: fetch parks them (orphan_park), out of the ready indexes,
+-- lost), but only for ORPHAN_TTL_MS: the enqueue parks them (orphan_fate; a fetch parks those
+-- that reach it otherwise, e.g. delayed ones or older data: orphan_park), out of the ready indexes,
 -- their message keys expire, and oq:orphans (score = expiry) keeps them countable (admin_queues)
 -- and deletable (admin_orphans). A start enqueued for the instance adopts them (oq_enqueue).
 local ORPHAN_TTL_MS = 3600000
@@ -394,30 +395,68 @@ local function orphan_sweep(now)
   end
 end
 
+-- What becomes of a message (type code tcode, not a start) for an unlocked instance that does not
+-- exist (no record, no execution): 'park' it with the instance's parked orphans, 'drop' it, or nil
+-- to queue it as usual. Parked at once, orphans never enter the ready index, so no fetch meets
+-- them, however many there are. An instance with messages queued and not parked (a start, or
+-- delayed messages) keeps the usual path: its fetch decides, as for any batch. A QueueMessage
+-- visible now for an instance with nothing queued is dropped, as its fetch would drop it
+-- (duroxide's rule); a delayed one waits in the due index like any delayed message. Cost: O(1).
+local DROPPED = false -- oq_enqueue's reply for a dropped message (nil when not ready, else a pin key)
+local function orphan_fate(id, tcode, visible_at, now)
+  local parked = redis.call('ZSCORE', K_ORPHANS, id)
+  if parked and tonumber(parked) <= now then -- expired, not swept yet: a new message starts afresh
+    redis.call('ZREM', K_ORPHANS, id)
+    redis.call('DEL', k_msgs(id), k_vis(id))
+    parked = false
+  end
+  if parked then return 'park' end
+  if redis.call('EXISTS', k_vis(id)) == 1 then return nil end
+  if tcode ~= 'Q' then return 'park' end
+  if visible_at <= now then return 'drop' end
+  return nil
+end
+
 -- Add one orchestrator message. visible_at <= now means visible at once. Returns the instance's
 -- pin key when the message is visible now for an unlocked instance (a fetcher should be woken).
 -- A message for a locked instance marks the lock ('more'): its ack then reindexes the instance.
+-- A message for an instance that does not exist is parked or dropped (orphan_fate; returns
+-- DROPPED then).
 -- Message hash fields: m<s> the item JSON, t<s> its type code ('S' start, 'C' continue-as-new,
 -- 'Q' queue message; absent: other), a<s> fetch attempts (absent: 0).
 local function oq_enqueue(id, json, tcode, visible_at, now)
-  local s = d(redis.call('INCR', K_SEQ))
-  if (tcode == 'S' or tcode == 'C') and redis.call('ZREM', K_ORPHANS, id) == 1 then -- the start adopts parked orphans
+  local start = tcode == 'S' or tcode == 'C'
+  if start and redis.call('ZREM', K_ORPHANS, id) == 1 then -- the start adopts parked orphans
     redis.call('PERSIST', k_msgs(id))
     redis.call('PERSIST', k_vis(id))
   end
   if visible_at < now then visible_at = now end
+  local locked = is_locked(id)
+  local pin, fate = '-', nil
+  if not locked then
+    local iv = redis.call('HMGET', k_inst(id), 'pink', 'name', 'exec')
+    pin = iv[1] or '-'
+    if not start and not iv[2] and not iv[3] and redis.call('EXISTS', k_execs(id)) == 0 then
+      fate = orphan_fate(id, tcode, visible_at, now)
+      if fate == 'drop' then return DROPPED end
+    end
+  end
+  local s = d(redis.call('INCR', K_SEQ))
   if tcode == 'O' then
     redis.call('HSET', k_msgs(id), 'm' .. s, json)
   else
     redis.call('HSET', k_msgs(id), 'm' .. s, json, 't' .. s, tcode)
   end
   redis.call('ZADD', k_vis(id), visible_at == now_ms() and now_s() or d(visible_at), s)
-  if is_locked(id) then
+  if locked then
     redis.call('HSET', k_lock(id), 'more', '1')
-    return false
+    return nil
+  end
+  if fate == 'park' then
+    orphan_park(id, now)
+    return nil
   end
   if visible_at <= now then
-    local pin = pin_of(id)
     redis.call('ZADD', k_ready(pin), 'NX', s, id)
     if pin ~= '-' then redis.call('SADD', K_PINS, pin) end
     return pin
@@ -666,7 +705,7 @@ end
 
 -- Delete a reaped descendant of an expired root and queue its children. Cost: O(its keys).
 local function reap(id)
-  for _, c in ipairs(redis.call('SMEMBERS', k_children(id))) do redis.call('SADD', K_IDX_REAP, c) end
+  call_chunked('SADD', K_IDX_REAP, redis.call('SMEMBERS', k_children(id)))
   local st = redis.call('HGET', k_inst(id), 'status')
   if st then redis.call('ZREM', k_idx_status(st), id) end
   redis.call('ZREM', K_IDX_INSTANCES, id)
@@ -680,19 +719,29 @@ end
 -- 100 of each per call.
 local function sweep_expired(now)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_IDX_EXPIRY, '-inf', now, 'LIMIT', 0, 100)) do
-    if redis.call('EXISTS', k_inst(id)) == 0 then
+    local ttl = redis.call('PTTL', k_inst(id))
+    if ttl == -2 then
       redis.call('ZREM', K_IDX_INSTANCES, id)
       redis.call('ZREM', k_idx_status('Completed'), id)
       redis.call('ZREM', k_idx_status('Failed'), id)
-      for _, c in ipairs(redis.call('SMEMBERS', k_children(id))) do redis.call('SADD', K_IDX_REAP, c) end
+      call_chunked('SADD', K_IDX_REAP, redis.call('SMEMBERS', k_children(id)))
       redis.call('DEL', k_children(id))
+      redis.call('ZREM', K_IDX_EXPIRY, id)
+    elseif ttl >= 0 then
+      -- Not expired yet (the server expires a key only after its last millisecond): look again
+      -- when it is. Dropping it here would leave its tree unreaped for good.
+      redis.call('ZADD', K_IDX_EXPIRY, d(now + ttl + 1), id)
+    else
+      redis.call('ZREM', K_IDX_EXPIRY, id)
     end
-    redis.call('ZREM', K_IDX_EXPIRY, id)
   end
   for _, id in ipairs(redis.call('SPOP', K_IDX_REAP, 100)) do reap(id) end
 end
 
--- Run the chores that are due (fetches call it): sweeps and reaping, then the next due time.
+-- Run the chores that are due (fetches call it): sweeps and reaping, then the next due time. Work
+-- left over (a tree larger than a batch) is due now: the fetch reports it so (orch_fetch), and its
+-- caller calls again at once instead of after its next poll, so a tree of any size is reaped
+-- within moments of expiring, in calls of bounded work.
 local function chores(now)
   local at = redis.call('GET', K_CHORES)
   if not at or tonumber(at) > now then return end

@@ -6,8 +6,9 @@
 --      an empty fetch (its filter stays registered for wake-ups that long; 0: not registered);
 --      then '1' for a lite fetch (no history, no KV) or '0'. A batch that begins an execution gets
 --      the first 12 hex digits of the nonce as its execution tag (exec_tag).
--- Reply: when nothing is eligible {'', next_ms, now_ms}: next_ms is when delayed work or a held lock
---   next comes due (-1 when never); otherwise {token, instance, attempt, exec or '', instance
+-- Reply: when nothing is eligible {'', next_ms, now_ms}: next_ms is when delayed work, a held lock
+--   or a chore (expiry sweeps, reaping) next comes due, possibly earlier (-1 when never; now when
+--   chores are left over); otherwise {token, instance, attempt, exec or '', instance
 --   fields {name, ver} (empty when not created), messages {json...}, history (event JSON lines; ''
 --   when lite), kv {key, "<ms>|<value>", ...} (empty when lite), execution tag, history length,
 --   '1' when history and kv are whole (always without lite; with lite, for a history of at most
@@ -93,11 +94,12 @@ while true do
       if not cur or tonumber(cur) < until_ms then redis.call('ZADD', K_WAKE_FILTERS, until_ms, f) end
       if redis.call('PTTL', K_WAKE_FILTERS) < wait_ms then redis.call('PEXPIRE', K_WAKE_FILTERS, wait_ms) end -- gone once nobody waits
     end
-    local nxt = -1
-    local du = redis.call('ZRANGE', K_DUE, '0', '0', 'WITHSCORES')
-    if du[2] then nxt = tonumber(du[2]) end
-    local l = redis.call('ZRANGE', K_LOCKED, '0', '0', 'WITHSCORES')
-    if l[2] and (nxt < 0 or tonumber(l[2]) < nxt) then nxt = tonumber(l[2]) end
+    -- The gate is at or before every due message, lock expiry and chore (lib.lua, oq_note): the
+    -- caller fetches again then. Chores left over (reaping beyond one batch) keep the gate at
+    -- now, so the caller goes on at once and a tree is reaped in as many calls as it needs, each
+    -- bounded. An idle namespace has no gate time: its fetchers wait for wake-ups.
+    local nxt = OQ_NEXT
+    if nxt == nil or nxt >= OQ_NEVER then nxt = -1 end
     return { '', nxt, now }
   end
   redis.call('ZREM', k_ready(pin), id)
