@@ -135,7 +135,8 @@ type RetryPolicy struct {
 	// Backoff is the wait after each failed attempt; nil means exponential: 100 ms doubling, at
 	// most 30 s.
 	Backoff Backoff
-	// Timeout, when positive, limits each attempt.
+	// Timeout, when positive, limits each attempt; 0 means none, and a negative one fails the call
+	// with ErrInvalidInput.
 	Timeout time.Duration
 }
 
@@ -267,6 +268,9 @@ func collect(opts []Option, fn string, allowed optSet) (options, error) {
 	}
 	if o.retry != nil && o.retry.MaxAttempts < 0 {
 		return o, fmt.Errorf("dx: RetryPolicy.MaxAttempts must be at least 1, got %d (%w)", o.retry.MaxAttempts, ErrInvalidInput)
+	}
+	if o.retry != nil && o.retry.Timeout < 0 {
+		return o, fmt.Errorf("dx: RetryPolicy.Timeout must not be negative, got %v (use 0 for no timeout) (%w)", o.retry.Timeout, ErrInvalidInput)
 	}
 	if o.session != nil && *o.session == "" {
 		return o, fmt.Errorf("dx: OnSession needs a non-empty session id (%w)", ErrInvalidInput)

@@ -17,8 +17,20 @@ type Client struct {
 	p provider.Provider
 }
 
-// NewClient returns a client over p.
+// NewClient returns a client over p. A nil p (also a typed nil, such as the *redisprovider.Provider
+// of a failed redisprovider.New) makes every call return an error matching ErrInvalidInput.
 func NewClient(p provider.Provider) *Client { return &Client{p: p} }
+
+// check refuses a call on a nil client or a client without a provider.
+func (c *Client) check(call string) error {
+	if c == nil {
+		return fmt.Errorf("dx: %s on a nil *Client: use dx.NewClient (%w)", call, ErrInvalidInput)
+	}
+	if nilProvider(c.p) {
+		return fmt.Errorf("dx: %s: NewClient was given a nil provider (%T): check the error of the provider's constructor (%w)", call, c.p, ErrInvalidInput)
+	}
+	return nil
+}
 
 // ErrInstanceExists is returned by Start when an instance with the requested id already exists.
 var ErrInstanceExists = errors.New("dx: instance already exists")
@@ -38,6 +50,9 @@ var ErrInvalidInput = provider.ErrInvalidInput
 // racing before its first turn both return nil, and the first one enqueued runs (as in duroxide,
 // the runtime ignores a start for an instance that has one).
 func (c *Client) Start(ctx context.Context, name string, input any, opts ...Option) (string, error) {
+	if err := c.check("Start"); err != nil {
+		return "", err
+	}
 	o, err := collect(opts, "Start", optInstance|optVersion)
 	if err != nil {
 		return "", err
@@ -72,6 +87,9 @@ func (c *Client) Start(ctx context.Context, name string, input any, opts ...Opti
 // For an instance that does not exist (yet) it returns nil: as in duroxide, the event is kept for
 // an hour and reaches the first turn of a start of that id (so does Cancel's cancellation).
 func (c *Client) RaiseEvent(ctx context.Context, instance, name string, data any) error {
+	if err := c.check("RaiseEvent"); err != nil {
+		return err
+	}
 	d, err := encode(data)
 	if err != nil {
 		return err
@@ -82,6 +100,9 @@ func (c *Client) RaiseEvent(ctx context.Context, instance, name string, data any
 // EnqueueEvent appends data (encoded as JSON) to the instance's persistent queue name, read in order
 // by Dequeue. Messages wait in the queue until the orchestration dequeues them.
 func (c *Client) EnqueueEvent(ctx context.Context, instance, queue string, data any) error {
+	if err := c.check("EnqueueEvent"); err != nil {
+		return err
+	}
 	d, err := encode(data)
 	if err != nil {
 		return err
@@ -92,6 +113,9 @@ func (c *Client) EnqueueEvent(ctx context.Context, instance, queue string, data 
 // Cancel cancels an instance: it fails with a Cancelled error, its running activities are cancelled
 // and its sub-orchestrations are cancelled too.
 func (c *Client) Cancel(ctx context.Context, instance, reason string) error {
+	if err := c.check("Cancel"); err != nil {
+		return err
+	}
 	return c.p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.CancelInstance{Instance: instance, Reason: reason}}, 0)
 }
 
@@ -128,6 +152,9 @@ func (s Status) Terminal() bool { return s.State == StateCompleted || s.State ==
 
 // Status reads an instance's state. A missing instance has State NotFound and no error.
 func (c *Client) Status(ctx context.Context, instance string) (Status, error) {
+	if err := c.check("Status"); err != nil {
+		return Status{}, err
+	}
 	st := Status{InstanceID: instance, State: StateNotFound}
 	admin, ok := c.p.Admin()
 	if !ok {
@@ -209,6 +236,9 @@ const watchFallback = 3 * time.Second
 // watch reads the instance's state (one read) until done says the wait is over, then returns the
 // full Status (read once, at the end).
 func (c *Client) watch(ctx context.Context, instance string, done func(State) (bool, error)) (Status, error) {
+	if err := c.check("Wait"); err != nil {
+		return Status{}, err
+	}
 	var changes <-chan struct{}
 	if w, ok := c.p.(provider.StatusWatcher); ok {
 		ch, stop := w.WatchStatus(instance)
@@ -293,16 +323,25 @@ func Result[T any](ctx context.Context, c *Client, instance string) (T, error) {
 
 // KV reads a key of an instance's key-value store.
 func (c *Client) KV(ctx context.Context, instance, key string) (string, bool, error) {
+	if err := c.check("KV"); err != nil {
+		return "", false, err
+	}
 	return c.p.GetKVValue(ctx, instance, key)
 }
 
 // KVAll reads an instance's whole key-value store.
 func (c *Client) KVAll(ctx context.Context, instance string) (map[string]string, error) {
+	if err := c.check("KVAll"); err != nil {
+		return nil, err
+	}
 	return c.p.GetKVAllValues(ctx, instance)
 }
 
 // WaitForKV waits until the instance's key-value store holds key and returns its value.
 func (c *Client) WaitForKV(ctx context.Context, instance, key string) (string, error) {
+	if err := c.check("WaitForKV"); err != nil {
+		return "", err
+	}
 	delay := 5 * time.Millisecond
 	for {
 		v, ok, err := c.p.GetKVValue(ctx, instance, key)
@@ -327,6 +366,9 @@ func (c *Client) WaitForKV(ctx context.Context, instance, key string) (string, e
 // no management support.
 
 func (c *Client) admin() (provider.Admin, error) {
+	if err := c.check("a management call"); err != nil {
+		return nil, err
+	}
 	a, ok := c.p.Admin()
 	if !ok {
 		return nil, errors.New("dx: this provider has no management support (Provider.Admin)")
@@ -381,6 +423,9 @@ func (c *Client) Executions(ctx context.Context, instance string) ([]provider.Ex
 
 // History reads the events of one execution of an instance; execution 0 means the latest.
 func (c *Client) History(ctx context.Context, instance string, execution uint64) ([]provider.Event, error) {
+	if err := c.check("History"); err != nil {
+		return nil, err
+	}
 	if execution == 0 {
 		return c.p.Read(ctx, instance)
 	}
