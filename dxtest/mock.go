@@ -39,14 +39,9 @@ func (e *Env) OnActivity(name string) *ActivityMock {
 	}
 	e.mu.Unlock()
 	if !ok {
-		func() {
-			defer func() {
-				if r := recover(); r != nil {
-					e.t.Fatalf("dxtest: OnActivity(%q): %v: an activity is either registered or mocked; mock it in every test that needs it instead of registering it", name, r)
-				}
-			}()
-			dx.RegisterActivity(e.Runtime, name, m.call)
-		}()
+		if err := dx.RegisterActivity(e.Runtime, name, m.call); err != nil {
+			e.t.Fatalf("dxtest: OnActivity(%q): %v: an activity is either registered or mocked (mock it in every test that needs it instead of registering it), and mocked before the environment starts", name, err)
+		}
 	}
 	return m
 }
