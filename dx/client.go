@@ -46,6 +46,10 @@ var ErrInvalidInput = provider.ErrInvalidInput
 
 // Start starts an instance of the orchestration name with input (encoded as JSON) and returns its
 // id: WithInstanceID's, else a new UUID. WithVersion runs that version, else the latest registered.
+// The client cannot see any runtime's registrations: a start of a name (or version) no runtime
+// registers succeeds, the instance stays NotFound while runtimes abandon it with backoff (each logs
+// a warning naming it, once, with the names it registers), and after Options.MaxAttempts fetches
+// it fails as poison (about five minutes with the defaults).
 // With WithInstanceID it returns ErrInstanceExists when the instance exists; two Starts of one id
 // racing before its first turn both return nil, and the first one enqueued runs (as in duroxide,
 // the runtime ignores a start for an instance that has one).
@@ -83,7 +87,8 @@ func (c *Client) Start(ctx context.Context, name string, input any, opts ...Opti
 }
 
 // RaiseEvent raises the external event name with data (encoded as JSON) on an instance. Only a wait
-// already pending (WaitEvent) receives it; an event raised earlier is recorded but not delivered.
+// already pending (WaitEvent) receives it; an event raised earlier is recorded but not delivered
+// (the runtime logs a warning): send what may arrive early with EnqueueEvent (read by Dequeue).
 // For an instance that does not exist (yet) it returns nil: as in duroxide, the event is kept for
 // an hour and reaches the first turn of a start of that id (so does Cancel's cancellation).
 func (c *Client) RaiseEvent(ctx context.Context, instance, name string, data any) error {

@@ -24,7 +24,11 @@ var clientCommands = []command{
 		details: `A runtime serving the namespace runs it. The id is --id's, else a new UUID; --version picks
 the orchestration version (default: the latest the runtime has registered); --input is the
 orchestration's input as JSON (default null). Here --version is the orchestration's version:
-"dxctl --version start ..." still prints dxctl's own. Works on an empty namespace.`,
+"dxctl --version start ..." still prints dxctl's own. Works on an empty namespace.
+dxctl cannot see which orchestrations the runtimes register: a start of a NAME (or version) no
+runtime registers succeeds, the instance stays "not found" while the runtimes abandon it (each
+logs a warning "not registered" once, with the names it registers), and it fails as poison after
+their MaxAttempts (about five minutes by default; "dxctl wait ID" then prints a hint).`,
 		nargs: 1,
 		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
 			id := fs.String("id", "", "the new instance's `ID` (default: a new UUID)")
