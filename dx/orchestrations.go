@@ -387,7 +387,9 @@ func (rt *Runtime) reportUnregistered(log *slog.Logger, what, name, version stri
 	id := what + "\x00" + name + "\x00" + version
 	rt.unregMu.Lock()
 	seen := rt.unreg[id]
-	rt.unreg[id] = true
+	if len(rt.unreg) < 4096 { // bounded: names come from the store
+		rt.unreg[id] = true
+	}
 	rt.unregMu.Unlock()
 	if seen {
 		return

@@ -201,7 +201,7 @@ func nilProvider(p provider.Provider) bool {
 		return true
 	}
 	switch v := reflect.ValueOf(p); v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
 		return v.IsNil()
 	}
 	return false
