@@ -204,13 +204,23 @@ func TestTrapUnregisteredWarnsOncePerName(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Each name is fetched and abandoned many times.
-	waitFor(t, "repeated abandons", func() bool { return m.get(dx.MetricUnregistered) >= 30 })
-	for _, c := range []struct{ what, registered string }{
+	cases := []struct{ what, registered string }{
 		{`orchestration \"Helo\" is not registered`, "registered_orchestrations=Hello@1.0.0"},
 		{`orchestration \"Hello\" version 2.0.0 is not registered`, "registered_orchestrations=Hello@1.0.0"},
 		{`activity \"Greeet\" is not registered`, `registered_activities="Charge, Greet"`},
-	} {
+	}
+	// Each name is warned about, then fetched and abandoned many more times.
+	waitFor(t, "a warning per name", func() bool {
+		for _, c := range cases {
+			if len(logs.lines("level=WARN", c.what)) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	n := m.get(dx.MetricUnregistered)
+	waitFor(t, "repeated abandons", func() bool { return m.get(dx.MetricUnregistered) >= n+30 })
+	for _, c := range cases {
 		got := logs.lines("level=WARN", c.what)
 		if len(got) != 1 {
 			t.Errorf("%d warnings %s, want exactly 1:\n%s", len(got), c.what, strings.Join(got, "\n"))
