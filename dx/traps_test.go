@@ -232,6 +232,32 @@ func TestTrapUnregisteredWarnsOncePerName(t *testing.T) {
 	}
 }
 
+// The registered names in the warning are sorted and cut after 20.
+func TestTrapUnregisteredWarningTruncatesNames(t *testing.T) {
+	p := newProvider(t)
+	var logs logCapture
+	o := testOptions()
+	o.Logger = logs.logger()
+	rt := dx.NewRuntime(p, o)
+	for i := 24; i >= 0; i-- {
+		if err := dx.RegisterActivity(rt, fmt.Sprintf("A%02d", i), func(ctx context.Context, s string) (string, error) { return s, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dx.Register(rt, "Calls", func(ctx dx.Context, s string) (string, error) { return dx.Call[string](ctx, "Nope", s).Await(ctx) }); err != nil {
+		t.Fatal(err)
+	}
+	startRuntime(t, rt)
+	if _, err := dx.NewClient(p).Start(waitCtx(t), "Calls", "x"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the warning", func() bool { return len(logs.lines("level=WARN", `activity \"Nope\" is not registered`)) > 0 })
+	w := logs.lines("level=WARN", `activity \"Nope\" is not registered`)[0]
+	if !strings.Contains(w, `registered_activities="A00, A01, A02,`) || !strings.Contains(w, "A19, ... (5 more)") || strings.Contains(w, "A20") {
+		t.Fatalf("registered names not sorted and cut after 20: %s", w)
+	}
+}
+
 // Trap 3: an item that became poison for want of a handler fails with duroxide's details, unchanged,
 // while the runtime's log and metric say "not registered".
 func TestTrapUnregisteredPoisonSaysNotRegistered(t *testing.T) {

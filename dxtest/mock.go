@@ -28,7 +28,9 @@ type ActivityMock struct {
 }
 
 // OnActivity registers a mock for the activity name on env.Runtime, or returns the one already
-// registered. An activity is either registered with dx.RegisterActivity or mocked, not both.
+// registered. An activity is either registered with dx.RegisterActivity or mocked, not both, and
+// a new mock is registered before the environment starts (the runtime refuses registrations
+// after Start).
 func (e *Env) OnActivity(name string) *ActivityMock {
 	e.t.Helper()
 	e.mu.Lock()
