@@ -59,8 +59,15 @@ func (rt *Runtime) processActivity(fetchCtx, workCtx context.Context, locked *pr
 	}
 	labels := Labels{Activity: act.Name}
 	if locked.AttemptCount > rt.opts.MaxAttempts {
-		log().Error("dx: activity exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
-		rt.opts.Metrics.Count(MetricPoison, 1, Labels{Queue: "worker", Activity: act.Name})
+		pl := Labels{Queue: "worker", Activity: act.Name}
+		if _, ok := rt.activityFunc(act.Name); ok {
+			log().Error("dx: activity exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
+		} else {
+			pl.Result = "not_registered"
+			log().Error("dx: activity not registered: failing it as poison after max attempts (no runtime took it); register it, or check the name",
+				"max_attempts", rt.opts.MaxAttempts)
+		}
+		rt.opts.Metrics.Count(MetricPoison, 1, pl)
 		d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: locked.AttemptCount, MaxAttempts: rt.opts.MaxAttempts,
 			MessageType: provider.PoisonMessageType{Kind: provider.PoisonActivity{Instance: act.Instance, ExecutionID: act.ExecutionID,
 				ActivityName: act.Name, ActivityID: act.ID}},
@@ -70,7 +77,8 @@ func (rt *Runtime) processActivity(fetchCtx, workCtx context.Context, locked *pr
 	fn, ok := rt.activityFunc(act.Name)
 	if !ok {
 		delay := rt.unregisteredDelay(locked.AttemptCount)
-		log().Warn("dx: activity not registered on this node; abandoning with backoff", "retry_in", delay,
+		rt.reportUnregistered(log(), "activity", act.Name, "")
+		log().Debug("dx: activity not registered on this node; abandoning with backoff", "retry_in", delay,
 			"attempts_left", int(rt.opts.MaxAttempts)-int(locked.AttemptCount))
 		rt.opts.Metrics.Count(MetricUnregistered, 1, Labels{Queue: "worker", Activity: act.Name})
 		if err := rt.p.AbandonWorkItem(bg, token, delay, false); err != nil {

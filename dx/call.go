@@ -57,8 +57,14 @@ func CallSub[Out any](ctx Context, name string, input any, opts ...Option) Futur
 
 // WaitEvent waits for the next external event called name raised on this instance (Client.RaiseEvent)
 // and decodes its data into T. The Nth wait for a name receives the Nth event of that name that
-// arrives while a wait is pending; an event raised before the orchestration waits for it is recorded
-// but never delivered (use Dequeue for messages that may arrive early).
+// arrives while a wait is pending.
+//
+// Events vs queue messages: an event is a signal to a wait that exists now. One raised before the
+// orchestration waits for that name (or after its wait ended) is recorded in the history but never
+// delivered, as in duroxide; the runtime logs a warning naming the instance and the event and
+// counts MetricDroppedEvents, and dxctl raise warns when no wait is pending. A queue message
+// (Client.EnqueueEvent, read with Dequeue) is kept until the orchestration reads it, in order: use
+// Dequeue for anything that may arrive before the orchestration is ready for it.
 func WaitEvent[T any](ctx Context, name string) Future[T] {
 	e, err := engineFor(ctx)
 	if err != nil {
@@ -69,7 +75,8 @@ func WaitEvent[T any](ctx Context, name string) Future[T] {
 
 // Dequeue takes the next message of the instance's persistent FIFO queue called name
 // (Client.EnqueueEvent) and decodes it into T. Messages that arrive before anyone dequeues are kept,
-// in order, and carried across continue-as-new. A turn takes messages already there one dequeue
+// in order, and carried across continue-as-new (unlike WaitEvent's events, which are dropped when
+// no wait is pending). A turn takes messages already there one dequeue
 // after another; as in duroxide, code that dequeues 99 or more of them in one turn without waiting
 // on anything else fails the orchestration (Infrastructure error "quiescence_loop"): drain a
 // backlog in rounds (a timer between them, or continue-as-new).
@@ -135,7 +142,8 @@ type RetryPolicy struct {
 	// Backoff is the wait after each failed attempt; nil means exponential: 100 ms doubling, at
 	// most 30 s.
 	Backoff Backoff
-	// Timeout, when positive, limits each attempt.
+	// Timeout, when positive, limits each attempt; 0 means none, and a negative one fails the call
+	// with ErrInvalidInput.
 	Timeout time.Duration
 }
 
@@ -267,6 +275,9 @@ func collect(opts []Option, fn string, allowed optSet) (options, error) {
 	}
 	if o.retry != nil && o.retry.MaxAttempts < 0 {
 		return o, fmt.Errorf("dx: RetryPolicy.MaxAttempts must be at least 1, got %d (%w)", o.retry.MaxAttempts, ErrInvalidInput)
+	}
+	if o.retry != nil && o.retry.Timeout < 0 {
+		return o, fmt.Errorf("dx: RetryPolicy.Timeout must not be negative, got %v (use 0 for no timeout) (%w)", o.retry.Timeout, ErrInvalidInput)
 	}
 	if o.session != nil && *o.session == "" {
 		return o, fmt.Errorf("dx: OnSession needs a non-empty session id (%w)", ErrInvalidInput)

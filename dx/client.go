@@ -17,8 +17,20 @@ type Client struct {
 	p provider.Provider
 }
 
-// NewClient returns a client over p.
+// NewClient returns a client over p. A nil p (also a typed nil, such as the *redisprovider.Provider
+// of a failed redisprovider.New) makes every call return an error matching ErrInvalidInput.
 func NewClient(p provider.Provider) *Client { return &Client{p: p} }
+
+// check refuses a call on a nil client or a client without a provider.
+func (c *Client) check(call string) error {
+	if c == nil {
+		return fmt.Errorf("dx: %s on a nil *Client: use dx.NewClient (%w)", call, ErrInvalidInput)
+	}
+	if nilProvider(c.p) {
+		return fmt.Errorf("dx: %s: NewClient was given a nil provider (%T): check the error of the provider's constructor (%w)", call, c.p, ErrInvalidInput)
+	}
+	return nil
+}
 
 // ErrInstanceExists is returned by Start (errors.Is) when an instance with the requested id
 // already exists or, with a provider that implements provider.StartIfAbsentEnqueuer, has a start
@@ -36,6 +48,10 @@ var ErrInvalidInput = provider.ErrInvalidInput
 
 // Start starts an instance of the orchestration name with input (encoded as JSON) and returns its
 // id: WithInstanceID's, else a new UUID. WithVersion runs that version, else the latest registered.
+// The client cannot see any runtime's registrations: a start of a name (or version) no runtime
+// registers succeeds, the instance stays NotFound while runtimes abandon it with backoff (each logs
+// a warning naming it, once, with the names it registers), and after Options.MaxAttempts fetches
+// it fails as poison (about five minutes with the defaults).
 // With WithInstanceID it returns ErrInstanceExists when the instance exists (whatever its status;
 // a deleted instance, or one whose retention expired, does not). With a provider that implements
 // provider.StartIfAbsentEnqueuer (redisprovider does) the check and the enqueue are one atomic
@@ -44,6 +60,9 @@ var ErrInvalidInput = provider.ErrInvalidInput
 // before the instance's first turn both return nil, and the first one enqueued runs (as in
 // duroxide, the runtime ignores a start for an instance that has one).
 func (c *Client) Start(ctx context.Context, name string, input any, opts ...Option) (string, error) {
+	if err := c.check("Start"); err != nil {
+		return "", err
+	}
 	o, err := collect(opts, "Start", optInstance|optVersion)
 	if err != nil {
 		return "", err
@@ -87,10 +106,14 @@ func (c *Client) Start(ctx context.Context, name string, input any, opts ...Opti
 }
 
 // RaiseEvent raises the external event name with data (encoded as JSON) on an instance. Only a wait
-// already pending (WaitEvent) receives it; an event raised earlier is recorded but not delivered.
+// already pending (WaitEvent) receives it; an event raised earlier is recorded but not delivered
+// (the runtime logs a warning): send what may arrive early with EnqueueEvent (read by Dequeue).
 // For an instance that does not exist (yet) it returns nil: as in duroxide, the event is kept for
 // an hour and reaches the first turn of a start of that id (so does Cancel's cancellation).
 func (c *Client) RaiseEvent(ctx context.Context, instance, name string, data any) error {
+	if err := c.check("RaiseEvent"); err != nil {
+		return err
+	}
 	d, err := encode(data)
 	if err != nil {
 		return err
@@ -101,6 +124,9 @@ func (c *Client) RaiseEvent(ctx context.Context, instance, name string, data any
 // EnqueueEvent appends data (encoded as JSON) to the instance's persistent queue name, read in order
 // by Dequeue. Messages wait in the queue until the orchestration dequeues them.
 func (c *Client) EnqueueEvent(ctx context.Context, instance, queue string, data any) error {
+	if err := c.check("EnqueueEvent"); err != nil {
+		return err
+	}
 	d, err := encode(data)
 	if err != nil {
 		return err
@@ -111,6 +137,9 @@ func (c *Client) EnqueueEvent(ctx context.Context, instance, queue string, data 
 // Cancel cancels an instance: it fails with a Cancelled error, its running activities are cancelled
 // and its sub-orchestrations are cancelled too.
 func (c *Client) Cancel(ctx context.Context, instance, reason string) error {
+	if err := c.check("Cancel"); err != nil {
+		return err
+	}
 	return c.p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.CancelInstance{Instance: instance, Reason: reason}}, 0)
 }
 
@@ -147,6 +176,9 @@ func (s Status) Terminal() bool { return s.State == StateCompleted || s.State ==
 
 // Status reads an instance's state. A missing instance has State NotFound and no error.
 func (c *Client) Status(ctx context.Context, instance string) (Status, error) {
+	if err := c.check("Status"); err != nil {
+		return Status{}, err
+	}
 	st := Status{InstanceID: instance, State: StateNotFound}
 	admin, ok := c.p.Admin()
 	if !ok {
@@ -228,6 +260,9 @@ const watchFallback = 3 * time.Second
 // watch reads the instance's state (one read) until done says the wait is over, then returns the
 // full Status (read once, at the end).
 func (c *Client) watch(ctx context.Context, instance string, done func(State) (bool, error)) (Status, error) {
+	if err := c.check("Wait"); err != nil {
+		return Status{}, err
+	}
 	var changes <-chan struct{}
 	if w, ok := c.p.(provider.StatusWatcher); ok {
 		ch, stop := w.WatchStatus(instance)
@@ -312,16 +347,25 @@ func Result[T any](ctx context.Context, c *Client, instance string) (T, error) {
 
 // KV reads a key of an instance's key-value store.
 func (c *Client) KV(ctx context.Context, instance, key string) (string, bool, error) {
+	if err := c.check("KV"); err != nil {
+		return "", false, err
+	}
 	return c.p.GetKVValue(ctx, instance, key)
 }
 
 // KVAll reads an instance's whole key-value store.
 func (c *Client) KVAll(ctx context.Context, instance string) (map[string]string, error) {
+	if err := c.check("KVAll"); err != nil {
+		return nil, err
+	}
 	return c.p.GetKVAllValues(ctx, instance)
 }
 
 // WaitForKV waits until the instance's key-value store holds key and returns its value.
 func (c *Client) WaitForKV(ctx context.Context, instance, key string) (string, error) {
+	if err := c.check("WaitForKV"); err != nil {
+		return "", err
+	}
 	delay := 5 * time.Millisecond
 	for {
 		v, ok, err := c.p.GetKVValue(ctx, instance, key)
@@ -346,6 +390,9 @@ func (c *Client) WaitForKV(ctx context.Context, instance, key string) (string, e
 // no management support.
 
 func (c *Client) admin() (provider.Admin, error) {
+	if err := c.check("a management call"); err != nil {
+		return nil, err
+	}
 	a, ok := c.p.Admin()
 	if !ok {
 		return nil, errors.New("dx: this provider has no management support (Provider.Admin)")
@@ -400,6 +447,9 @@ func (c *Client) Executions(ctx context.Context, instance string) ([]provider.Ex
 
 // History reads the events of one execution of an instance; execution 0 means the latest.
 func (c *Client) History(ctx context.Context, instance string, execution uint64) ([]provider.Event, error) {
+	if err := c.check("History"); err != nil {
+		return nil, err
+	}
 	if execution == 0 {
 		return c.p.Read(ctx, instance)
 	}

@@ -19,14 +19,35 @@
 //		return greeting, nil
 //	}
 //
-//	rt := dx.NewRuntime(p, dx.Options{})
-//	dx.RegisterActivity(rt, "Greet", Greet)
-//	dx.Register(rt, "Hello", Hello)
-//	rt.Start(ctx)                 // dispatchers in the background; rt.Shutdown(ctx) drains
+//	rt := dx.NewRuntime(p, dx.Options{}) // p: from redisprovider.New, its error checked
+//	if err := dx.RegisterActivity(rt, "Greet", Greet); err != nil {
+//		return err
+//	}
+//	if err := dx.Register(rt, "Hello", Hello); err != nil {
+//		return err
+//	}
+//	if err := rt.Start(ctx); err != nil { // dispatchers in the background; rt.Shutdown(ctx) drains
+//		return err
+//	}
 //
 //	c := dx.NewClient(p)
-//	id, _ := c.Start(ctx, "Hello", "world", dx.WithInstanceID("hello-1"))
+//	id, err := c.Start(ctx, "Hello", "world", dx.WithInstanceID("hello-1"))
+//	if err != nil {
+//		return err
+//	}
 //	out, err := dx.Result[string](ctx, c, id) // waits: "Hello, world!"
+//
+// Misuse is refused at the call with an error matching ErrInvalidInput: a nil provider (also a
+// typed nil left by an ignored constructor error), a nil Runtime or Client, an empty or duplicate
+// name, a registration after Start (a registration refused before Start also fails Start), an
+// invalid option or retry policy.
+//
+// # Events and queue messages
+//
+// Client.RaiseEvent sends an event to a wait that exists now (WaitEvent); an event raised before
+// the orchestration waits for that name is recorded but dropped, as in duroxide (the runtime logs
+// a warning and counts MetricDroppedEvents). Client.EnqueueEvent appends to a queue that Dequeue
+// reads in order and that keeps what arrives early: use it for anything that may come first.
 //
 // # How it runs
 //

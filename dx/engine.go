@@ -90,6 +90,7 @@ type engine struct {
 	extSubs      map[string][]*action
 	extArrivals  map[string][]string
 	extCancelled map[uint64]bool // subscriptions with a cancellation breadcrumb in history
+	lostEvents   []string        // this turn's new external events no wait received, by name (logged after the ack)
 	// queue (dequeue_event): subscriptions in binding order, arrivals per name
 	queueSubs      []*action
 	queueArrivals  map[string][]string
@@ -483,9 +484,12 @@ func (e *engine) apply(ev *provider.Event, mustPoll *bool) *provider.ErrorDetail
 	case provider.ExternalEventEvent:
 		// Delivered only to a subscription that exists at this point of the history; an event
 		// raised before the code subscribed stays in history but is never delivered (duroxide).
+		// A new one is noted, so that the runtime warns about it once its turn is stored.
 		if e.pendingExtSlot(k.Name) {
 			e.extArrivals[k.Name] = append(e.extArrivals[k.Name], k.Data)
 			*mustPoll = true
+		} else if !e.replaying {
+			e.lostEvents = append(e.lostEvents, k.Name)
 		}
 	case provider.QueueEventDeliveredEvent:
 		e.queueArrivals[k.Name] = append(e.queueArrivals[k.Name], k.Data)

@@ -2,6 +2,7 @@ package dx_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -31,19 +32,30 @@ func ExampleRuntime() {
 	ctx := context.Background()
 
 	rt := dx.NewRuntime(p, dx.Options{Logger: quietLogger})
-	dx.RegisterActivity(rt, "Greet", func(ctx context.Context, name string) (string, error) {
+	if err := dx.RegisterActivity(rt, "Greet", func(ctx context.Context, name string) (string, error) {
 		return "Hello, " + name + "!", nil
-	})
-	dx.Register(rt, "Hello", func(ctx dx.Context, name string) (string, error) {
+	}); err != nil {
+		panic(err)
+	}
+	if err := dx.Register(rt, "Hello", func(ctx dx.Context, name string) (string, error) {
 		return dx.Call[string](ctx, "Greet", name).Await(ctx)
-	})
+	}); err != nil {
+		panic(err)
+	}
 	if err := rt.Start(ctx); err != nil {
 		panic(err)
 	}
-	defer rt.Shutdown(ctx)
+	defer func() {
+		if err := rt.Shutdown(ctx); err != nil {
+			panic(err)
+		}
+	}()
 
 	c := dx.NewClient(p)
-	id, _ := c.Start(ctx, "Hello", "world")
+	id, err := c.Start(ctx, "Hello", "world")
+	if err != nil {
+		panic(err)
+	}
 	out, err := dx.Result[string](ctx, c, id)
 	fmt.Println(out, err)
 	// Output: Hello, world! <nil>
@@ -54,31 +66,59 @@ func ExampleClient_Start() {
 	defer done()
 	ctx := context.Background()
 	rt := dx.NewRuntime(p, dx.Options{Logger: quietLogger})
-	dx.Register(rt, "Approval", func(ctx dx.Context, amount int) (string, error) {
+	if err := dx.Register(rt, "Approval", func(ctx dx.Context, amount int) (string, error) {
 		ok := dx.WaitEvent[bool](ctx, "Approved")
 		ctx.SetCustomStatus("waiting")
 		if dx.Select(ctx, ok, ctx.Timer(time.Hour)) != ok {
 			return "timed out", nil
 		}
-		if yes, _ := ok.Await(ctx); yes {
+		yes, err := ok.Await(ctx)
+		if err != nil {
+			return "", err
+		}
+		if yes {
 			return fmt.Sprintf("%d approved", amount), nil
 		}
 		return "rejected", nil
-	})
-	_ = rt.Start(ctx)
-	defer rt.Shutdown(ctx)
+	}); err != nil {
+		panic(err)
+	}
+	if err := rt.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer func() {
+		if err := rt.Shutdown(ctx); err != nil {
+			panic(err)
+		}
+	}()
 
 	c := dx.NewClient(p)
 	id, err := c.Start(ctx, "Approval", 120, dx.WithInstanceID("expense-7"))
 	if err != nil {
 		panic(err)
 	}
-	// An event is delivered only to a wait that exists: wait for the custom status first.
+	// An event is delivered only to a wait that exists (one raised earlier is dropped): wait for
+	// the custom status first, or use EnqueueEvent and Dequeue for messages that may come early.
 	if _, err := c.WaitForStatusChange(ctx, id, 0); err != nil {
 		panic(err)
 	}
-	_ = c.RaiseEvent(ctx, id, "Approved", true)
-	out, _ := dx.Result[string](ctx, c, id)
+	if err := c.RaiseEvent(ctx, id, "Approved", true); err != nil {
+		panic(err)
+	}
+	out, err := dx.Result[string](ctx, c, id)
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println(id, out)
 	// Output: expense-7 120 approved
+}
+
+// A nil provider, also a typed nil left by an ignored constructor error, is refused at the call
+// with ErrInvalidInput instead of crashing a background goroutine.
+func ExampleNewRuntime_nilProvider() {
+	var p *redisprovider.Provider // as left by p, _ := redisprovider.New(...) with Redis down
+	rt := dx.NewRuntime(p, dx.Options{Logger: quietLogger})
+	err := rt.Start(context.Background())
+	fmt.Println(errors.Is(err, dx.ErrInvalidInput))
+	// Output: true
 }

@@ -123,12 +123,8 @@ func TestHostileNegativeOptionsRefused(t *testing.T) {
 // orchestration became poison).
 func TestHostileNonUTF8Refused(t *testing.T) {
 	rt, c, p := hostileRuntime(t, testOptions())
-	if r := func() (r any) {
-		defer func() { r = recover() }()
-		dx.Register(rt, "b\xffd", func(ctx dx.Context, s string) (string, error) { return s, nil })
-		return nil
-	}(); r == nil {
-		t.Error("Register with a non-UTF-8 name did not panic")
+	if err := dx.Register(rt, "b\xffd", func(ctx dx.Context, s string) (string, error) { return s, nil }); !errors.Is(err, dx.ErrInvalidInput) {
+		t.Errorf("Register with a non-UTF-8 name: %v, want ErrInvalidInput", err)
 	}
 	ctx := waitCtx(t)
 	if _, err := c.Start(ctx, "Hello", "x", dx.WithInstanceID("a\xffb")); !errors.Is(err, dx.ErrInvalidInput) {

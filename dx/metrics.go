@@ -20,7 +20,8 @@ type Labels struct {
 	Version       string
 	Activity      string
 	// Result: for turns "continue", "completed", "failed", "continued_as_new", "cancelled"; for
-	// activities "ok", "failed", "panicked", "dropped" (lock lost).
+	// activities "ok", "failed", "panicked", "dropped" (lock lost); for MetricPoison
+	// "not_registered" when this runtime has no handler for the item's name (or version).
 	Result string
 }
 
@@ -35,6 +36,10 @@ const (
 	MetricPoison           = "dx_poison_total"                // Count: items failed as poison
 	MetricUnregistered     = "dx_unregistered_abandons_total" // Count: items abandoned for want of a handler here
 	MetricCacheHits        = "dx_executor_cache_hits_total"   // Count: turns that found their instance kept (resumed, or dropped as stale)
+	// Count: external events (RaiseEvent) that no wait received, so were dropped: raised before the
+	// orchestration waited for the name (use Dequeue and EnqueueEvent for those), or after its wait
+	// ended. Counted once per event, when its turn is stored.
+	MetricDroppedEvents = "dx_external_events_dropped_total"
 )
 
 // Orchestration goroutines stuck outside dx are not a metric call: read StuckGoroutines.

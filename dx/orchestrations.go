@@ -3,7 +3,9 @@ package dx
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/duroxide-go/dxredis/provider"
@@ -81,8 +83,15 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 
 	labels := Labels{Orchestration: item.OrchestrationName}
 	if locked.AttemptCount > rt.opts.MaxAttempts {
-		log().Error("dx: orchestration item exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
-		rt.opts.Metrics.Count(MetricPoison, 1, Labels{Queue: "orchestrator", Orchestration: item.OrchestrationName})
+		pl := Labels{Queue: "orchestrator", Orchestration: item.OrchestrationName}
+		if rt.orchestrationRegistered(item) {
+			log().Error("dx: orchestration item exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
+		} else {
+			pl.Result = "not_registered"
+			log().Error("dx: orchestration not registered: failing it as poison after max attempts (no runtime took it); register it, or check the name",
+				"max_attempts", rt.opts.MaxAttempts)
+		}
+		rt.opts.Metrics.Count(MetricPoison, 1, pl)
 		err := rt.loadHistory(bg, item, nil)
 		if err == nil && continuesAsNew(item) && len(item.History) == 0 {
 			// A lite fetch skips the history a continue-as-new leaves behind; the poison fails
@@ -124,7 +133,8 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	}
 	if out.plan == planAbandon {
 		delay := rt.unregisteredDelay(locked.AttemptCount)
-		log().Warn("dx: orchestration (or this version) not registered on this node; abandoning with backoff",
+		rt.reportUnregistered(log(), "orchestration", out.name, out.version)
+		log().Debug("dx: orchestration (or this version) not registered on this node; abandoning with backoff",
 			"wanted_version", out.version, "retry_in", delay, "attempts_left", int(rt.opts.MaxAttempts)-int(locked.AttemptCount))
 		rt.opts.Metrics.Count(MetricUnregistered, 1, Labels{Queue: "orchestrator", Orchestration: out.name, Version: out.version})
 		rt.abandonTurn(bg, log(), token, delay, false)
@@ -139,6 +149,12 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	next, ok := rt.ackTurn(ctx, log(), fl, token, out.ack, labels)
 	if !ok {
 		return nil
+	}
+	for _, name := range out.lostEvents {
+		log().Warn("dx: external event dropped: the orchestration was not waiting for it (raised before its WaitEvent, or after the wait ended); "+
+			"for events that may come early use Dequeue in the orchestration and Client.EnqueueEvent (dxctl enqueue) to send them",
+			"event", name)
+		rt.opts.Metrics.Count(MetricDroppedEvents, 1, Labels{Queue: "orchestrator", Orchestration: item.OrchestrationName, Version: out.version})
 	}
 	if out.eng != nil {
 		out.eng.commit()
@@ -351,3 +367,47 @@ func (rt *Runtime) poisonAck(item *provider.OrchestrationItem, attempts uint32) 
 
 // undecodableFailureID is duroxide's event id for the failure of a history that does not decode.
 const undecodableFailureID = 99999
+
+// orchestrationRegistered reports whether this runtime has a handler for the item's orchestration
+// and version (any version when the item names none).
+func (rt *Runtime) orchestrationRegistered(item *provider.OrchestrationItem) bool {
+	var version *string
+	if item.Version != "" && item.Version != "unknown" {
+		version = &item.Version
+	}
+	_, ok := rt.reg.resolve(item.OrchestrationName, version)
+	return ok
+}
+
+// reportUnregistered logs, once per name and version for this runtime, at warning level, that an
+// item names an orchestration (version) or activity this runtime does not register, with the names
+// it does register: a typo or a missing registration shows at the first fetch, not as a poison
+// failure minutes later.
+func (rt *Runtime) reportUnregistered(log *slog.Logger, what, name, version string) {
+	id := what + "\x00" + name + "\x00" + version
+	rt.unregMu.Lock()
+	seen := rt.unreg[id]
+	if len(rt.unreg) < 4096 { // bounded: names come from the store
+		rt.unreg[id] = true
+	}
+	rt.unregMu.Unlock()
+	if seen {
+		return
+	}
+	orchs, acts := rt.reg.names()
+	key, registered := "registered_activities", acts
+	if what == "orchestration" {
+		key, registered = "registered_orchestrations", orchs
+	}
+	const maxNames = 20
+	list := strings.Join(registered[:min(len(registered), maxNames)], ", ")
+	if len(registered) > maxNames {
+		list += fmt.Sprintf(", ... (%d more)", len(registered)-maxNames)
+	}
+	msg := fmt.Sprintf("dx: %s %q is not registered on this runtime", what, name)
+	if version != "" {
+		msg = fmt.Sprintf("dx: %s %q version %s is not registered on this runtime", what, name, version)
+	}
+	log.Warn(msg+"; its work is abandoned with backoff for a runtime that registers it, and fails as poison after MaxAttempts",
+		key, list)
+}

@@ -40,58 +40,123 @@ const DefaultVersion = "1.0.0"
 
 // Register registers fn as the orchestration name, version 1.0.0. fn receives the orchestration's
 // input decoded from JSON into In (use Raw for the text as it is) and its output is stored as JSON.
-// It panics if name is empty or already registered at that version: registration is start-up code.
 //
-//	dx.Register(rt, "Hello", func(ctx dx.Context, name string) (string, error) {
+// Registration is start-up code: it returns an error matching ErrInvalidInput, and registers
+// nothing, for a nil runtime, an empty (or non-UTF-8) name, a nil fn, a name and version already
+// registered, or a runtime already started. An error returned before Start is also returned by
+// Start, so a program that ignores Register's result still fails at Start, not minutes later.
+//
+//	if err := dx.Register(rt, "Hello", func(ctx dx.Context, name string) (string, error) {
 //		return dx.Call[string](ctx, "Greet", name).Await(ctx)
-//	})
-func Register[In, Out any](rt *Runtime, name string, fn func(ctx Context, input In) (Out, error)) {
-	RegisterVersion(rt, name, DefaultVersion, fn)
+//	}); err != nil {
+//		return err
+//	}
+func Register[In, Out any](rt *Runtime, name string, fn func(ctx Context, input In) (Out, error)) error {
+	return RegisterVersion(rt, name, DefaultVersion, fn)
 }
 
 // RegisterVersion registers fn as version (a semantic version such as "2.0.0") of the orchestration
 // name. Starting an instance without a version runs the latest registered version; an execution
-// keeps the version it started with until it continues as new. It panics like Register, and on a
+// keeps the version it started with until it continues as new. It fails like Register, and on a
 // version that is not a semantic version.
-func RegisterVersion[In, Out any](rt *Runtime, name, version string, fn func(ctx Context, input In) (Out, error)) {
+func RegisterVersion[In, Out any](rt *Runtime, name, version string, fn func(ctx Context, input In) (Out, error)) error {
+	if rt == nil {
+		return fmt.Errorf("dx: RegisterVersion(%q) on a nil *Runtime: use dx.NewRuntime (%w)", name, ErrInvalidInput)
+	}
 	if name == "" || fn == nil || !utf8.ValidString(name) {
-		panic("dx: Register needs a name (valid UTF-8) and a function")
+		return rt.registrationFailed(fmt.Errorf("dx: Register(%q) needs a name (non-empty, valid UTF-8) and a function (%w)", name, ErrInvalidInput))
 	}
 	v, err := parseVersion(version)
 	if err != nil {
-		panic(err)
+		return rt.registrationFailed(fmt.Errorf("dx: Register(%q): %w", name, err))
+	}
+	if err := rt.registrable("orchestration", name); err != nil {
+		return err
 	}
 	r := rt.reg
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, ov := range r.orchestration[name] {
 		if sameVersion(ov.version, v) {
-			panic(fmt.Sprintf("dx: orchestration %q version %s is already registered", name, v))
+			return rt.registrationFailed(fmt.Errorf("dx: orchestration %q version %s is already registered (%w)", name, v, ErrInvalidInput))
 		}
 	}
 	vs := append(r.orchestration[name], orchVersion{v, v.String(), bindOrchestration(name, fn)})
 	slices.SortFunc(vs, func(a, b orchVersion) int { return compareVersions(a.version, b.version) })
 	r.orchestration[name] = vs
+	return nil
 }
 
 // RegisterActivity registers fn as the activity name. fn receives the activity's input decoded from
 // JSON into In and its result is stored as JSON; an error it returns fails the activity (the
-// orchestration's Await returns it as an *Error). It panics if name is empty or already registered.
+// orchestration's Await returns it as an *Error). It fails like Register (the name already
+// registered, the runtime started...).
 //
-//	dx.RegisterActivity(rt, "Greet", func(ctx context.Context, name string) (string, error) {
+//	if err := dx.RegisterActivity(rt, "Greet", func(ctx context.Context, name string) (string, error) {
 //		return "Hello, " + name + "!", nil
-//	})
-func RegisterActivity[In, Out any](rt *Runtime, name string, fn func(ctx context.Context, input In) (Out, error)) {
+//	}); err != nil {
+//		return err
+//	}
+func RegisterActivity[In, Out any](rt *Runtime, name string, fn func(ctx context.Context, input In) (Out, error)) error {
+	if rt == nil {
+		return fmt.Errorf("dx: RegisterActivity(%q) on a nil *Runtime: use dx.NewRuntime (%w)", name, ErrInvalidInput)
+	}
 	if name == "" || fn == nil || !utf8.ValidString(name) {
-		panic("dx: RegisterActivity needs a name (valid UTF-8) and a function")
+		return rt.registrationFailed(fmt.Errorf("dx: RegisterActivity(%q) needs a name (non-empty, valid UTF-8) and a function (%w)", name, ErrInvalidInput))
+	}
+	if err := rt.registrable("activity", name); err != nil {
+		return err
 	}
 	r := rt.reg
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.activities[name]; ok {
-		panic(fmt.Sprintf("dx: activity %q is already registered", name))
+		return rt.registrationFailed(fmt.Errorf("dx: activity %q is already registered (%w)", name, ErrInvalidInput))
 	}
 	r.activities[name] = bindActivity(name, fn)
+	return nil
+}
+
+// registrable refuses a registration on a started runtime: its dispatchers are fetching already,
+// and an item fetched before the registration would be abandoned (or fail as poison) for want of it.
+func (rt *Runtime) registrable(what, name string) error {
+	rt.mu.Lock()
+	running := rt.running
+	rt.mu.Unlock()
+	if !running {
+		return nil
+	}
+	err := fmt.Errorf("dx: %s %q registered after Start: register everything before Start (%w)", what, name, ErrInvalidInput)
+	rt.opts.Logger.Error(err.Error())
+	return err
+}
+
+// registrationFailed keeps the first registration error for Start to return.
+func (rt *Runtime) registrationFailed(err error) error {
+	rt.mu.Lock()
+	if rt.regErr == nil {
+		rt.regErr = err
+	}
+	rt.mu.Unlock()
+	return err
+}
+
+// names returns the registered orchestrations (with their versions) and activities, sorted, for
+// a log record.
+func (r *registry) names() (orchestrations, activities []string) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for name, vs := range r.orchestration {
+		for _, v := range vs {
+			orchestrations = append(orchestrations, name+"@"+v.text)
+		}
+	}
+	for name := range r.activities {
+		activities = append(activities, name)
+	}
+	slices.Sort(orchestrations)
+	slices.Sort(activities)
+	return orchestrations, activities
 }
 
 // resolve finds the orchestration handler: the exact version when one is given, else the latest.

@@ -43,10 +43,10 @@ func (e *ReplayError) Error() string {
 // (nondeterminism, poison) is compared up to that failure.
 func Replay(rt *Runtime, history []provider.Event) error {
 	if rt == nil {
-		return fmt.Errorf("dx: Replay needs a runtime with the orchestrations registered")
+		return fmt.Errorf("dx: Replay needs a runtime with the orchestrations registered (%w)", ErrInvalidInput)
 	}
 	if len(history) == 0 {
-		return fmt.Errorf("dx: Replay was given an empty history")
+		return fmt.Errorf("dx: Replay was given an empty history (%w)", ErrInvalidInput)
 	}
 	kv := map[string]provider.KVEntry{}
 	for start := 0; start < len(history); {

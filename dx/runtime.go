@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 
@@ -172,6 +173,10 @@ type Runtime struct {
 	exited   chan struct{} // closed when that goroutine returned
 	inflight map[*flight]struct{}
 	sessions map[string]int // activities in progress per session
+	regErr   error          // the first registration refused before Start: Start returns it
+
+	unregMu sync.Mutex
+	unreg   map[string]bool // unregistered names already reported at warning level
 }
 
 // flight is an item being processed: Shutdown abandons it when its deadline passes.
@@ -180,11 +185,26 @@ type flight struct {
 	done    bool
 }
 
-// NewRuntime returns a runtime over p (any provider.Provider, such as redisprovider's).
+// NewRuntime returns a runtime over p (any provider.Provider, such as redisprovider's). A nil p
+// (also a typed nil, such as the *redisprovider.Provider of a failed redisprovider.New) is refused
+// by Start with ErrInvalidInput; without a provider the runtime can only Replay.
 func NewRuntime(p provider.Provider, opts Options) *Runtime {
 	o := opts.withDefaults()
 	return &Runtime{p: p, opts: o, reg: newRegistry(), cache: newEngineCache(o.ExecutorCacheSize),
-		inflight: map[*flight]struct{}{}, sessions: map[string]int{}}
+		inflight: map[*flight]struct{}{}, sessions: map[string]int{}, unreg: map[string]bool{}}
+}
+
+// nilProvider reports whether p is nil, or an interface holding a nil pointer (or map, func...):
+// a typed nil such as (*redisprovider.Provider)(nil), left by an ignored constructor error.
+func nilProvider(p provider.Provider) bool {
+	if p == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(p); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
 }
 
 // ErrRunning is returned by Start when the runtime is already running.
@@ -192,9 +212,15 @@ var ErrRunning = errors.New("dx: runtime already started")
 
 // Start starts the dispatchers in the background and returns at once. They run until Shutdown (or
 // until ctx ends, which stops them as abruptly as a deadline-expired Shutdown).
+//
+// It returns an error matching ErrInvalidInput for a nil runtime, a nil provider, a nil ctx,
+// invalid Options, or a registration refused before it (see Register).
 func (rt *Runtime) Start(ctx context.Context) error {
-	if rt.p == nil {
-		return errors.New("dx: NewRuntime was given a nil provider")
+	if rt == nil {
+		return fmt.Errorf("dx: Start on a nil *Runtime: use dx.NewRuntime (%w)", ErrInvalidInput)
+	}
+	if nilProvider(rt.p) {
+		return fmt.Errorf("dx: NewRuntime was given a nil provider (%T): check the error of the provider's constructor (%w)", rt.p, ErrInvalidInput)
 	}
 	if ctx == nil {
 		return fmt.Errorf("dx: Start needs a context (context.Background() runs until Shutdown) (%w)", ErrInvalidInput)
@@ -204,6 +230,9 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	if rt.regErr != nil {
+		return fmt.Errorf("dx: Start: a registration failed: %w", rt.regErr)
+	}
 	if rt.running {
 		return ErrRunning
 	}
@@ -246,6 +275,9 @@ func (rt *Runtime) Start(ctx context.Context) error {
 // Run starts the runtime and blocks until ctx ends, then shuts down gracefully, giving in-flight
 // work up to the orchestration lock timeout to finish.
 func (rt *Runtime) Run(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("dx: Run needs a context (%w)", ErrInvalidInput)
+	}
 	if err := rt.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
@@ -263,6 +295,9 @@ func (rt *Runtime) Run(ctx context.Context) error {
 // twice. It returns ctx's error when it had to abandon work, or an error naming activities that
 // ignored their cancelled context (their goroutines are still running).
 func (rt *Runtime) Shutdown(ctx context.Context) error {
+	if rt == nil {
+		return fmt.Errorf("dx: Shutdown on a nil *Runtime (%w)", ErrInvalidInput)
+	}
 	if ctx == nil {
 		ctx = context.Background() // no deadline: wait for the work in progress
 	}

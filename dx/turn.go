@@ -34,6 +34,9 @@ type turnOutput struct {
 	version  string
 	exec     uint64
 	terminal bool
+	// lostEvents are the turn's new external events that no wait received (dropped, as in
+	// duroxide), by name.
+	lostEvents []string
 }
 
 // turnEnv is what a turn needs from the runtime.
@@ -166,6 +169,7 @@ func (e *engine) output(env turnEnv, o outcome) turnOutput {
 	}
 	out.outcome = o
 	out.terminal = o.result != turnContinue
+	out.lostEvents = e.lostEvents
 	if env.keep && !out.terminal {
 		out.eng = e
 	} else {
@@ -205,6 +209,7 @@ func (e *engine) continueTurn(env turnEnv, completions []provider.WorkItem) turn
 	e.persisted = len(e.history)
 	e.delta, e.pending, e.cancels, e.dropped = nil, nil, nil, nil
 	e.abortErr, e.continueAs = nil, nil
+	e.lostEvents = nil
 	e.kept = true
 	e.clock = env.clock
 	e.prepCompletions(completions)

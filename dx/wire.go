@@ -95,7 +95,7 @@ func appError(kind, msg string) provider.ErrorDetails {
 func parseVersion(v string) (*semver.Version, error) {
 	sv, err := semver.StrictNewVersion(v)
 	if err != nil {
-		return nil, fmt.Errorf("dx: version %q is not a semantic version like 1.2.0: %w", v, err)
+		return nil, fmt.Errorf("dx: version %q is not a semantic version like 1.2.0: %w (%w)", v, err, ErrInvalidInput)
 	}
 	return sv, nil
 }

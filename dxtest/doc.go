@@ -4,7 +4,9 @@
 //
 //	func TestCheckout(t *testing.T) {
 //		env := dxtest.New(t)
-//		dx.Register(env.Runtime, "Checkout", Checkout)
+//		if err := dx.Register(env.Runtime, "Checkout", Checkout); err != nil {
+//			t.Fatal(err)
+//		}
 //		env.OnActivity("Charge").Return(Receipt{ID: "r-1"})
 //
 //		id := env.Start("Checkout", Order{ID: "o-7"})

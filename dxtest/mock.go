@@ -28,7 +28,9 @@ type ActivityMock struct {
 }
 
 // OnActivity registers a mock for the activity name on env.Runtime, or returns the one already
-// registered. An activity is either registered with dx.RegisterActivity or mocked, not both.
+// registered. An activity is either registered with dx.RegisterActivity or mocked, not both, and
+// a new mock is registered before the environment starts (the runtime refuses registrations
+// after Start).
 func (e *Env) OnActivity(name string) *ActivityMock {
 	e.t.Helper()
 	e.mu.Lock()
@@ -39,14 +41,9 @@ func (e *Env) OnActivity(name string) *ActivityMock {
 	}
 	e.mu.Unlock()
 	if !ok {
-		func() {
-			defer func() {
-				if r := recover(); r != nil {
-					e.t.Fatalf("dxtest: OnActivity(%q): %v: an activity is either registered or mocked; mock it in every test that needs it instead of registering it", name, r)
-				}
-			}()
-			dx.RegisterActivity(e.Runtime, name, m.call)
-		}()
+		if err := dx.RegisterActivity(e.Runtime, name, m.call); err != nil {
+			e.t.Fatalf("dxtest: OnActivity(%q): %v: an activity is either registered or mocked (mock it in every test that needs it instead of registering it), and mocked before the environment starts", name, err)
+		}
 	}
 	return m
 }

@@ -24,7 +24,11 @@ var clientCommands = []command{
 		details: `A runtime serving the namespace runs it. The id is --id's, else a new UUID; --version picks
 the orchestration version (default: the latest the runtime has registered); --input is the
 orchestration's input as JSON (default null). Here --version is the orchestration's version:
-"dxctl --version start ..." still prints dxctl's own. Works on an empty namespace.`,
+"dxctl --version start ..." still prints dxctl's own. Works on an empty namespace.
+dxctl cannot see which orchestrations the runtimes register: a start of a NAME (or version) no
+runtime registers succeeds, the instance stays "not found" while the runtimes abandon it (each
+logs a warning "not registered" once, with the names it registers), and it fails as poison after
+their MaxAttempts (about five minutes by default; "dxctl wait ID" then prints a hint).`,
 		nargs: 1,
 		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
 			id := fs.String("id", "", "the new instance's `ID` (default: a new UUID)")
@@ -53,7 +57,10 @@ orchestration's input as JSON (default null). Here --version is the orchestratio
 		usage:   "ID EVENT [--data JSON]",
 		summary: "Raise the external event EVENT on a running instance.",
 		details: `Only a wait already pending receives it (WaitEvent): an event raised before the orchestration
-waits for it is recorded but not delivered. --data is the event's data as JSON (default null).`,
+waits for it is recorded but not delivered (dropped; the runtime logs a warning). raise reads the
+instance's history first and warns when no wait for EVENT is pending ("waiting": false with
+--json). For messages that may come before the orchestration reads them, use enqueue (Dequeue).
+--data is the event's data as JSON (default null).`,
 		nargs: 2,
 		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
 			data := fs.String("data", "null", "the event's data, as `JSON`")
@@ -61,9 +68,7 @@ waits for it is recorded but not delivered. --data is the event's data as JSON (
 				if err := checkJSON("data", *data); err != nil {
 					return err
 				}
-				return a.send(ctx, args[0], func(c *dx.Client) error {
-					return c.RaiseEvent(ctx, args[0], args[1], json.RawMessage(*data))
-				}, fmt.Sprintf("raised event %q on instance %q", args[1], args[0]), map[string]string{"event": args[1]})
+				return a.raise(ctx, args[0], args[1], *data)
 			}
 		},
 	},
@@ -83,7 +88,7 @@ start no runtime has run) or has finished.`,
 				}
 				return a.send(ctx, args[0], func(c *dx.Client) error {
 					return c.EnqueueEvent(ctx, args[0], args[1], json.RawMessage(*data))
-				}, fmt.Sprintf("enqueued a message on queue %q of instance %q", args[1], args[0]), map[string]string{"queue": args[1]})
+				}, fmt.Sprintf("enqueued a message on queue %q of instance %q", args[1], args[0]), func() map[string]any { return map[string]any{"queue": args[1]} })
 			}
 		},
 	},
@@ -98,7 +103,7 @@ start no runtime has run) or has finished.`,
 			reason := fs.String("reason", "cancelled with dxctl", "the cancellation reason `R`")
 			return func(ctx context.Context, a *app, args []string) error {
 				return a.send(ctx, args[0], func(c *dx.Client) error { return c.Cancel(ctx, args[0], *reason) },
-					fmt.Sprintf("cancellation of instance %q requested", args[0]), map[string]string{"reason": *reason})
+					fmt.Sprintf("cancellation of instance %q requested", args[0]), func() map[string]any { return map[string]any{"reason": *reason} })
 			}
 		},
 	},
@@ -157,7 +162,7 @@ func (a *app) start(ctx context.Context, name, wantID, input string, opts []dx.O
 }
 
 // send checks that instance exists and is running, runs do and reports what it did.
-func (a *app) send(ctx context.Context, instance string, do func(*dx.Client) error, done string, extra map[string]string) error {
+func (a *app) send(ctx context.Context, instance string, do func(*dx.Client) error, done string, extra func() map[string]any) error {
 	if err := a.open(ctx); err != nil {
 		return err
 	}
@@ -176,14 +181,61 @@ func (a *app) send(ctx context.Context, instance string, do func(*dx.Client) err
 		return userWords(err)
 	}
 	if a.json {
-		out := map[string]string{"instance_id": instance}
-		for k, v := range extra {
+		out := map[string]any{"instance_id": instance}
+		for k, v := range extra() {
 			out[k] = v
 		}
 		return a.printJSON(out)
 	}
 	_, err = fmt.Fprintln(a.stdout, done)
 	return err
+}
+
+// raise raises an event and says so when the instance's stored history has no wait pending for it:
+// the event would be dropped.
+func (a *app) raise(ctx context.Context, instance, event, data string) error {
+	waiting := true
+	err := a.send(ctx, instance, func(c *dx.Client) error {
+		h, err := c.History(ctx, instance, 0)
+		if err != nil {
+			return err
+		}
+		waiting = waitsFor(h, event)
+		return c.RaiseEvent(ctx, instance, event, json.RawMessage(data))
+	}, fmt.Sprintf("raised event %q on instance %q", event, instance), func() map[string]any {
+		return map[string]any{"event": event, "waiting": waiting}
+	})
+	if err != nil || waiting || a.json {
+		return err
+	}
+	_, err = fmt.Fprintf(a.stdout, "warning: instance %q is not waiting for event %q now (no pending WaitEvent in its history): "+
+		"unless it waits for it before the event is processed, the event is dropped. For events that may come early, "+
+		"use Dequeue in the orchestration and \"dxctl enqueue\".\n", instance, event)
+	return err
+}
+
+// waitsFor reports whether a history holds a wait for the external event name that no event has
+// answered and no cancellation ended: the runtime's matching (the Nth active wait of a name gets
+// the Nth event of that name that arrived while a wait was pending).
+func waitsFor(history []provider.Event, name string) bool {
+	active, delivered := map[uint64]bool{}, 0
+	for _, ev := range history {
+		switch k := ev.Kind.(type) {
+		case provider.ExternalSubscribedEvent:
+			if k.Name == name {
+				active[ev.EventID] = true
+			}
+		case provider.ExternalSubscribedCancelledEvent:
+			if ev.SourceEventID != nil {
+				delete(active, *ev.SourceEventID)
+			}
+		case provider.ExternalEventEvent:
+			if k.Name == name && len(active) > delivered {
+				delivered++
+			}
+		}
+	}
+	return len(active) > delivered
 }
 
 // waitOut is an instance's final status as wait prints it.
@@ -195,6 +247,7 @@ type waitOut struct {
 	ExecutionID uint64          `json:"execution_id"`
 	Output      json.RawMessage `json:"output"` // JSON as stored, or the stored text as a JSON string
 	Error       *string         `json:"error"`
+	Hint        string          `json:"hint,omitempty"` // what a poison failure most likely means
 }
 
 func (a *app) wait(ctx context.Context, instance string) error {
@@ -221,6 +274,7 @@ func (a *app) wait(ctx context.Context, instance string) error {
 	if st.Err != nil {
 		msg := st.Err.Error()
 		out.Error = &msg
+		out.Hint = poisonHint(st.Err.Details, st.Name, st.Version)
 	}
 	if a.json {
 		if err := a.printJSON(out); err != nil {
@@ -238,6 +292,9 @@ func (a *app) wait(ctx context.Context, instance string) error {
 		if out.Error != nil {
 			t.row("Error:", *out.Error)
 		}
+		if out.Hint != "" {
+			t.row("Hint:", out.Hint)
+		}
 		if err := t.flush(); err != nil {
 			return err
 		}
@@ -246,4 +303,29 @@ func (a *app) wait(ctx context.Context, instance string) error {
 		return exitStatus(2)
 	}
 	return nil
+}
+
+// poisonHint explains a poison failure, whose recorded message (duroxide's) only counts attempts:
+// the usual cause is a name that no runtime serving the namespace registers. dxctl cannot see the
+// runtimes' registrations; their logs say "not registered" when that is the cause.
+func poisonHint(d provider.ErrorDetails, orchestration, version string) string {
+	p, ok := d.Kind.(provider.PoisonError)
+	if !ok {
+		return ""
+	}
+	var what string
+	switch k := p.MessageType.Kind.(type) {
+	case provider.PoisonActivity:
+		what = fmt.Sprintf("activity %q", k.ActivityName)
+	case provider.PoisonOrchestration:
+		what = fmt.Sprintf("orchestration %q", orchestration)
+		if version != "" && version != "unknown" {
+			what += " version " + version
+		}
+	default:
+		return ""
+	}
+	return fmt.Sprintf("poison: the work was fetched %d times without finishing; most often no runtime serving this namespace "+
+		"has %s registered (not registered: a typo, a missing registration, or a worker tag filter); "+
+		"a runtime's log says \"not registered\" if so, else it crashed on the work each time", p.AttemptCount, what)
 }

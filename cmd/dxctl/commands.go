@@ -394,6 +394,13 @@ func (a *app) show(ctx context.Context, id string, exec uint64) error {
 	if info.Output != nil {
 		t.row("Output:", shorten(*info.Output, 120))
 	}
+	for _, e := range history {
+		if f, ok := e.Kind.(provider.OrchestrationFailedEvent); ok {
+			if h := poisonHint(f.Details, info.OrchestrationName, info.OrchestrationVersion); h != "" {
+				t.row("Hint:", h)
+			}
+		}
+	}
 	t.row("Execution:", fmt.Sprintf("%d (%d stored)", info.CurrentExecutionID, len(execs)))
 	t.row("Parent:", dash(info.ParentInstanceID))
 	t.row("Children:", dash(strings.Join(children, ", ")))

@@ -904,3 +904,106 @@ func TestFsck(t *testing.T) {
 		t.Fatalf("fsck --json: exit %d, %+v, %v\n%s", code, rep, err, out)
 	}
 }
+
+// raise warns when the instance is not waiting for the event (it would be dropped), and only then.
+func TestRaiseWarnsWhenNotWaiting(t *testing.T) {
+	f := newFixture(t)
+	c := f.runtime()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	id := f.startInstance("Approve", "--id", "approve-w")
+	if _, err := c.WaitForStatusChange(ctx, id, 0); err != nil { // its first turn waits for "approve"
+		t.Fatal(err)
+	}
+	out := f.ok("raise", id, "shipped")
+	if !strings.Contains(out, `raised event "shipped"`) || !strings.Contains(out, `warning: instance "approve-w" is not waiting for event "shipped"`) ||
+		!strings.Contains(out, "dxctl enqueue") {
+		t.Fatalf("raise of an event nobody waits for: %q", out)
+	}
+	var js map[string]any
+	if err := json.Unmarshal([]byte(f.ok("--json", "raise", id, "shipped")), &js); err != nil || js["waiting"] != false || js["event"] != "shipped" {
+		t.Fatalf("raise --json of an event nobody waits for: %v, %v", js, err)
+	}
+	if out := f.ok("raise", id, "approve", "--data", `{"item":"a","qty":1}`); strings.Contains(out, "warning") {
+		t.Fatalf("raise of the awaited event warns: %q", out)
+	}
+	if _, err := c.Wait(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The history scan behind raise's warning: waits, their events and cancellations, per name.
+func TestWaitsFor(t *testing.T) {
+	sub := func(id uint64, name string) provider.Event {
+		return provider.Event{EventID: id, Kind: provider.ExternalSubscribedEvent{Name: name}}
+	}
+	raised := func(id uint64, name string) provider.Event {
+		return provider.Event{EventID: id, Kind: provider.ExternalEventEvent{Name: name}}
+	}
+	cancelled := func(id, src uint64) provider.Event {
+		return provider.Event{EventID: id, SourceEventID: &src, Kind: provider.ExternalSubscribedCancelledEvent{Reason: "dropped"}}
+	}
+	for _, c := range []struct {
+		name string
+		h    []provider.Event
+		want bool
+	}{
+		{"no wait", nil, false},
+		{"pending wait", []provider.Event{sub(2, "a")}, true},
+		{"other name", []provider.Event{sub(2, "b")}, false},
+		{"answered", []provider.Event{sub(2, "a"), raised(3, "a")}, false},
+		{"early event then wait", []provider.Event{raised(2, "a"), sub(3, "a")}, true},
+		{"cancelled wait", []provider.Event{sub(2, "a"), cancelled(3, 2)}, false},
+		{"two waits, one answered", []provider.Event{sub(2, "a"), sub(3, "a"), raised(4, "a")}, true},
+	} {
+		if got := waitsFor(c.h, "a"); got != c.want {
+			t.Errorf("%s: waitsFor = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// wait and show explain a poison failure: most often a name no runtime registers. The recorded
+// error stays duroxide's.
+func TestPoisonHint(t *testing.T) {
+	f := newFixture(t)
+	rt := dx.NewRuntime(f.p, dx.Options{PollTimeout: 200 * time.Millisecond, MinPollInterval: 5 * time.Millisecond,
+		MaxAttempts: 1, UnregisteredBackoff: time.Millisecond, UnregisteredBackoffMax: time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := dx.Register(rt, "CallsMissing", func(ctx dx.Context, _ dx.Raw) (string, error) {
+		return dx.Call[string](ctx, "Missing", nil).Await(ctx)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	for _, c := range []struct{ orch, what string }{
+		{"CallsMissing", `activity "Missing"`},
+		{"NoSuchOrch", `orchestration "NoSuchOrch"`},
+	} {
+		id := f.startInstance(c.orch)
+		out, _, code := f.dxctl("wait", id, "--timeout", "20s")
+		if code != 2 || !regexpLine(out, `^Error:\s+poison: `) || !regexpLine(out, `^Hint:\s+poison: .*not registered`) || !strings.Contains(out, c.what) {
+			t.Fatalf("wait on %s: exit %d\n%s", c.orch, code, out)
+		}
+		var js map[string]any
+		out, _, _ = f.dxctl("--json", "wait", id)
+		if err := json.Unmarshal([]byte(out), &js); err != nil || !strings.Contains(fmt.Sprint(js["hint"]), "not registered") ||
+			strings.Contains(fmt.Sprint(js["error"]), "registered") {
+			t.Fatalf("wait --json on %s: %v, %v", c.orch, js, err)
+		}
+		if out := f.ok("show", id); !regexpLine(out, `^Hint:\s+poison: .*not registered`) {
+			t.Fatalf("show of %s:\n%s", c.orch, out)
+		}
+	}
+	// Other failures get no hint (the runtime above, which registers no Fail, is stopped first).
+	if err := rt.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.runtime()
+	id := f.startInstance("Fail")
+	if out, _, _ := f.dxctl("wait", id); strings.Contains(out, "Hint:") {
+		t.Fatalf("wait on an ordinary failure:\n%s", out)
+	}
+}

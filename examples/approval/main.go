@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -58,9 +59,11 @@ func Approve(ctx dx.Context, e Expense) (string, error) {
 	}
 }
 
-func register(rt *dx.Runtime) {
-	dx.RegisterActivity(rt, "Pay", func(_ context.Context, e Expense) (string, error) { return "paid " + e.ID, nil })
-	dx.Register(rt, "Approve", Approve)
+func register(rt *dx.Runtime) error {
+	return errors.Join(
+		dx.RegisterActivity(rt, "Pay", func(_ context.Context, e Expense) (string, error) { return "paid " + e.ID, nil }),
+		dx.Register(rt, "Approve", Approve),
+	)
 }
 
 func main() {

@@ -9,7 +9,9 @@ import (
 
 func TestApproved(t *testing.T) {
 	env := dxtest.New(t)
-	register(env.Runtime)
+	if err := register(env.Runtime); err != nil {
+		t.Fatal(err)
+	}
 	id := env.Start("Approve", Expense{ID: "e1", Cents: 50_000})
 	env.WaitForCustomStatus(id, "awaiting approval")
 	env.RaiseEvent(id, "Decision", Decision{Approved: true, By: "grace"})
@@ -23,7 +25,9 @@ func TestApproved(t *testing.T) {
 
 func TestRejectedAfterADay(t *testing.T) {
 	env := dxtest.New(t)
-	register(env.Runtime)
+	if err := register(env.Runtime); err != nil {
+		t.Fatal(err)
+	}
 	id := env.Start("Approve", Expense{ID: "e2", Cents: 50_000})
 	env.After(24*time.Hour, func() { env.RaiseEvent(id, "Decision", Decision{By: "linus"}) })
 	if got := dxtest.Result[string](env, id); got != "rejected by linus" {
@@ -34,7 +38,9 @@ func TestRejectedAfterADay(t *testing.T) {
 // Nobody decides: the three-day timeout fires, in milliseconds of real time.
 func TestTimeout(t *testing.T) {
 	env := dxtest.New(t)
-	register(env.Runtime)
+	if err := register(env.Runtime); err != nil {
+		t.Fatal(err)
+	}
 	start := env.Now()
 	id := env.Start("Approve", Expense{ID: "e3", Cents: 50_000})
 	if got := dxtest.Result[string](env, id); got != "escalated: nobody decided in time" {
@@ -47,7 +53,9 @@ func TestTimeout(t *testing.T) {
 
 func TestSmallExpensesNeedNoApproval(t *testing.T) {
 	env := dxtest.New(t)
-	register(env.Runtime)
+	if err := register(env.Runtime); err != nil {
+		t.Fatal(err)
+	}
 	if got := dxtest.Result[string](env, env.Start("Approve", Expense{ID: "e4", Cents: 500})); got != "auto-approved" {
 		t.Fatalf("got %q", got)
 	}

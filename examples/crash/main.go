@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -76,8 +77,9 @@ func runWorker() error {
 	}
 	defer p.Close()
 	rt := dx.NewRuntime(p, options())
-	dx.RegisterActivity(rt, "Double", Double)
-	dx.Register(rt, "Pipeline", Pipeline)
+	if err := errors.Join(dx.RegisterActivity(rt, "Double", Double), dx.Register(rt, "Pipeline", Pipeline)); err != nil {
+		return err
+	}
 	return rt.Run(ctx)
 }
 
@@ -97,17 +99,19 @@ func runDemo(n int) error {
 		}
 	}
 	fmt.Printf("started %d orchestrations\n", n)
-	workers := []*exec.Cmd{startWorker(addr, p.Keyspace().Namespace()), startWorker(addr, p.Keyspace().Namespace())}
+	var workers []*exec.Cmd
 	defer func() {
 		for _, w := range workers {
-			_ = w.Process.Signal(syscall.SIGTERM)
+			_ = w.Process.Signal(syscall.SIGTERM) // cleanup: a worker that already exited is fine
 			_ = w.Wait()
 		}
 	}()
-	for _, w := range workers {
-		if w.Process == nil {
-			return fmt.Errorf("could not start the worker processes")
+	for range 2 {
+		w, err := startWorker(addr, p.Keyspace().Namespace())
+		if err != nil {
+			return fmt.Errorf("could not start a worker process: %w", err)
 		}
+		workers = append(workers, w)
 	}
 	// Kill one worker halfway.
 	for done := 0; done < n/2; {
@@ -120,7 +124,10 @@ func runDemo(n int) error {
 		return err
 	}
 	killed := time.Now()
-	done, _ := completed(ctx, c)
+	done, err := completed(ctx, c)
+	if err != nil {
+		return err
+	}
 	fmt.Printf("killed worker %d with SIGKILL after %d of %d completed\n", workers[0].Process.Pid, done, n)
 	for _, id := range ids {
 		if _, err := c.Wait(ctx, id); err != nil {
@@ -135,16 +142,15 @@ func runDemo(n int) error {
 	return nil
 }
 
-func startWorker(addr, ns string) *exec.Cmd {
+func startWorker(addr, ns string) (*exec.Cmd, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return &exec.Cmd{}
+		return nil, err
 	}
 	cmd := exec.Command(self, "-worker")
 	cmd.Env = append(os.Environ(), "CRASH_ADDR="+addr, "CRASH_NS="+ns)
 	cmd.Stderr = os.Stderr
-	_ = cmd.Start()
-	return cmd
+	return cmd, cmd.Start()
 }
 
 func completed(ctx context.Context, c *dx.Client) (int, error) {

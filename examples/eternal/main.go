@@ -26,7 +26,11 @@ type Plan struct {
 func Counter(ctx dx.Context, p Plan) (int, error) {
 	count := 0
 	if v, ok := ctx.KV("count"); ok {
-		count, _ = strconv.Atoi(v)
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, fmt.Errorf("KV count %q: %w", v, err)
+		}
+		count = n
 	}
 	for range p.PerExec {
 		if count >= p.Limit {
@@ -42,7 +46,7 @@ func Counter(ctx dx.Context, p Plan) (int, error) {
 	return 0, dx.ContinueAsNew(ctx, p)
 }
 
-func register(rt *dx.Runtime) { dx.Register(rt, "Counter", Counter) }
+func register(rt *dx.Runtime) error { return dx.Register(rt, "Counter", Counter) }
 
 func main() {
 	exenv.Main("eternal", dx.Options{}, register, func(ctx context.Context, c *dx.Client) error {

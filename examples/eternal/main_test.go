@@ -10,7 +10,9 @@ import (
 // Ten hourly steps, three per execution: four executions, ten virtual hours, milliseconds of real time.
 func TestCountsAcrossExecutions(t *testing.T) {
 	env := dxtest.New(t)
-	register(env.Runtime)
+	if err := register(env.Runtime); err != nil {
+		t.Fatal(err)
+	}
 	start := env.Now()
 	id := env.Start("Counter", Plan{Limit: 10, PerExec: 3, Every: time.Hour})
 	if n := dxtest.Result[int](env, id); n != 10 {

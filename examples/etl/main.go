@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -38,16 +39,18 @@ func Pipeline(ctx dx.Context, b Batch) (int, error) {
 	return dx.Call[int](ctx, "Load", out, dx.WithTag("warehouse")).Await(ctx)
 }
 
-func register(rt *dx.Runtime) {
-	dx.RegisterActivity(rt, "Extract", func(_ context.Context, b Batch) ([]string, error) { return b.Rows, nil })
-	dx.RegisterActivity(rt, "Transform", func(_ context.Context, row string) (string, error) {
-		return strings.ToUpper(strings.TrimSpace(row)), nil
-	})
-	dx.RegisterActivity(rt, "Load", func(_ context.Context, rows []string) (int, error) {
-		fmt.Println("loading", rows)
-		return len(rows), nil
-	})
-	dx.Register(rt, "Pipeline", Pipeline)
+func register(rt *dx.Runtime) error {
+	return errors.Join(
+		dx.RegisterActivity(rt, "Extract", func(_ context.Context, b Batch) ([]string, error) { return b.Rows, nil }),
+		dx.RegisterActivity(rt, "Transform", func(_ context.Context, row string) (string, error) {
+			return strings.ToUpper(strings.TrimSpace(row)), nil
+		}),
+		dx.RegisterActivity(rt, "Load", func(_ context.Context, rows []string) (int, error) {
+			fmt.Println("loading", rows)
+			return len(rows), nil
+		}),
+		dx.Register(rt, "Pipeline", Pipeline),
+	)
 }
 
 // options make this runtime a warehouse worker too: it takes untagged activities and "warehouse".

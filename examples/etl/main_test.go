@@ -9,7 +9,9 @@ import (
 
 func TestPipeline(t *testing.T) {
 	env := dxtest.New(t, dxtest.WithRuntimeOptions(options()))
-	register(env.Runtime)
+	if err := register(env.Runtime); err != nil {
+		t.Fatal(err)
+	}
 	id := env.Start("Pipeline", Batch{ID: "b1", Rows: []string{"a", " b"}})
 	if n := dxtest.Result[int](env, id); n != 2 {
 		t.Fatalf("loaded %d", n)

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -45,9 +46,11 @@ func Process(ctx dx.Context, files []string) (Report, error) {
 	return r, nil
 }
 
-func register(rt *dx.Runtime) {
-	dx.RegisterActivity(rt, "CountLines", CountLines)
-	dx.Register(rt, "Process", Process)
+func register(rt *dx.Runtime) error {
+	return errors.Join(
+		dx.RegisterActivity(rt, "CountLines", CountLines),
+		dx.Register(rt, "Process", Process),
+	)
 }
 
 func main() {

@@ -11,7 +11,9 @@ import (
 
 func TestPartialFailureIsReported(t *testing.T) {
 	env := dxtest.New(t)
-	register(env.Runtime)
+	if err := register(env.Runtime); err != nil {
+		t.Fatal(err)
+	}
 	r := dxtest.Result[Report](env, env.Start("Process", []string{"a.csv", "missing.csv", "bb.csv"}))
 	if r.Lines != 50+60 || len(r.Failed) != 1 || r.Failed["missing.csv"] != "missing.csv: no such file" {
 		t.Fatalf("report %+v", r)
@@ -21,7 +23,9 @@ func TestPartialFailureIsReported(t *testing.T) {
 func TestEveryFileFails(t *testing.T) {
 	env := dxtest.New(t)
 	env.OnActivity("CountLines").ReturnError(errors.New("disk on fire"))
-	dx.Register(env.Runtime, "Process", Process)
+	if err := dx.Register(env.Runtime, "Process", Process); err != nil {
+		t.Fatal(err)
+	}
 	r := dxtest.Result[Report](env, env.Start("Process", []string{"a", "b"}))
 	if r.Lines != 0 || len(r.Failed) != 2 || r.Failed["b"] != "disk on fire" {
 		t.Fatalf("report %+v", r)

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/duroxide-go/dxredis/dx"
@@ -21,9 +22,11 @@ func Hello(ctx dx.Context, name string) (string, error) {
 	return dx.Call[string](ctx, "Greet", name).Await(ctx)
 }
 
-func register(rt *dx.Runtime) {
-	dx.RegisterActivity(rt, "Greet", Greet)
-	dx.Register(rt, "Hello", Hello)
+func register(rt *dx.Runtime) error {
+	return errors.Join(
+		dx.RegisterActivity(rt, "Greet", Greet),
+		dx.Register(rt, "Hello", Hello),
+	)
 }
 
 func main() {

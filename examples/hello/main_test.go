@@ -8,7 +8,9 @@ import (
 
 func TestHello(t *testing.T) {
 	env := dxtest.New(t)
-	register(env.Runtime)
+	if err := register(env.Runtime); err != nil {
+		t.Fatal(err)
+	}
 	if got := dxtest.Result[string](env, env.Start("Hello", "world")); got != "Hello, world!" {
 		t.Fatalf("got %q", got)
 	}

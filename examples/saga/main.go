@@ -42,21 +42,25 @@ func BookTrip(ctx dx.Context, t Trip) (string, error) {
 	return "booked for " + t.Traveller, nil
 }
 
-func register(rt *dx.Runtime) {
+func register(rt *dx.Runtime) error {
 	for _, name := range []string{"ReserveFlight", "ReserveHotel", "CancelFlight", "CancelHotel", "RefundCard"} {
-		dx.RegisterActivity(rt, name, func(_ context.Context, t Trip) (string, error) {
+		if err := dx.RegisterActivity(rt, name, func(_ context.Context, t Trip) (string, error) {
 			fmt.Printf("  %s for %s\n", name, t.Traveller)
 			return name + " done", nil
-		})
-	}
-	dx.RegisterActivity(rt, "ChargeCard", func(_ context.Context, t Trip) (string, error) {
-		if t.Cents > 100_000 {
-			return "", errors.New("card declined")
+		}); err != nil {
+			return err
 		}
-		fmt.Printf("  ChargeCard %d cents\n", t.Cents)
-		return "charged", nil
-	})
-	dx.Register(rt, "BookTrip", BookTrip)
+	}
+	return errors.Join(
+		dx.RegisterActivity(rt, "ChargeCard", func(_ context.Context, t Trip) (string, error) {
+			if t.Cents > 100_000 {
+				return "", errors.New("card declined")
+			}
+			fmt.Printf("  ChargeCard %d cents\n", t.Cents)
+			return "charged", nil
+		}),
+		dx.Register(rt, "BookTrip", BookTrip),
+	)
 }
 
 func main() {

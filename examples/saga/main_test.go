@@ -12,7 +12,9 @@ import (
 
 func TestBookingSucceeds(t *testing.T) {
 	env := dxtest.New(t)
-	register(env.Runtime)
+	if err := register(env.Runtime); err != nil {
+		t.Fatal(err)
+	}
 	if got := dxtest.Result[string](env, env.Start("BookTrip", Trip{"ada", 100})); got != "booked for ada" {
 		t.Fatalf("got %q", got)
 	}
@@ -20,7 +22,9 @@ func TestBookingSucceeds(t *testing.T) {
 
 func TestFailedChargeIsCompensatedInReverse(t *testing.T) {
 	env := dxtest.New(t)
-	dx.Register(env.Runtime, "BookTrip", BookTrip)
+	if err := dx.Register(env.Runtime, "BookTrip", BookTrip); err != nil {
+		t.Fatal(err)
+	}
 	var calls []string
 	for _, name := range []string{"ReserveFlight", "ReserveHotel", "CancelFlight", "CancelHotel", "RefundCard"} {
 		env.OnActivity(name).Return("ok")

@@ -4,6 +4,7 @@ package exenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -79,14 +80,14 @@ func Logger() *slog.Logger {
 // Main connects, starts a runtime with opts on which register registered the example's
 // orchestrations and activities, runs drive with a client, then shuts down and cleans up. It
 // exits with status 1 when anything fails.
-func Main(name string, opts dx.Options, register func(*dx.Runtime), drive func(ctx context.Context, c *dx.Client) error) {
+func Main(name string, opts dx.Options, register func(*dx.Runtime) error, drive func(ctx context.Context, c *dx.Client) error) {
 	if err := run(name, opts, register, drive); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
 }
 
-func run(name string, opts dx.Options, register func(*dx.Runtime), drive func(ctx context.Context, c *dx.Client) error) error {
+func run(name string, opts dx.Options, register func(*dx.Runtime) error, drive func(ctx context.Context, c *dx.Client) error) (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, closeAll, err := Connect(ctx, name)
@@ -98,14 +99,16 @@ func run(name string, opts dx.Options, register func(*dx.Runtime), drive func(ct
 		opts.Logger = Logger()
 	}
 	rt := dx.NewRuntime(p, opts)
-	register(rt)
+	if err := register(rt); err != nil {
+		return err
+	}
 	if err := rt.Start(ctx); err != nil {
 		return err
 	}
 	defer func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer scancel()
-		_ = rt.Shutdown(sctx)
+		err = errors.Join(err, rt.Shutdown(sctx))
 	}()
 	return drive(ctx, dx.NewClient(p))
 }

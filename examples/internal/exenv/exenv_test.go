@@ -11,8 +11,8 @@ import (
 // With no Redis at DXREDIS_ADDR, Main's plumbing falls back to miniredis and runs the example.
 func TestRunFallsBackToMiniredisAndDropsTheNamespace(t *testing.T) {
 	t.Setenv("DXREDIS_ADDR", "127.0.0.1:1") // nothing listens on port 1
-	err := run("test", dx.Options{}, func(rt *dx.Runtime) {
-		dx.Register(rt, "Echo", func(ctx dx.Context, s string) (string, error) { return s, nil })
+	err := run("test", dx.Options{}, func(rt *dx.Runtime) error {
+		return dx.Register(rt, "Echo", func(ctx dx.Context, s string) (string, error) { return s, nil })
 	}, func(ctx context.Context, c *dx.Client) error {
 		id, err := c.Start(ctx, "Echo", "hi")
 		if err != nil {
