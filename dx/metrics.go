@@ -20,7 +20,8 @@ type Labels struct {
 	Version       string
 	Activity      string
 	// Result: for turns "continue", "completed", "failed", "continued_as_new", "cancelled"; for
-	// activities "ok", "failed", "panicked", "dropped" (lock lost).
+	// activities "ok", "failed", "panicked", "dropped" (lock lost); for MetricNondeterminism
+	// "failed" or "held" (Options.OnNondeterminism); for MetricReplayChecks "ok" or "mismatch".
 	Result string
 }
 
@@ -35,6 +36,8 @@ const (
 	MetricPoison           = "dx_poison_total"                // Count: items failed as poison
 	MetricUnregistered     = "dx_unregistered_abandons_total" // Count: items abandoned for want of a handler here
 	MetricCacheHits        = "dx_executor_cache_hits_total"   // Count: turns that found their instance kept (resumed, or dropped as stale)
+	MetricNondeterminism   = "dx_nondeterminism_total"        // Count: turns whose code no longer reproduces the history (failed or held)
+	MetricReplayChecks     = "dx_replay_checks_total"         // Count: turns checked against a fresh replay (Options.ReplayCheckRate)
 )
 
 // Orchestration goroutines stuck outside dx are not a metric call: read StuckGoroutines.
