@@ -59,7 +59,7 @@ func (rt *Runtime) checkDue() bool {
 // that OnNondeterminism may hold it instead.
 func (rt *Runtime) checkTurn(ctx context.Context, log *slog.Logger, item *provider.OrchestrationItem, out turnOutput) turnOutput {
 	ref := *item
-	if lite, ok := rt.p.(provider.LiteFetcher); ok && ref.KVSnapshot == nil && ref.ExecutionID > 1 && !continuesAsNew(&ref) {
+	if lite, ok := rt.p.(provider.LiteFetcher); ok && len(ref.KVSnapshot) == 0 && ref.ExecutionID > 1 && !continuesAsNew(&ref) {
 		// A kept engine's turn skipped reading the KV that earlier executions left; a replay needs it.
 		_, kv, _, err := lite.ReadForReplay(ctx, ref.Instance, ref.ExecutionID)
 		if err != nil {

@@ -91,7 +91,8 @@ func TestReplayCheckFailsTimeNowBranchEveryTime(t *testing.T) {
 }
 
 func TestWithoutReplayCheckTheCacheHidesNondeterminism(t *testing.T) {
-	env := timeEnv(t, dxtest.WithoutReplayCheck())
+	// One dispatcher, so that every turn after the first finds the instance in the cache.
+	env := timeEnv(t, dxtest.WithoutReplayCheck(), dxtest.WithRuntimeOptions(dx.Options{OrchestrationConcurrency: 1}))
 	if got := dxtest.Result[string](env, env.Start("LateOrOnTime", "")); got != "late" {
 		t.Fatalf("result %q, want late: the kept instance ran Work's completion without a replay", got)
 	}
