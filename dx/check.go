@@ -129,9 +129,12 @@ func (rt *Runtime) onNondeterminism(ctx context.Context, log *slog.Logger, token
 		labels.Result = "held"
 	}
 	rt.opts.Metrics.Count(MetricNondeterminism, 1, labels)
-	attrs := []any{"event", r.event, r.wantK, r.want, r.gotK, r.got, "found_by", "replay"}
+	attrs := []any{"event", r.event, r.wantK, r.want}
+	if r.gotK != "" {
+		attrs = append(attrs, r.gotK, r.got)
+	}
 	if r.foundByCheck {
-		attrs[len(attrs)-1] = "replay check"
+		attrs = append(attrs, "found_by", "replay check")
 	}
 	if !hold {
 		log.Error("dx: nondeterminism: the orchestration fails (Options.OnNondeterminism: HoldOnNondeterminism would hold it instead)", attrs...)
