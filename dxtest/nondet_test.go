@@ -97,3 +97,17 @@ func TestWithoutReplayCheckTheCacheHidesNondeterminism(t *testing.T) {
 		t.Fatalf("result %q, want late: the kept instance ran Work's completion without a replay", got)
 	}
 }
+
+// Under dx.HoldOnNondeterminism a held instance would never finish: the wait fails at once and
+// says why, instead of timing out.
+func TestHeldInstanceFailsTheWait(t *testing.T) {
+	msg := failure(t, func(ft *fakeT) {
+		env := dxtest.New(ft, dxtest.WithRuntimeOptions(dx.Options{OnNondeterminism: dx.HoldOnNondeterminism}))
+		dx.Register(env.Runtime, "CountByMap", countByMap)
+		dx.RegisterActivity(env.Runtime, "Count", func(_ context.Context, sku string) (int, error) { return len(sku), nil })
+		env.Wait(env.Start("CountByMap", ""))
+	})
+	if !strings.Contains(msg, `orchestration "CountByMap"`) || !strings.Contains(msg, "is nondeterministic: an instance is held") {
+		t.Fatalf("wait on a held instance: %q", msg)
+	}
+}
