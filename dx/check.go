@@ -24,7 +24,7 @@ const (
 	// instance, the event and both sides, and MetricNondeterminism (Result "held"). The instance
 	// stays Running, its history untouched, until code that reproduces its history takes the turn:
 	// rolling back a bad deploy resumes it. Nothing in the store marks it held (dxctl shows it
-	// Running): watch the log or the metric. An instance held by a replay check (ReplayCheckRate)
+	// Running, or not found when its first turn is held): watch the log or the metric. An instance held by a replay check (ReplayCheckRate)
 	// is tried again from a fresh replay, the cache dropped: from there on it goes on as a restart
 	// would.
 	HoldOnNondeterminism
