@@ -59,7 +59,10 @@
 // calls in the same order. Do not read the clock (use Context.UtcNow, Timer), start goroutines (use
 // Go), use channels, select, mutexes or time.Sleep (use Select, Join, Sleep), range over maps to
 // decide what to schedule, or do I/O (put it in an activity). Code that changes what it schedules
-// fails the instance with a nondeterminism error naming the event and both sides; code that blocks
+// fails the instance with a nondeterminism error naming the event and both sides (or holds it:
+// Options.OnNondeterminism); the executor cache hides code that changes what it schedules from
+// one run to the next until a restart, which Options.ReplayCheckRate (and dxtest, by default)
+// catches by comparing turns with fresh replays; code that blocks
 // outside dx fails it after Options.BlockingGuard; a panic fails it with the panic value.
 //
 // # Futures

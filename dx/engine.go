@@ -132,12 +132,15 @@ const (
 
 type outcome struct {
 	mismatch *mismatch // for a nondeterminism failure found by matching
-	result   turnResult
-	output   string
-	details  provider.ErrorDetails
-	reason   string // cancel reason
-	can      *action
-	panic    []byte // stack of a panic, for the log
+	// nondet: the failure is the code no longer reproducing its history (a schedule, completion
+	// or cancellation that does not match), which OnNondeterminism may hold instead of failing.
+	nondet  bool
+	result  turnResult
+	output  string
+	details provider.ErrorDetails
+	reason  string // cancel reason
+	can     *action
+	panic   []byte // stack of a panic, for the log
 }
 
 // mismatch is a schedule the code no longer reproduces: the event, what history records there and
@@ -312,7 +315,7 @@ func (e *engine) walk(events []provider.Event, persisted int, pollFirst bool) (o
 			}
 		}
 		if d := e.apply(&events[i], &mustPoll); d != nil {
-			return outcome{result: turnFailed, details: *d, mismatch: e.mismatch}, true
+			return outcome{result: turnFailed, details: *d, mismatch: e.mismatch, nondet: true}, true
 		}
 	}
 	e.replaying = false
@@ -712,7 +715,7 @@ func (e *engine) finalize() outcome {
 		}
 	}
 	if d := e.recordCancellations(); d != nil {
-		return outcome{result: turnFailed, details: *d}
+		return outcome{result: turnFailed, details: *d, nondet: true}
 	}
 	if main.done {
 		if main.err != nil {

@@ -21,7 +21,9 @@ type Labels struct {
 	Activity      string
 	// Result: for turns "continue", "completed", "failed", "continued_as_new", "cancelled"; for
 	// activities "ok", "failed", "panicked", "dropped" (lock lost); for MetricPoison
-	// "not_registered" when this runtime has no handler for the item's name (or version).
+	// "not_registered" when this runtime has no handler for the item's name (or version); for
+	// MetricNondeterminism "failed" or "held" (Options.OnNondeterminism); for MetricReplayChecks
+	// "ok" or "mismatch".
 	Result string
 }
 
@@ -39,7 +41,9 @@ const (
 	// Count: external events (RaiseEvent) that no wait received, so were dropped: raised before the
 	// orchestration waited for the name (use Dequeue and EnqueueEvent for those), or after its wait
 	// ended. Counted once per event, when its turn is stored.
-	MetricDroppedEvents = "dx_external_events_dropped_total"
+	MetricDroppedEvents  = "dx_external_events_dropped_total"
+	MetricNondeterminism = "dx_nondeterminism_total" // Count: turns whose code no longer reproduces the history (failed or held)
+	MetricReplayChecks   = "dx_replay_checks_total"  // Count: turns checked against a fresh replay (Options.ReplayCheckRate)
 )
 
 // Orchestration goroutines stuck outside dx are not a metric call: read StuckGoroutines.

@@ -140,6 +140,16 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 		rt.abandonTurn(bg, log(), token, delay, false)
 		return nil
 	}
+	if out.name != "" && checkable(out.outcome) && rt.checkDue() { // out.name: the code ran
+		checked := rt.checkTurn(bg, log(), item, out)
+		if checked.eng != out.eng && out.eng != nil {
+			out.eng.stop()
+		}
+		out = checked
+	}
+	if out.outcome.nondet && rt.onNondeterminism(bg, log(), token, out) {
+		return nil
+	}
 	o := out.outcome
 	labels.Version, labels.Result = out.version, o.result.String()
 	rt.opts.Metrics.Observe(MetricTurnDuration, time.Since(began), labels)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"reflect"
 	"sync"
 	"time"
@@ -68,6 +69,26 @@ type Options struct {
 	// events instead of replaying the whole history; each kept instance holds its orchestration's
 	// parked goroutines.
 	ExecutorCacheSize int
+	// ReplayCheckRate is the fraction of orchestration turns (0 to 1) that are run a second time
+	// from a fresh replay of the stored history and compared with the turn before it is
+	// acknowledged: a difference is nondeterminism (the code reads time.Now, a map's order, a
+	// random number, a global...), handled as OnNondeterminism says. The executor cache otherwise
+	// hides such code until a restart: a kept instance runs only its new events. Default 0 (no
+	// checks, negative too): a checked turn costs a full replay, and with the default policy an
+	// instance that a check catches fails where it would have completed (until its next replay).
+	// dxtest checks every turn. 0.01 is a cheap way to learn of nondeterminism in production.
+	ReplayCheckRate float64
+	// ReplayCheckRuns is how many replays a checked turn is compared with (default 1). Code that
+	// diverges only sometimes (a map of 8 keys is ranged in the same order once in 8) is caught
+	// more surely by more runs; dxtest uses 4.
+	ReplayCheckRuns int
+	// OnNondeterminism is what a turn does when the code no longer reproduces the instance's
+	// history (or a replay check catches it): FailOnNondeterminism (the default, duroxide's
+	// behaviour) or HoldOnNondeterminism.
+	OnNondeterminism NondeterminismPolicy
+	// HoldRetryDelay is how long a turn held for nondeterminism waits before it is tried again
+	// (default 30 s).
+	HoldRetryDelay time.Duration
 	// Logger receives the runtime's records (default slog.Default()).
 	Logger *slog.Logger
 	// Metrics, when set, receives the runtime's measurements (see Metrics).
@@ -108,6 +129,10 @@ func (o Options) withDefaults() Options {
 	if o.MaxSessionsPerRuntime <= 0 {
 		o.MaxSessionsPerRuntime = 10
 	}
+	def(&o.HoldRetryDelay, 30*time.Second)
+	if o.ReplayCheckRuns <= 0 {
+		o.ReplayCheckRuns = 1
+	}
 	if o.ExecutorCacheSize == 0 {
 		o.ExecutorCacheSize = 1000
 	}
@@ -129,6 +154,12 @@ func (o Options) withDefaults() Options {
 // validate refuses options that would leave the runtime unable to work (it would start and then
 // fail every fetch, or spin).
 func (o Options) validate() error {
+	if o.ReplayCheckRate > 1 || math.IsNaN(o.ReplayCheckRate) {
+		return fmt.Errorf("dx: Options.ReplayCheckRate is %v: it is a fraction of turns, from 0 (none) to 1 (every turn) (%w)", o.ReplayCheckRate, ErrInvalidInput)
+	}
+	if o.OnNondeterminism != FailOnNondeterminism && o.OnNondeterminism != HoldOnNondeterminism {
+		return fmt.Errorf("dx: Options.OnNondeterminism is %d: use FailOnNondeterminism or HoldOnNondeterminism (%w)", o.OnNondeterminism, ErrInvalidInput)
+	}
 	if err := o.WorkerTagFilter.Validate(); err != nil {
 		return fmt.Errorf("dx: Options.WorkerTagFilter: %w", err)
 	}
@@ -139,6 +170,7 @@ func (o Options) validate() error {
 		"UnregisteredBackoff": o.UnregisteredBackoff, "UnregisteredBackoffMax": o.UnregisteredBackoffMax,
 		"ActivityCancellationGracePeriod": o.ActivityCancellationGracePeriod, "SessionLockTimeout": o.SessionLockTimeout,
 		"SessionLockRenewalBuffer": o.SessionLockRenewalBuffer, "SessionIdleTimeout": o.SessionIdleTimeout,
+		"HoldRetryDelay": o.HoldRetryDelay,
 	} {
 		if d < 0 {
 			return fmt.Errorf("dx: Options.%s is negative (%v): use 0 for the default (%w)", name, d, ErrInvalidInput)

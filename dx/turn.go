@@ -37,6 +37,7 @@ type turnOutput struct {
 	// lostEvents are the turn's new external events that no wait received (dropped, as in
 	// duroxide), by name.
 	lostEvents []string
+	check      *nondetReport // what a replay check found (check.go)
 }
 
 // turnEnv is what a turn needs from the runtime.
@@ -47,6 +48,9 @@ type turnEnv struct {
 	clock  func() time.Time
 	guard  time.Duration
 	logger *slog.Logger
+	// failWith, when set, fails the turn with these details once the code has run (a replay check
+	// found the code nondeterministic: see check.go).
+	failWith *provider.ErrorDetails
 }
 
 // runTurn computes the ack for a fetched orchestration item.
@@ -153,7 +157,11 @@ func runTurn(env turnEnv, item *provider.OrchestrationItem) turnOutput {
 	e.prepCompletions(completions)
 	e.history = append(e.history[:len(e.history):len(e.history)], e.delta[len(e.history)-e.persisted:]...)
 
-	return e.output(env, e.run(handler.fn))
+	o := e.run(handler.fn)
+	if env.failWith != nil {
+		o = outcome{result: turnFailed, details: *env.failWith, nondet: true}
+	}
+	return e.output(env, o)
 }
 
 // output builds the turn's ack. The engine is handed to the caller (to keep for the instance's next

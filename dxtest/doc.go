@@ -18,6 +18,11 @@
 // then the clock jumps to that timer. Events the code waits for are raised from the test once the
 // code waits (WaitForEventWait, WaitForCustomStatus), or at a virtual time with After.
 //
+// Every turn is compared with fresh replays of the stored history (dx.Options.ReplayCheckRate), so
+// orchestration code that reads time.Now, ranges over a map or draws random numbers fails its test
+// every time with a nondeterminism error, where the runtime's executor cache would let it pass
+// until a restart. WithoutReplayCheck turns this off.
+//
 // Replay, ReplayFile and ReplayInstance replay recorded histories against the code registered on a
 // runtime, so that a change that would break running instances fails CI with the event where the
 // code diverges.

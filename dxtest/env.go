@@ -55,15 +55,24 @@ type callback struct {
 type Option func(*config)
 
 type config struct {
-	runtime dx.Options
-	start   time.Time
-	timeout time.Duration
+	runtime       dx.Options
+	start         time.Time
+	timeout       time.Duration
+	noReplayCheck bool
 }
 
 // WithRuntimeOptions sets the runtime's options (for instance WorkerTagFilter). Fields left zero get
 // the test defaults: fast polling, a quiet logger (set DXTEST_LOG=1 to see the runtime's log).
 // Clock is always the environment's virtual clock.
 func WithRuntimeOptions(o dx.Options) Option { return func(c *config) { c.runtime = o } }
+
+// WithoutReplayCheck turns off the replay check: by default every orchestration turn is compared
+// with fresh replays of the stored history (dx.Options.ReplayCheckRate 1, ReplayCheckRuns 4), so
+// that code a replay does not reproduce (time.Now, a map's order, randomness) fails its test every
+// time instead of passing until a restart drops the executor cache. Use it only for a test that
+// needs the production default (no checks), or when the checks' cost (five runs of each turn)
+// matters.
+func WithoutReplayCheck() Option { return func(c *config) { c.noReplayCheck = true } }
 
 // WithStartTime sets the virtual clock's start (default: the real time when New is called).
 func WithStartTime(t time.Time) Option { return func(c *config) { c.start = t } }
@@ -115,6 +124,17 @@ func New(t testing.TB, opts ...Option) *Env {
 	}
 	if ro.Logger == nil {
 		ro.Logger = log
+	}
+	if ro.ReplayCheckRate == 0 && !cfg.noReplayCheck {
+		ro.ReplayCheckRate = 1
+	}
+	if ro.ReplayCheckRuns == 0 {
+		// A map of 8 keys is ranged in the same order once in 8: four replays of each turn make
+		// such code pass a test by chance less often than once in 8^8 turns.
+		ro.ReplayCheckRuns = 4
+	}
+	if ro.HoldRetryDelay == 0 {
+		ro.HoldRetryDelay = 10 * time.Millisecond
 	}
 	ro.Metrics = &watch{env: e, next: ro.Metrics}
 	ro.Clock = e.Now
@@ -394,7 +414,8 @@ func (e *Env) problem(msg string) {
 	e.problems = append(e.problems, msg)
 }
 
-// watch is the runtime's Metrics: it notices items abandoned for want of a handler.
+// watch is the runtime's Metrics: it notices items abandoned for want of a handler, and instances
+// held for nondeterminism.
 type watch struct {
 	env  *Env
 	next dx.Metrics
@@ -409,6 +430,10 @@ func (w *watch) Count(name string, n int64, l dx.Labels) {
 			w.env.problem(fmt.Sprintf("orchestration %q version %q is not registered: dx.Register(env.Runtime, %q, fn)",
 				l.Orchestration, l.Version, l.Orchestration))
 		}
+	}
+	if name == dx.MetricNondeterminism && l.Result == "held" {
+		w.env.problem(fmt.Sprintf("orchestration %q version %q is nondeterministic: an instance is held (dx.HoldOnNondeterminism; the runtime's log names the event, DXTEST_LOG=1 shows it)",
+			l.Orchestration, l.Version))
 	}
 	if w.next != nil {
 		w.next.Count(name, n, l)
