@@ -53,13 +53,13 @@ func (rt *Runtime) processActivity(fetchCtx, workCtx context.Context, locked *pr
 	log := func() *slog.Logger {
 		if logger == nil {
 			logger = rt.opts.Logger.With("instance", act.Instance, "execution", act.ExecutionID, "activity", act.Name,
-				"activity_id", act.ID, "attempt", locked.AttemptCount)
+				"activity_id", act.ID, "delivery", locked.AttemptCount)
 		}
 		return logger
 	}
 	labels := Labels{Activity: act.Name}
 	if locked.AttemptCount > rt.opts.MaxAttempts {
-		log().Error("dx: activity exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
+		log().Error("dx: activity exceeded max attempts: failing it as poison", "max_deliveries", rt.opts.MaxAttempts)
 		rt.opts.Metrics.Count(MetricPoison, 1, Labels{Queue: "worker", Activity: act.Name})
 		d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: locked.AttemptCount, MaxAttempts: rt.opts.MaxAttempts,
 			MessageType: provider.PoisonMessageType{Kind: provider.PoisonActivity{Instance: act.Instance, ExecutionID: act.ExecutionID,
@@ -71,7 +71,7 @@ func (rt *Runtime) processActivity(fetchCtx, workCtx context.Context, locked *pr
 	if !ok {
 		delay := rt.unregisteredDelay(locked.AttemptCount)
 		log().Warn("dx: activity not registered on this node; abandoning with backoff", "retry_in", delay,
-			"attempts_left", int(rt.opts.MaxAttempts)-int(locked.AttemptCount))
+			"deliveries_left", int(rt.opts.MaxAttempts)-int(locked.AttemptCount))
 		rt.opts.Metrics.Count(MetricUnregistered, 1, Labels{Queue: "worker", Activity: act.Name})
 		if err := rt.p.AbandonWorkItem(bg, token, delay, false); err != nil {
 			log().Warn("dx: abandon failed; the lock expires instead", "error", err)
@@ -271,11 +271,16 @@ func runActivity(ctx context.Context, fn activityFunc, input string) (out string
 
 // activityErrorDetails maps an activity's error to what its ActivityFailed records. A panic is an
 // ordinary activity failure, worded as duroxide's (its activities run as tasks, whose join error
-// it records: "task <id> panicked with message ..."; the task id here is the activity's id).
+// it records: "task <id> panicked with message ..."; the task id here is the activity's id). A
+// Permanent error's message gets permanentMark in front (see Permanent).
 func activityErrorDetails(err error, id uint64) provider.ErrorDetails {
 	var p *panicError
 	if errors.As(err, &p) {
 		return appError(provider.AppActivityFailed, fmt.Sprintf("task %d panicked with message %q", id, fmt.Sprint(p.value)))
+	}
+	var perm *permanentError
+	if errors.As(err, &perm) {
+		return appError(provider.AppActivityFailed, permanentMark+err.Error())
 	}
 	var e *Error
 	if errors.As(err, &e) {

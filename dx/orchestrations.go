@@ -58,7 +58,7 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	log := func() *slog.Logger {
 		if logger == nil {
 			logger = rt.opts.Logger.With("instance", item.Instance, "execution", item.ExecutionID,
-				"orchestration", item.OrchestrationName, "version", item.Version, "attempt", locked.AttemptCount)
+				"orchestration", item.OrchestrationName, "version", item.Version, "delivery", locked.AttemptCount)
 		}
 		return logger
 	}
@@ -81,7 +81,7 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 
 	labels := Labels{Orchestration: item.OrchestrationName}
 	if locked.AttemptCount > rt.opts.MaxAttempts {
-		log().Error("dx: orchestration item exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
+		log().Error("dx: orchestration item exceeded max attempts: failing it as poison", "max_deliveries", rt.opts.MaxAttempts)
 		rt.opts.Metrics.Count(MetricPoison, 1, Labels{Queue: "orchestrator", Orchestration: item.OrchestrationName})
 		err := rt.loadHistory(bg, item, nil)
 		if err == nil && continuesAsNew(item) && len(item.History) == 0 {
@@ -125,7 +125,7 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	if out.plan == planAbandon {
 		delay := rt.unregisteredDelay(locked.AttemptCount)
 		log().Warn("dx: orchestration (or this version) not registered on this node; abandoning with backoff",
-			"wanted_version", out.version, "retry_in", delay, "attempts_left", int(rt.opts.MaxAttempts)-int(locked.AttemptCount))
+			"wanted_version", out.version, "retry_in", delay, "deliveries_left", int(rt.opts.MaxAttempts)-int(locked.AttemptCount))
 		rt.opts.Metrics.Count(MetricUnregistered, 1, Labels{Queue: "orchestrator", Orchestration: out.name, Version: out.version})
 		rt.abandonTurn(bg, log(), token, delay, false)
 		return nil

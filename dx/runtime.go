@@ -36,7 +36,9 @@ type Options struct {
 	// MinPollInterval is the least time between two fetches that found nothing (default 100 ms);
 	// it matters for providers that do not long-poll.
 	MinPollInterval time.Duration
-	// MaxAttempts: an item fetched more often than this is poison and fails (default 10).
+	// MaxAttempts: an item fetched more often than this is poison and fails (default 10). Logs
+	// call the provider's count of an item's fetches "delivery" (and this limit "max_deliveries");
+	// a RetryPolicy's attempts are "retry_attempt".
 	MaxAttempts uint32
 	// UnregisteredBackoff is the first delay before an item whose orchestration (or version) or
 	// activity is not registered here is retried, doubling up to UnregisteredBackoffMax (defaults
