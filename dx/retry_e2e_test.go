@@ -114,4 +114,3 @@ func TestRetryLogKeys(t *testing.T) {
 		t.Fatalf("want the worker's failure record with \"delivery\" (%v) and the retry record with retry_attempt=1 (%v)", delivery, retryAttempt)
 	}
 }
-

@@ -382,44 +382,6 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// renewing calls renew every interval until stop is called; renew's error ends the renewals and is
-// passed to lost (which may be nil). Nothing runs until the first renewal is due, so a turn shorter
-// than interval costs one timer; stop waits for a renewal in progress.
-func renewing(interval time.Duration, renew func() error, lost func(error)) (stop func()) {
-	var mu sync.Mutex
-	var running sync.WaitGroup
-	stopped := false
-	var t *time.Timer
-	t = time.AfterFunc(interval, func() {
-		mu.Lock()
-		if stopped {
-			mu.Unlock()
-			return
-		}
-		running.Add(1)
-		mu.Unlock()
-		defer running.Done()
-		if err := renew(); err != nil {
-			if lost != nil {
-				lost(err)
-			}
-			return
-		}
-		mu.Lock()
-		if !stopped {
-			t.Reset(interval)
-		}
-		mu.Unlock()
-	})
-	return func() {
-		mu.Lock()
-		stopped = true
-		t.Stop()
-		mu.Unlock()
-		running.Wait()
-	}
-}
-
 // unregisteredDelay is the backoff before retrying an item without a handler here.
 func (rt *Runtime) unregisteredDelay(attempt uint32) time.Duration {
 	d := rt.opts.UnregisteredBackoff
