@@ -172,7 +172,7 @@ func (rt *Runtime) awaitCancelled(log *slog.Logger, done <-chan activityResult) 
 
 // ackActivity acknowledges an activity's completion. A retryable failure is retried for as long
 // as the activity's lock is held (see lease), and while shutdown has not abandoned the activity
-// (fl; nil for a poison item, which nothing abandons), with one attempt id for all tries
+// (fl; for a poison item, fl is nil: while the runtime still fetches), with one attempt id for all tries
 // (provider.WithAttemptID), so that a try whose reply was lost is recognised as done by the next.
 // With a provider that fetches in the same call (provider.WorkAckFetcher) it returns the next
 // activity and when it was fetched, unless the runtime is shutting down.
@@ -213,7 +213,7 @@ func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger
 			continue
 		}
 		unknown = unknown || errors.Is(err, provider.ErrOutcomeUnknown)
-		if fl == nil || rt.owned(fl) {
+		if (fl == nil && fetchCtx.Err() == nil) || (fl != nil && rt.owned(fl)) {
 			if try == 1 && provider.IsRetryable(err) {
 				log().Warn("dx: activity ack failed; retrying while its lock is held", "error", err, "lock_left", held.left())
 			}

@@ -26,7 +26,9 @@ type Options struct {
 	// expires (default 2 s); shorter locks are renewed at half their timeout.
 	OrchestrationLockRenewalBuffer time.Duration
 	// WorkerLockTimeout is how long a fetched activity stays locked (default 30 s); a running
-	// activity renews its lock.
+	// activity renews its lock. Acks and renewals failing with a retryable error (Redis
+	// restarting) are retried while the lock is valid (this timeout less a tenth, at most 1 s,
+	// from the fetch or the last renewal); the same holds for turns and OrchestrationLockTimeout.
 	WorkerLockTimeout time.Duration
 	// WorkerLockRenewalBuffer is WorkerLockTimeout's renewal buffer (default 5 s).
 	WorkerLockRenewalBuffer time.Duration
