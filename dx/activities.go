@@ -171,8 +171,8 @@ func (rt *Runtime) awaitCancelled(log *slog.Logger, done <-chan activityResult) 
 }
 
 // ackActivity acknowledges an activity's completion. A retryable failure is retried for as long
-// as the activity's lock is held (see lease), and while shutdown has not abandoned the activity
-// (fl; for a poison item, fl is nil: while the runtime still fetches), with one attempt id for all tries
+// as the activity's lock is held (see lease) and shutdown has not abandoned the activity (fl; a
+// poison item has none: while the runtime still fetches), with one attempt id for all tries
 // (provider.WithAttemptID), so that a try whose reply was lost is recognised as done by the next.
 // With a provider that fetches in the same call (provider.WorkAckFetcher) it returns the next
 // activity and when it was fetched, unless the runtime is shutting down.
