@@ -25,73 +25,75 @@ func (rt *Runtime) workerLoop(ctx, workCtx context.Context) {
 			return false, err
 		}
 		// With ack-and-fetch, each ack hands over the next activity: no fetch in between.
-		for item != nil {
-			item = rt.processActivity(ctx, workCtx, item)
+		for at := time.Now(); item != nil; {
+			item, at = rt.processActivity(ctx, workCtx, item, at)
 		}
 		return true, nil
 	})
 }
 
-// processActivity runs one fetched activity and acknowledges its completion; it returns the next
-// activity when the acknowledgement fetched one (provider.WorkAckFetcher). fetchCtx ends when the
-// runtime stops fetching; workCtx only when a shutdown gives up waiting.
-func (rt *Runtime) processActivity(fetchCtx, workCtx context.Context, locked *provider.LockedWorkItem) *provider.LockedWorkItem {
+// processActivity runs one fetched activity (fetched at at) and acknowledges its completion; it
+// returns the next activity, and when it was fetched, when the acknowledgement fetched one
+// (provider.WorkAckFetcher). fetchCtx ends when the runtime stops fetching; workCtx only when a
+// shutdown gives up waiting.
+func (rt *Runtime) processActivity(fetchCtx, workCtx context.Context, locked *provider.LockedWorkItem, at time.Time) (*provider.LockedWorkItem, time.Time) {
 	bg := context.WithoutCancel(workCtx)
 	token := locked.LockToken
 	if fetchCtx.Err() != nil {
 		// Shutting down: an activity handed over by the last ack goes back at once.
 		_ = rt.p.AbandonWorkItem(bg, token, 0, true)
-		return nil
+		return nil, time.Time{}
 	}
 	act, ok := locked.Item.Kind.(provider.ActivityExecute)
 	if !ok {
 		rt.opts.Logger.Error("dx: worker queue holds a non-activity item; dropping it", "variant", locked.Item.Kind.Variant())
 		_ = rt.p.AckWorkItem(bg, token, nil)
-		return nil
+		return nil, time.Time{}
 	}
 	var logger *slog.Logger // built only when a record is logged
 	log := func() *slog.Logger {
 		if logger == nil {
 			logger = rt.opts.Logger.With("instance", act.Instance, "execution", act.ExecutionID, "activity", act.Name,
-				"activity_id", act.ID, "attempt", locked.AttemptCount)
+				"activity_id", act.ID, "delivery", locked.AttemptCount)
 		}
 		return logger
 	}
 	labels := Labels{Activity: act.Name}
+	held := newLease(at, rt.opts.WorkerLockTimeout)
 	if locked.AttemptCount > rt.opts.MaxAttempts {
 		pl := Labels{Queue: "worker", Activity: act.Name}
 		if _, ok := rt.activityFunc(act.Name); ok {
-			log().Error("dx: activity exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
+			log().Error("dx: activity exceeded max attempts: failing it as poison", "max_deliveries", rt.opts.MaxAttempts)
 		} else {
 			pl.Result = "not_registered"
 			log().Error("dx: activity not registered: failing it as poison after max attempts (no runtime took it); register it, or check the name",
-				"max_attempts", rt.opts.MaxAttempts)
+				"max_deliveries", rt.opts.MaxAttempts)
 		}
 		rt.opts.Metrics.Count(MetricPoison, 1, pl)
 		d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: locked.AttemptCount, MaxAttempts: rt.opts.MaxAttempts,
 			MessageType: provider.PoisonMessageType{Kind: provider.PoisonActivity{Instance: act.Instance, ExecutionID: act.ExecutionID,
 				ActivityName: act.Name, ActivityID: act.ID}},
 			Message: poisonMessage(provider.WorkItem{Kind: act})}}
-		return rt.ackActivity(fetchCtx, log, token, act, "", &d, labels)
+		return rt.ackActivity(fetchCtx, log, held, nil, token, act, "", &d, labels)
 	}
 	fn, ok := rt.activityFunc(act.Name)
 	if !ok {
 		delay := rt.unregisteredDelay(locked.AttemptCount)
 		rt.reportUnregistered(log(), "activity", act.Name, "")
 		log().Debug("dx: activity not registered on this node; abandoning with backoff", "retry_in", delay,
-			"attempts_left", int(rt.opts.MaxAttempts)-int(locked.AttemptCount))
+			"deliveries_left", int(rt.opts.MaxAttempts)-int(locked.AttemptCount))
 		rt.opts.Metrics.Count(MetricUnregistered, 1, Labels{Queue: "worker", Activity: act.Name})
 		if err := rt.p.AbandonWorkItem(bg, token, delay, false); err != nil {
 			log().Warn("dx: abandon failed; the lock expires instead", "error", err)
 		}
-		return nil
+		return nil, time.Time{}
 	}
 
 	if sid := act.SessionID; sid != nil {
 		if !rt.enterSession(*sid) {
 			log().Debug("dx: session capacity reached after the fetch; abandoning the activity for a moment", "session", *sid)
 			_ = rt.p.AbandonWorkItem(bg, token, 100*time.Millisecond, true)
-			return nil
+			return nil, time.Time{}
 		}
 		defer rt.leaveSession(*sid)
 	}
@@ -105,10 +107,12 @@ func (rt *Runtime) processActivity(fetchCtx, workCtx context.Context, locked *pr
 		}
 	})
 	defer finish()
-	// A failed renewal means the lock was stolen (the orchestration cancelled the activity, or
-	// finished) or expired: the activity's context is cancelled and its result will be dropped.
+	// A renewal refused for good means the lock was stolen (the orchestration cancelled the
+	// activity, or finished) or expired; so does a lease that ended while renewals failed with
+	// retryable errors (Redis unreachable): the activity's context is cancelled and its result will
+	// be dropped. A transient failure while the lease is valid is only retried.
 	lost := make(chan error, 1)
-	stopRenew := renewing(renewEvery(rt.opts.WorkerLockTimeout, rt.opts.WorkerLockRenewalBuffer),
+	stopRenew := renewing(held, renewEvery(rt.opts.WorkerLockTimeout, rt.opts.WorkerLockRenewalBuffer),
 		func() error { return rt.p.RenewWorkItemLock(bg, token, rt.opts.WorkerLockTimeout) },
 		func(err error) { lost <- err; cancel(fmt.Errorf("%w: %v", errLockLost, err)) })
 	defer stopRenew()
@@ -129,12 +133,12 @@ func (rt *Runtime) processActivity(fetchCtx, workCtx context.Context, locked *pr
 		log().Warn("dx: activity lock lost (cancelled, or taken over); cancelling it and dropping its result", "error", err)
 		rt.awaitCancelled(log(), done)
 		rt.opts.Metrics.Count(MetricActivities, 1, Labels{Activity: act.Name, Result: "dropped"})
-		return nil
+		return nil, time.Time{}
 	}
 	elapsed := time.Since(began)
 	if !rt.owned(fl) {
 		log().Warn("dx: activity finished after shutdown abandoned it; its result is dropped (it runs again elsewhere)")
-		return nil
+		return nil, time.Time{}
 	}
 	if r.err != nil {
 		d := activityErrorDetails(r.err, act.ID)
@@ -147,14 +151,14 @@ func (rt *Runtime) processActivity(fetchCtx, workCtx context.Context, locked *pr
 			log().Info("dx: activity failed", "error", r.err, "duration", elapsed)
 		}
 		rt.opts.Metrics.Observe(MetricActivityDuration, elapsed, labels)
-		return rt.ackActivity(fetchCtx, log, token, act, "", &d, labels)
+		return rt.ackActivity(fetchCtx, log, held, fl, token, act, "", &d, labels)
 	}
 	labels.Result = "ok"
 	if rt.opts.Logger.Enabled(bg, slog.LevelDebug) {
 		log().Debug("dx: activity completed", "duration", elapsed)
 	}
 	rt.opts.Metrics.Observe(MetricActivityDuration, elapsed, labels)
-	return rt.ackActivity(fetchCtx, log, token, act, r.out, nil, labels)
+	return rt.ackActivity(fetchCtx, log, held, fl, token, act, r.out, nil, labels)
 }
 
 var (
@@ -174,11 +178,15 @@ func (rt *Runtime) awaitCancelled(log *slog.Logger, done <-chan activityResult) 
 	}
 }
 
-// ackActivity acknowledges an activity's completion, retrying retryable failures; with a provider
-// that fetches in the same call (provider.WorkAckFetcher) it returns the next activity, unless the
-// runtime is shutting down.
-func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger, token string, act provider.ActivityExecute, result string, d *provider.ErrorDetails, labels Labels) *provider.LockedWorkItem {
-	ctx := context.WithoutCancel(fetchCtx)
+// ackActivity acknowledges an activity's completion. A retryable failure is retried for as long
+// as the activity's lock is held (see lease) and shutdown has not abandoned the activity (fl; a
+// poison item has none: while the runtime still fetches), with one attempt id for all tries
+// (provider.WithAttemptID), so that a try whose reply was lost is recognised as done by the next.
+// With a provider that fetches in the same call (provider.WorkAckFetcher) it returns the next
+// activity and when it was fetched, unless the runtime is shutting down.
+func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger, held *lease, fl *flight, token string,
+	act provider.ActivityExecute, result string, d *provider.ErrorDetails, labels Labels) (*provider.LockedWorkItem, time.Time) {
+	ctx := provider.WithAttemptID(context.WithoutCancel(fetchCtx), uuid.NewString())
 	var c provider.WorkItem
 	if d != nil {
 		c = provider.WorkItem{Kind: provider.ActivityFailed{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Details: *d}}
@@ -186,7 +194,8 @@ func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger
 		c = provider.WorkItem{Kind: provider.ActivityCompleted{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Result: result}}
 	}
 	af, fetchNext := rt.p.(provider.WorkAckFetcher)
-	for i := 1; ; i++ {
+	var unknown bool // a try may have committed although it failed (its reply was lost)
+	for try := 1; ; try++ {
 		var next *provider.LockedWorkItem
 		var err error
 		if fetchNext && fetchCtx.Err() == nil {
@@ -197,7 +206,10 @@ func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger
 		}
 		if err == nil {
 			rt.opts.Metrics.Count(MetricActivities, 1, labels)
-			return next
+			if try > 1 {
+				log().Info("dx: activity ack succeeded after retries", "tries", try)
+			}
+			return next, time.Now()
 		}
 		rt.opts.Metrics.Count(MetricAckFailures, 1, Labels{Queue: "worker", Activity: act.Name})
 		if _, ok := c.Kind.(provider.ActivityCompleted); ok && errors.Is(err, provider.ErrInvalidInput) {
@@ -208,11 +220,24 @@ func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger
 				Details: appError(provider.AppActivityFailed, "the activity's result was refused by the store: "+err.Error())}}
 			continue
 		}
-		if !provider.IsRetryable(err) || i == 5 {
-			log().Warn("dx: activity ack failed; its result is dropped (the activity may run again)", "error", err)
-			return nil
+		unknown = unknown || errors.Is(err, provider.ErrOutcomeUnknown)
+		if (fl == nil && fetchCtx.Err() == nil) || (fl != nil && rt.owned(fl)) {
+			if try == 1 && provider.IsRetryable(err) {
+				log().Warn("dx: activity ack failed; retrying while its lock is held", "error", err, "lock_left", held.left())
+			}
+			if held.retryAfter(err, try) {
+				continue
+			}
 		}
-		time.Sleep(time.Duration(i) * 20 * time.Millisecond)
+		switch {
+		case unknown && errors.Is(err, provider.ErrInvalidLockToken):
+			log().Warn("dx: activity ack: an earlier try whose reply was lost probably committed it (its lock is gone)", "error", err, "tries", try)
+		case provider.IsRetryable(err):
+			log().Warn("dx: activity ack failed until its lock expired; its result is dropped (the activity runs again)", "error", err, "tries", try)
+		default:
+			log().Warn("dx: activity ack refused; its result is dropped (the activity may run again)", "error", err, "tries", try)
+		}
+		return nil, time.Time{}
 	}
 }
 
@@ -279,11 +304,16 @@ func runActivity(ctx context.Context, fn activityFunc, input string) (out string
 
 // activityErrorDetails maps an activity's error to what its ActivityFailed records. A panic is an
 // ordinary activity failure, worded as duroxide's (its activities run as tasks, whose join error
-// it records: "task <id> panicked with message ..."; the task id here is the activity's id).
+// it records: "task <id> panicked with message ..."; the task id here is the activity's id). A
+// Permanent error's message gets permanentMark in front (see Permanent).
 func activityErrorDetails(err error, id uint64) provider.ErrorDetails {
 	var p *panicError
 	if errors.As(err, &p) {
 		return appError(provider.AppActivityFailed, fmt.Sprintf("task %d panicked with message %q", id, fmt.Sprint(p.value)))
+	}
+	var perm *permanentError
+	if errors.As(err, &perm) {
+		return appError(provider.AppActivityFailed, permanentMark+err.Error())
 	}
 	var e *Error
 	if errors.As(err, &e) {

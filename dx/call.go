@@ -134,10 +134,17 @@ func failed[T any](e *engine, err error) Future[T] {
 
 // RetryPolicy retries a failed activity, as duroxide's RetryPolicy does: attempts 1..MaxAttempts, a
 // durable timer of Backoff(n) after failed attempt n, and, with Timeout, each attempt raced against a
-// timer (a timed-out attempt is cancelled and fails the call at once, without further attempts).
-// Retries are ordinary activities and timers in the history.
+// timer. Retries are ordinary activities and timers in the history.
+//
+// What ends the retries early:
+//   - an error made with Permanent: the call fails with it at once (the mark lives in the recorded
+//     failure's message, so a replay decides the same way);
+//   - a timed-out attempt (duroxide's rule): the attempt is cancelled and the call fails at once
+//     with ErrActivityTimeout, without further attempts, unless RetryTimeouts is set.
+//
+// WithRetry refuses (ErrInvalidInput) a policy with MaxAttempts below 1, as duroxide asserts.
 type RetryPolicy struct {
-	// MaxAttempts is the number of attempts, at least 1 (0 means the default, 3).
+	// MaxAttempts is the number of attempts, at least 1.
 	MaxAttempts int
 	// Backoff is the wait after each failed attempt; nil means exponential: 100 ms doubling, at
 	// most 30 s.
@@ -145,6 +152,10 @@ type RetryPolicy struct {
 	// Timeout, when positive, limits each attempt; 0 means none, and a negative one fails the call
 	// with ErrInvalidInput.
 	Timeout time.Duration
+	// RetryTimeouts counts a timed-out attempt as a failed one: it is cancelled and, while
+	// attempts are left, retried after its backoff (the call then fails with ErrActivityTimeout
+	// when the last attempt times out). Off by default: duroxide ends the call at the first timeout.
+	RetryTimeouts bool
 }
 
 // Backoff returns the wait after failed attempt n (1-based).
@@ -172,11 +183,39 @@ func FixedBackoff(d time.Duration) Backoff { return func(int) time.Duration { re
 // ErrActivityTimeout is the error of a retried activity whose attempt exceeded RetryPolicy.Timeout.
 var ErrActivityTimeout = errors.New("timeout: activity timed out")
 
+// ErrPermanent matches (errors.Is) an error made with Permanent: in the activity that returns it
+// and, once that activity failed, in the orchestration that awaits it.
+var ErrPermanent = errors.New("dx: permanent activity failure (not retried)")
+
+// permanentMark begins the recorded failure message of an activity that returned a Permanent
+// error. The mark lives there because duroxide's ActivityFailed has no field for it (it writes
+// "retryable":false on every failure): a RetryPolicy, live or replaying, reads it from the history.
+// Ordinary failures are recorded exactly as before (an ordinary error whose text happens to begin
+// with the mark is taken as permanent too).
+const permanentMark = "dx.Permanent: "
+
+// Permanent marks an activity's error as one that retrying cannot fix (a declined card, bad
+// input): a RetryPolicy makes no further attempt, and the awaiting orchestration gets the failure
+// at once. The failure is recorded with the message "dx.Permanent: " + err.Error(), and
+// errors.Is(·, ErrPermanent) holds on the orchestration's side. Permanent(nil) is nil; errors.Is and
+// errors.As see err through it.
+//
+//	if declined { return Receipt{}, dx.Permanent(fmt.Errorf("card declined: %s", code)) }
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (p *permanentError) Error() string        { return p.err.Error() }
+func (p *permanentError) Unwrap() error        { return p.err }
+func (p *permanentError) Is(target error) bool { return target == ErrPermanent }
+
 func retry[Out any](ctx Context, name, input string, o options) Future[Out] {
 	p := *o.retry
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = 3
-	}
 	if p.Backoff == nil {
 		p.Backoff = ExponentialBackoff(100*time.Millisecond, 2, 30*time.Second)
 	}
@@ -188,20 +227,31 @@ func retry[Out any](ctx Context, name, input string, o options) Future[Out] {
 			act := Future[Out]{e.schedule(&action{kind: actActivity, name: name, input: input, sessionID: o.session, tag: o.tag})}
 			var v Out
 			var err error
+			timedOut := false
 			if p.Timeout > 0 {
 				deadline := ctx.Timer(p.Timeout)
 				if Select(ctx, act, deadline) == deadline {
-					return zero, ErrActivityTimeout
+					if !p.RetryTimeouts {
+						return zero, ErrActivityTimeout
+					}
+					timedOut, err = true, ErrActivityTimeout
 				}
 			}
-			v, err = act.Await(ctx)
-			if err == nil {
-				return v, nil
+			if !timedOut {
+				v, err = act.Await(ctx)
+				if err == nil {
+					return v, nil
+				}
 			}
 			last = err
+			if errors.Is(err, ErrPermanent) {
+				return zero, err
+			}
 			if attempt < p.MaxAttempts {
+				// "retry_attempt" counts this policy's attempts; "delivery" (the worker's logs)
+				// counts how often the provider handed one work item out.
 				ctx.Logger().Warn("activity attempt failed, retrying", "activity", name,
-					"attempt", attempt, "max_attempts", p.MaxAttempts, "error", err)
+					"retry_attempt", attempt, "retry_max_attempts", p.MaxAttempts, "error", err)
 				if d := p.Backoff(attempt); d > 0 {
 					if err := ctx.Sleep(d); err != nil {
 						return zero, err
@@ -248,7 +298,8 @@ func OnSession(id string) Option {
 // WithTag routes the activity to workers whose tag filter accepts tag.
 func WithTag(tag string) Option { return func(o *options) { o.set |= optTag; o.tag = &tag } }
 
-// WithRetry retries the activity under policy.
+// WithRetry retries the activity under policy; a policy with MaxAttempts below 1 fails the call
+// with ErrInvalidInput.
 func WithRetry(policy RetryPolicy) Option {
 	return func(o *options) { o.set |= optRetry; o.retry = &policy }
 }
@@ -273,7 +324,7 @@ func collect(opts []Option, fn string, allowed optSet) (options, error) {
 			return o, fmt.Errorf("dx: option %s does not apply to %s (%w)", name, fn, ErrInvalidInput)
 		}
 	}
-	if o.retry != nil && o.retry.MaxAttempts < 0 {
+	if o.retry != nil && o.retry.MaxAttempts < 1 {
 		return o, fmt.Errorf("dx: RetryPolicy.MaxAttempts must be at least 1, got %d (%w)", o.retry.MaxAttempts, ErrInvalidInput)
 	}
 	if o.retry != nil && o.retry.Timeout < 0 {

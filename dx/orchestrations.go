@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -39,8 +41,8 @@ func (rt *Runtime) orchestrationLoop(ctx context.Context) {
 			return false, err
 		}
 		// With ack-and-fetch, each ack hands over the next turn: no fetch in between.
-		for item != nil {
-			item = rt.processOrchestration(ctx, item)
+		for at := time.Now(); item != nil; {
+			item, at = rt.processOrchestration(ctx, item, at)
 		}
 		return true, nil
 	})
@@ -50,9 +52,9 @@ func (rt *Runtime) turnEnv() turnEnv {
 	return turnEnv{reg: rt.reg, clock: rt.opts.Clock, guard: rt.opts.BlockingGuard, logger: rt.opts.Logger}
 }
 
-// processOrchestration runs one fetched turn and acknowledges it. It returns the next turn when
-// the acknowledgement fetched one (provider.OrchestrationAckFetcher).
-func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.LockedOrchestrationItem) *provider.LockedOrchestrationItem {
+// processOrchestration runs one turn (fetched at at) and acknowledges it. It returns the next turn,
+// and when it was fetched, when the acknowledgement fetched one (provider.OrchestrationAckFetcher).
+func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.LockedOrchestrationItem, at time.Time) (*provider.LockedOrchestrationItem, time.Time) {
 	item := &locked.Item
 	// The logger with the item's attributes is built only when a record is logged: most turns
 	// log nothing above Debug.
@@ -60,7 +62,7 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	log := func() *slog.Logger {
 		if logger == nil {
 			logger = rt.opts.Logger.With("instance", item.Instance, "execution", item.ExecutionID,
-				"orchestration", item.OrchestrationName, "version", item.Version, "attempt", locked.AttemptCount)
+				"orchestration", item.OrchestrationName, "version", item.Version, "delivery", locked.AttemptCount)
 		}
 		return logger
 	}
@@ -72,9 +74,10 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	if ctx.Err() != nil {
 		// Shutting down: a turn handed over by the last ack goes back at once.
 		rt.abandonTurn(bg, log(), token, 0, true)
-		return nil
+		return nil, time.Time{}
 	}
-	stopRenew := renewing(renewEvery(rt.opts.OrchestrationLockTimeout, rt.opts.OrchestrationLockRenewalBuffer),
+	held := newLease(at, rt.opts.OrchestrationLockTimeout)
+	stopRenew := renewing(held, renewEvery(rt.opts.OrchestrationLockTimeout, rt.opts.OrchestrationLockRenewalBuffer),
 		func() error { return rt.p.RenewOrchestrationItemLock(bg, token, rt.opts.OrchestrationLockTimeout) },
 		func(err error) {
 			log().Warn("dx: orchestration lock renewal failed; the turn's ack will be refused", "error", err)
@@ -85,11 +88,11 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	if locked.AttemptCount > rt.opts.MaxAttempts {
 		pl := Labels{Queue: "orchestrator", Orchestration: item.OrchestrationName}
 		if rt.orchestrationRegistered(item) {
-			log().Error("dx: orchestration item exceeded max attempts: failing it as poison", "max_attempts", rt.opts.MaxAttempts)
+			log().Error("dx: orchestration item exceeded max attempts: failing it as poison", "max_deliveries", rt.opts.MaxAttempts)
 		} else {
 			pl.Result = "not_registered"
 			log().Error("dx: orchestration not registered: failing it as poison after max attempts (no runtime took it); register it, or check the name",
-				"max_attempts", rt.opts.MaxAttempts)
+				"max_deliveries", rt.opts.MaxAttempts)
 		}
 		rt.opts.Metrics.Count(MetricPoison, 1, pl)
 		err := rt.loadHistory(bg, item, nil)
@@ -99,16 +102,16 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 			item.History, err = rt.p.ReadWithExecution(bg, item.Instance, item.ExecutionID)
 		}
 		if err == nil {
-			next, _ := rt.ackTurn(ctx, log(), fl, token, rt.poisonAck(item, locked.AttemptCount), labels)
-			return next
+			next, at, _ := rt.ackTurn(ctx, log(), held, fl, token, rt.poisonAck(item, locked.AttemptCount), labels)
+			return next, at
 		}
-		return nil
+		return nil, time.Time{}
 	}
 	if item.HistoryError != "" {
 		log().Warn("dx: history does not decode; abandoning so a node that can read it may take it (poison after max attempts)",
 			"error", item.HistoryError)
 		rt.abandonTurn(bg, log(), token, time.Second, false)
-		return nil
+		return nil, time.Time{}
 	}
 	began := time.Now()
 	env := rt.turnEnv()
@@ -119,7 +122,7 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 			env.cached.stop()
 		}
 		rt.abandonTurn(bg, log(), token, 50*time.Millisecond, false)
-		return nil
+		return nil, time.Time{}
 	}
 	out := runTurn(env, item)
 	kept := false
@@ -135,10 +138,10 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 		delay := rt.unregisteredDelay(locked.AttemptCount)
 		rt.reportUnregistered(log(), "orchestration", out.name, out.version)
 		log().Debug("dx: orchestration (or this version) not registered on this node; abandoning with backoff",
-			"wanted_version", out.version, "retry_in", delay, "attempts_left", int(rt.opts.MaxAttempts)-int(locked.AttemptCount))
+			"wanted_version", out.version, "retry_in", delay, "deliveries_left", int(rt.opts.MaxAttempts)-int(locked.AttemptCount))
 		rt.opts.Metrics.Count(MetricUnregistered, 1, Labels{Queue: "orchestrator", Orchestration: out.name, Version: out.version})
 		rt.abandonTurn(bg, log(), token, delay, false)
-		return nil
+		return nil, time.Time{}
 	}
 	if out.name != "" && checkable(out.outcome) && rt.checkDue() { // out.name: the code ran
 		checked := rt.checkTurn(bg, log(), item, out)
@@ -148,7 +151,7 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 		out = checked
 	}
 	if out.outcome.nondet && rt.onNondeterminism(bg, log(), token, out) {
-		return nil
+		return nil, time.Time{}
 	}
 	o := out.outcome
 	labels.Version, labels.Result = out.version, o.result.String()
@@ -156,9 +159,9 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	if o.panic != nil {
 		log().Error("dx: orchestration panicked", "error", displayMessage(o.details), "stack", string(o.panic))
 	}
-	next, ok := rt.ackTurn(ctx, log(), fl, token, out.ack, labels)
+	next, nextAt, ok := rt.ackTurn(ctx, log(), held, fl, token, out.ack, labels)
 	if !ok {
-		return nil
+		return nil, time.Time{}
 	}
 	for _, name := range out.lostEvents {
 		log().Warn("dx: external event dropped: the orchestration was not waiting for it (raised before its WaitEvent, or after the wait ended); "+
@@ -190,7 +193,7 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 			log().Debug("dx: orchestration turn", "execution", out.exec, "version", out.version, "events", len(out.ack.HistoryDelta))
 		}
 	}
-	return next
+	return next, nextAt
 }
 
 // loadHistory completes an item fetched without its history (provider.LiteFetcher): when the kept
@@ -242,47 +245,60 @@ func (r turnResult) String() string {
 	return [...]string{"continue", "completed", "failed", "continued_as_new", "cancelled"}[r]
 }
 
-// ackTurn acknowledges a turn, retrying retryable failures with the same token; if it still fails
-// it abandons the turn so that it runs again (the ack changed nothing). With a provider that
-// fetches in the same call (provider.OrchestrationAckFetcher) it also returns the next turn, unless
-// the runtime is shutting down.
-func (rt *Runtime) ackTurn(ctx context.Context, log *slog.Logger, fl *flight, token string, ack provider.OrchestrationAck, labels Labels) (*provider.LockedOrchestrationItem, bool) {
+// ackTurn acknowledges a turn. A retryable failure is retried with the same token for as long as
+// the turn's lock is held (see lease) and shutdown has not abandoned the turn, with one attempt
+// id for all tries (provider.WithAttemptID), so that a try whose reply was lost is recognised as
+// done by the next; if it still fails it abandons the turn so that it runs again (the ack changed
+// nothing). With a provider that fetches in the same call (provider.OrchestrationAckFetcher) it
+// also returns the next turn and when it was fetched, unless the runtime is shutting down.
+func (rt *Runtime) ackTurn(ctx context.Context, log *slog.Logger, held *lease, fl *flight, token string, ack provider.OrchestrationAck,
+	labels Labels) (*provider.LockedOrchestrationItem, time.Time, bool) {
 	if !rt.owned(fl) {
 		log.Warn("dx: turn finished after shutdown abandoned it; its result is dropped (the turn runs again elsewhere)")
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	bg := context.WithoutCancel(ctx)
+	actx := provider.WithAttemptID(bg, uuid.NewString())
 	af, fetchNext := rt.p.(provider.OrchestrationAckFetcher)
 	_, lite := rt.p.(provider.LiteFetcher)
-	const tries = 5
-	for i := 1; ; i++ {
+	var unknown bool // a try may have committed although it failed (its reply was lost)
+	for try := 1; ; try++ {
 		var next *provider.LockedOrchestrationItem
 		var err error
 		if fetchNext && ctx.Err() == nil {
-			next, err = af.AckOrchestrationItemAndFetch(bg, token, ack, rt.opts.OrchestrationLockTimeout, capabilityFilter,
+			next, err = af.AckOrchestrationItemAndFetch(actx, token, ack, rt.opts.OrchestrationLockTimeout, capabilityFilter,
 				provider.FetchOptions{Lite: lite, NextPoll: rt.opts.PollTimeout})
 		} else {
-			err = rt.p.AckOrchestrationItem(bg, token, ack)
+			err = rt.p.AckOrchestrationItem(actx, token, ack)
 		}
 		if err == nil {
-			return next, true
+			if try > 1 {
+				log.Info("dx: orchestration ack succeeded after retries", "tries", try)
+			}
+			return next, time.Now(), true
 		}
 		rt.opts.Metrics.Count(MetricAckFailures, 1, Labels{Queue: "orchestrator", Orchestration: labels.Orchestration})
+		unknown = unknown || errors.Is(err, provider.ErrOutcomeUnknown)
+		if unknown && errors.Is(err, provider.ErrInvalidLockToken) {
+			log.Warn("dx: orchestration ack: an earlier try whose reply was lost probably committed it (its lock is gone)", "error", err, "tries", try)
+			return nil, time.Time{}, false
+		}
 		if !provider.IsRetryable(err) && !errors.Is(err, provider.ErrInvalidLockToken) {
 			// The store refuses this turn (e.g. a payload over its limit): as duroxide does, fail
 			// the execution with an Infrastructure error instead of running the turn again forever.
 			if fail, ok := infrastructureFailure(ack, err); ok && rt.p.AckOrchestrationItem(bg, token, fail) == nil {
 				log.Error("dx: the store refused the turn; the orchestration failed with an infrastructure error", "error", err)
-				return nil, false
+				return nil, time.Time{}, false
 			}
 		}
-		if !provider.IsRetryable(err) || i == tries {
-			log.Error("dx: orchestration ack failed; abandoning the turn", "error", err, "tries", i)
-			rt.abandonTurn(bg, log, token, 50*time.Millisecond, false)
-			return nil, false
+		if try == 1 && provider.IsRetryable(err) {
+			log.Warn("dx: orchestration ack failed; retrying with the same token while its lock is held", "error", err, "lock_left", held.left())
 		}
-		log.Warn("dx: orchestration ack failed, retrying with the same token", "error", err, "try", i)
-		time.Sleep(time.Duration(i) * 20 * time.Millisecond)
+		if !rt.owned(fl) || !held.retryAfter(err, try) {
+			log.Error("dx: orchestration ack failed; abandoning the turn", "error", err, "tries", try)
+			rt.abandonTurn(bg, log, token, 50*time.Millisecond, false)
+			return nil, time.Time{}, false
+		}
 	}
 }
 

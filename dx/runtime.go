@@ -28,7 +28,9 @@ type Options struct {
 	// expires (default 2 s); shorter locks are renewed at half their timeout.
 	OrchestrationLockRenewalBuffer time.Duration
 	// WorkerLockTimeout is how long a fetched activity stays locked (default 30 s); a running
-	// activity renews its lock.
+	// activity renews its lock. Acks and renewals failing with a retryable error (Redis
+	// restarting) are retried while the lock is valid (this timeout less a tenth, at most 1 s,
+	// from the fetch or the last renewal); the same holds for turns and OrchestrationLockTimeout.
 	WorkerLockTimeout time.Duration
 	// WorkerLockRenewalBuffer is WorkerLockTimeout's renewal buffer (default 5 s).
 	WorkerLockRenewalBuffer time.Duration
@@ -38,7 +40,9 @@ type Options struct {
 	// MinPollInterval is the least time between two fetches that found nothing (default 100 ms);
 	// it matters for providers that do not long-poll.
 	MinPollInterval time.Duration
-	// MaxAttempts: an item fetched more often than this is poison and fails (default 10).
+	// MaxAttempts: an item fetched more often than this is poison and fails (default 10). Logs
+	// call the provider's count of an item's fetches "delivery" (and this limit "max_deliveries");
+	// a RetryPolicy's attempts are "retry_attempt".
 	MaxAttempts uint32
 	// UnregisteredBackoff is the first delay before an item whose orchestration (or version) or
 	// activity is not registered here is retried, doubling up to UnregisteredBackoffMax (defaults
@@ -444,44 +448,6 @@ func sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-t.C:
-	}
-}
-
-// renewing calls renew every interval until stop is called; renew's error ends the renewals and is
-// passed to lost (which may be nil). Nothing runs until the first renewal is due, so a turn shorter
-// than interval costs one timer; stop waits for a renewal in progress.
-func renewing(interval time.Duration, renew func() error, lost func(error)) (stop func()) {
-	var mu sync.Mutex
-	var running sync.WaitGroup
-	stopped := false
-	var t *time.Timer
-	t = time.AfterFunc(interval, func() {
-		mu.Lock()
-		if stopped {
-			mu.Unlock()
-			return
-		}
-		running.Add(1)
-		mu.Unlock()
-		defer running.Done()
-		if err := renew(); err != nil {
-			if lost != nil {
-				lost(err)
-			}
-			return
-		}
-		mu.Lock()
-		if !stopped {
-			t.Reset(interval)
-		}
-		mu.Unlock()
-	})
-	return func() {
-		mu.Lock()
-		stopped = true
-		t.Stop()
-		mu.Unlock()
-		running.Wait()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/Masterminds/semver/v3"
 
@@ -45,11 +46,15 @@ type Error struct {
 // Error renders the details as duroxide's display_message does.
 func (e *Error) Error() string { return displayMessage(e.Details) }
 
-// Is lets errors.Is match ErrCanceled for a cancelled orchestration or sub-orchestration.
+// Is lets errors.Is match ErrCanceled for a cancelled orchestration or sub-orchestration, and
+// ErrPermanent for an activity that failed with a Permanent error.
 func (e *Error) Is(target error) bool {
-	if target == ErrCanceled {
-		a, ok := e.Details.Kind.(provider.ApplicationError)
+	a, ok := e.Details.Kind.(provider.ApplicationError)
+	switch target {
+	case ErrCanceled:
 		return ok && a.Kind.Name == provider.AppCancelled
+	case ErrPermanent:
+		return ok && a.Kind.Name == provider.AppActivityFailed && strings.HasPrefix(a.Message, permanentMark)
 	}
 	return false
 }

@@ -133,3 +133,39 @@ func TestOutcomeUnknownAndNeverSent(t *testing.T) {
 		t.Fatalf("enqueue that never reached Redis: %v, want retryable without ErrOutcomeUnknown", err)
 	}
 }
+
+// TestCallerAttemptID: a caller that names a write's attempt (provider.WithAttemptID) and sends it
+// again after the provider gave up on it (ErrOutcomeUnknown: every reply lost) gets the first
+// run's reply: an ack that committed reports success, not ErrInvalidLockToken. A fresh id is a
+// new call. An id over 128 bytes is refused.
+func TestCallerAttemptID(t *testing.T) {
+	ctx := context.Background()
+	p, direct, proxy := newProxiedProvider(t)
+	const inst = "caller-attempt"
+	act := provider.WorkItem{Kind: provider.ActivityExecute{Instance: inst, ExecutionID: 1, ID: 9, Name: "A", Input: "{}"}}
+	if err := direct.EnqueueForWorker(ctx, act); err != nil {
+		t.Fatal(err)
+	}
+	w, err := direct.FetchWorkItem(ctx, 30*time.Second, 0, nil, provider.TagFilterDefaultOnly())
+	if err != nil || w == nil {
+		t.Fatalf("fetch work: %v %v", w, err)
+	}
+	actx := provider.WithAttemptID(ctx, uuid.NewString())
+	proxy.dropReplies(100, w.LockToken)
+	err = p.AckWorkItem(actx, w.LockToken, ptr(obCompletion(inst)))
+	if !errors.Is(err, provider.ErrOutcomeUnknown) {
+		t.Fatalf("ack whose replies are all lost: %v, want ErrOutcomeUnknown", err)
+	}
+	proxy.dropReplies(0, "")
+	if err := p.AckWorkItem(actx, w.LockToken, ptr(obCompletion(inst))); err != nil {
+		t.Fatalf("the same ack sent again with its attempt id: %v, want success (it committed)", err)
+	}
+	err = p.AckWorkItem(ctx, w.LockToken, ptr(obCompletion(inst)))
+	if !errors.Is(err, provider.ErrInvalidLockToken) {
+		t.Fatalf("a new ack with the same token: %v, want ErrInvalidLockToken", err)
+	}
+	err = p.AckWorkItem(provider.WithAttemptID(ctx, strings.Repeat("x", 129)), w.LockToken, nil)
+	if !errors.Is(err, provider.ErrInvalidInput) {
+		t.Fatalf("ack with a 129-byte attempt id: %v, want ErrInvalidInput", err)
+	}
+}

@@ -263,24 +263,40 @@ func (p *Provider) run(ctx context.Context, op, script string, partition int, ar
 // (an ack that committed reports success, an enqueue is stored once). When the retries end
 // without an answer, the error is retryable with Kind provider.ErrOutcomeUnknown: the caller's
 // own retry is a new call and may apply it a second time (or, for an ack, report
-// ErrInvalidLockToken although the first attempt committed).
+// ErrInvalidLockToken although the first attempt committed), unless the caller gives the
+// attempt id itself (provider.WithAttemptID) and retries with the same one.
 const (
 	attemptRetries = 4
 	// attemptWindow bounds how long after its first send a call is retried; it stays well under
 	// the 20 s the scripts keep an attempt's reply (ATTEMPT_TTL_MS in lib.lua).
 	attemptWindow = 8 * time.Second
+	// maxAttemptID bounds a caller's attempt id (provider.WithAttemptID).
+	maxAttemptID = 128
 )
 
 // runOnce is run for a write that must not apply twice: see "Ambiguous failures" above.
 // Cost: one GET and, on success, one SET (with expiry) inside the script; no extra round trip.
 func (p *Provider) runOnce(ctx context.Context, op, script string, partition int, args ...any) (any, error) {
-	attempt := p.keys.Attempt(partition, newAttemptID())
+	id, given := "", false
+	if ctx != nil {
+		id = provider.AttemptID(ctx)
+		given = id != ""
+	}
+	if len(id) > maxAttemptID {
+		return nil, invalid(op, "attempt id (provider.WithAttemptID) is %d bytes, at most %d", len(id), maxAttemptID)
+	}
+	if !given {
+		id = newAttemptID()
+	}
+	attempt := p.keys.Attempt(partition, id)
 	start := time.Now()
 	unknown := false
 	for try := 1; ; try++ {
 		key := attempt
-		if try == 1 {
-			key += "!" // the first try: no earlier run to look up (dx_once in lib.lua)
+		if try == 1 && !given {
+			// The first try of a fresh id: no earlier run to look up (dx_once in lib.lua). A
+			// caller's id may name a call it sent before, whose reply it lost.
+			key += "!"
 		}
 		res, err := p.call(ctx, op, script, partition, key, args)
 		if err == nil {
