@@ -18,7 +18,7 @@ import (
 // The fixture's instances.
 const (
 	FanOut = "order-fanout"
-	Child  = "order-fanout-child"
+	Child  = FanOut + "-child" // the fan-out's child: <fan-out id>-child
 	Waiter = "waiter-1"
 	// Hostile is an id a page must show as text: markup, quotes and non-ASCII.
 	Hostile = `<script>alert("x")</script>'"&amp;ü→🙂`
@@ -55,7 +55,7 @@ func register(rt *dx.Runtime) {
 		if err := ctx.Sleep(20 * time.Millisecond); err != nil {
 			return 0, err
 		}
-		c, err := dx.CallSub[int](ctx, "Child", sum, dx.WithInstanceID(Child)).Await(ctx)
+		c, err := dx.CallSub[int](ctx, "Child", sum, dx.WithInstanceID(ctx.InstanceID()+"-child")).Await(ctx)
 		if err != nil {
 			return 0, err
 		}
