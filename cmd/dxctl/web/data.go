@@ -330,17 +330,18 @@ type Execution struct {
 	EventCount  uint64  `json:"event_count"`
 }
 
-// detail reads an instance; history is its current execution's history (read for the input and
-// the error). ErrNotFound when the instance does not exist.
-func (s *Server) detail(ctx context.Context, id string) (Detail, []provider.Event, error) {
+// detail reads an instance. The input and the error come from the current execution's history:
+// hist when it is execution histExec and that is the current one (the instance page has read it
+// already), else it is read here. ErrNotFound when the instance does not exist.
+func (s *Server) detail(ctx context.Context, id string, hist []provider.Event, histExec uint64) (Detail, error) {
 	info, err := s.p.GetInstanceInfo(ctx, id)
 	if err != nil {
-		return Detail{}, nil, err
+		return Detail{}, err
 	}
 	d := Detail{Instance: instanceOf(info), KV: map[string]string{}, Executions: []Execution{}, Ancestors: []string{}}
 	xs, err := s.p.ListExecutions(ctx, id)
 	if err != nil {
-		return d, nil, err
+		return d, err
 	}
 	for _, x := range xs {
 		e, err := s.p.GetExecutionInfo(ctx, id, x)
@@ -348,13 +349,15 @@ func (s *Server) detail(ctx context.Context, id string) (Detail, []provider.Even
 			continue // pruned meanwhile
 		}
 		if err != nil {
-			return d, nil, err
+			return d, err
 		}
 		d.Executions = append(d.Executions, Execution{e.ExecutionID, e.Status, e.Output, e.StartedAt, e.CompletedAt, e.EventCount})
 	}
-	hist, err := s.p.ReadHistoryWithExecutionID(ctx, id, info.CurrentExecutionID)
-	if err != nil && !errors.Is(err, provider.ErrNotFound) {
-		return d, nil, err
+	if histExec != info.CurrentExecutionID {
+		hist, err = s.p.ReadHistoryWithExecutionID(ctx, id, info.CurrentExecutionID)
+		if err != nil && !errors.Is(err, provider.ErrNotFound) {
+			return d, err
+		}
 	}
 	for _, e := range hist {
 		switch k := e.Kind.(type) {
@@ -368,19 +371,19 @@ func (s *Server) detail(ctx context.Context, id string) (Detail, []provider.Even
 	}
 	cs, err := s.p.GetCustomStatus(ctx, id, 0)
 	if err != nil && !errors.Is(err, provider.ErrNotFound) {
-		return d, nil, err
+		return d, err
 	}
 	if cs != nil {
 		d.CustomStatus = &CustomStatus{cs.Status, cs.Version}
 	}
 	if d.KV, err = s.p.GetKVAllValues(ctx, id); err != nil {
-		return d, nil, err
+		return d, err
 	}
 	if d.KV == nil {
 		d.KV = map[string]string{}
 	}
 	if d.Children, err = s.p.ListChildren(ctx, id); err != nil {
-		return d, nil, err
+		return d, err
 	}
 	if d.Children == nil {
 		d.Children = []string{}
@@ -392,11 +395,11 @@ func (s *Server) detail(ctx context.Context, id string) (Detail, []provider.Even
 			break
 		}
 		if err != nil {
-			return d, nil, err
+			return d, err
 		}
 		p = parent
 	}
-	return d, hist, nil
+	return d, nil
 }
 
 // History is GET /api/instances/{id}/history: one page of an execution's events, with the
@@ -475,20 +478,21 @@ func timeline(hist []provider.Event) []Bar {
 	return bars
 }
 
-// history pages an execution's history; exec 0 is the current execution.
-func (s *Server) history(ctx context.Context, id string, exec uint64, offset, limit int) (History, []provider.Event, error) {
+// history pages an execution's history; exec 0 is the current execution. It returns the page's
+// events and the whole history (one read).
+func (s *Server) history(ctx context.Context, id string, exec uint64, offset, limit int) (History, []provider.Event, []provider.Event, error) {
 	if exec == 0 {
 		info, err := s.p.GetInstanceInfo(ctx, id)
 		if err != nil {
-			return History{}, nil, err
+			return History{}, nil, nil, err
 		}
 		exec = info.CurrentExecutionID
 	} else if _, err := s.p.GetExecutionInfo(ctx, id, exec); err != nil {
-		return History{}, nil, err
+		return History{}, nil, nil, err
 	}
 	hist, err := s.p.ReadHistoryWithExecutionID(ctx, id, exec)
 	if err != nil {
-		return History{}, nil, err
+		return History{}, nil, nil, err
 	}
 	h := History{ExecutionID: exec, Total: len(hist), Offset: offset, Limit: limit, Events: []json.RawMessage{}, Bars: []Bar{}}
 	if len(hist) > 0 {
@@ -500,7 +504,7 @@ func (s *Server) history(ctx context.Context, id string, exec uint64, offset, li
 	for _, e := range page {
 		b, err := provider.Marshal(e)
 		if err != nil {
-			return h, nil, err
+			return h, nil, nil, err
 		}
 		h.Events = append(h.Events, b)
 		onPage[e.EventID] = true
@@ -514,7 +518,7 @@ func (s *Server) history(ctx context.Context, id string, exec uint64, offset, li
 			h.Bars = append(h.Bars, b)
 		}
 	}
-	return h, page, nil
+	return h, page, hist, nil
 }
 
 func parseHistoryQuery(q url.Values) (exec uint64, offset, limit int, err error) {

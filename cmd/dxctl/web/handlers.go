@@ -121,7 +121,7 @@ func (s *Server) apiInstances(w http.ResponseWriter, r *http.Request) {
 func (s *Server) apiInstance(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	d, _, err := s.detail(ctx, r.PathValue("id"))
+	d, err := s.detail(ctx, r.PathValue("id"), nil, 0)
 	if err != nil {
 		code, msg := s.errorOf(err)
 		writeJSON(w, code, apiError{msg})
@@ -136,7 +136,7 @@ func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := s.ctx(r)
 		defer cancel()
 		var h History
-		if h, _, err = s.history(ctx, r.PathValue("id"), exec, off, lim); err == nil {
+		if h, _, _, err = s.history(ctx, r.PathValue("id"), exec, off, lim); err == nil {
 			writeJSON(w, http.StatusOK, h)
 			return
 		}
@@ -234,11 +234,10 @@ func (s *Server) pageInstance(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	d, _, err := s.detail(ctx, id)
-	var h History
-	var evs []provider.Event
+	h, evs, all, err := s.history(ctx, id, exec, off, lim)
+	var d Detail
 	if err == nil {
-		h, evs, err = s.history(ctx, id, exec, off, lim)
+		d, err = s.detail(ctx, id, all, h.ExecutionID)
 	}
 	if err != nil {
 		code, msg := s.errorOf(err)
