@@ -107,8 +107,11 @@ type ActionResult struct {
 
 func (s *Server) apiAction(action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("id")
-		args, err := readArgs(r)
+		id, err := pathID(r)
+		var args actionArgs
+		if err == nil {
+			args, err = readArgs(r)
+		}
 		if err == nil {
 			ctx, cancel := s.ctx(r)
 			defer cancel()
@@ -127,8 +130,11 @@ func (s *Server) apiAction(action string) http.HandlerFunc {
 // delete, to the list) with the outcome.
 func (s *Server) pageAction(action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("id")
-		args, err := readArgs(r)
+		id, err := pathID(r)
+		var args actionArgs
+		if err == nil {
+			args, err = readArgs(r)
+		}
 		var msg string
 		if err == nil {
 			ctx, cancel := s.ctx(r)

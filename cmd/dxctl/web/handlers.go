@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/duroxide-go/dxredis/provider"
@@ -87,7 +89,30 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name s
 	_, _ = w.Write(buf.Bytes())
 }
 
-func instanceURL(id string) string { return "/instances/" + url.PathEscape(id) }
+func instanceURL(id string) string { return "/instances/" + IDSegment(id) }
+
+// IDSegment is an instance id as one path segment: path-escaped, except that an id a URL path
+// cannot carry as a segment ("." and "..", which paths clean away) and any id starting with "~"
+// become "~" followed by the id in unpadded base64url.
+func IDSegment(id string) string {
+	if id == "." || id == ".." || strings.HasPrefix(id, "~") {
+		return "~" + base64.RawURLEncoding.EncodeToString([]byte(id))
+	}
+	return url.PathEscape(id)
+}
+
+// pathID reads the {id} segment (see IDSegment).
+func pathID(r *http.Request) (string, error) {
+	seg := r.PathValue("id")
+	if rest, ok := strings.CutPrefix(seg, "~"); ok {
+		b, err := base64.RawURLEncoding.DecodeString(rest)
+		if err != nil {
+			return "", badf("instance segment %q: ~ must be followed by the id in base64url", seg)
+		}
+		return string(b), nil
+	}
+	return seg, nil
+}
 
 // ---- API ----
 
@@ -121,7 +146,11 @@ func (s *Server) apiInstances(w http.ResponseWriter, r *http.Request) {
 func (s *Server) apiInstance(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	d, err := s.detail(ctx, r.PathValue("id"), nil, 0)
+	id, err := pathID(r)
+	var d Detail
+	if err == nil {
+		d, err = s.detail(ctx, id, nil, 0)
+	}
 	if err != nil {
 		code, msg := s.errorOf(err)
 		writeJSON(w, code, apiError{msg})
@@ -132,11 +161,15 @@ func (s *Server) apiInstance(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 	exec, off, lim, err := parseHistoryQuery(r.URL.Query())
+	id, perr := pathID(r)
+	if err == nil && perr != nil {
+		err = perr
+	}
 	if err == nil {
 		ctx, cancel := s.ctx(r)
 		defer cancel()
 		var h History
-		if h, _, _, err = s.history(ctx, r.PathValue("id"), exec, off, lim); err == nil {
+		if h, _, _, err = s.history(ctx, id, exec, off, lim); err == nil {
 			writeJSON(w, http.StatusOK, h)
 			return
 		}
@@ -226,7 +259,11 @@ type instanceView struct {
 }
 
 func (s *Server) pageInstance(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	id, err := pathID(r)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
 	exec, off, lim, err := parseHistoryQuery(r.URL.Query())
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, err.Error())
@@ -306,7 +343,12 @@ func (s *Server) pageConfirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	id, action := r.PathValue("id"), q.Get("action")
+	id, err := pathID(r)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	action := q.Get("action")
 	known := false
 	for _, a := range actionNames {
 		known = known || a == action

@@ -196,7 +196,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler { //nolint:errorlint // the sentinel is compared as net/http does
+				if v == http.ErrAbortHandler {
 					panic(v)
 				}
 				s.log.Error("dxctl web: panic serving request", "path", r.URL.Path, "panic", fmt.Sprint(v))

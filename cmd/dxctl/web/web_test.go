@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"html/template"
 	"io"
 	"log/slog"
 	"net/http"
@@ -122,7 +123,7 @@ func cloneForm(f url.Values) url.Values {
 	return out
 }
 
-func iu(id string) string { return "/instances/" + url.PathEscape(id) }
+func iu(id string) string { return "/instances/" + IDSegment(id) }
 
 // waitState polls the instance's state until it is want.
 func (e *env) waitState(id string, want dx.State) {
@@ -636,5 +637,37 @@ func TestServeStopsWithItsContext(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAwkwardIDs: ids a path cleans away or that look escaped reach their instance.
+func TestAwkwardIDs(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	hdr := map[string]string{"Content-Type": "application/json", csrfHeader: e.s.CSRFToken()}
+	for _, id := range []string{".", "..", "~", "~x", "a/../b", "%2F", "?x#y", " "} {
+		if _, err := e.f.Client.Start(ctx, "Waiter", "x", dx.WithInstanceID(id)); err != nil {
+			t.Fatal(err)
+		}
+		e.waitState(id, dx.StateRunning)
+		if body := e.ok(iu(id)); !strings.Contains(body, `id="instance-id">`+template.HTMLEscapeString(id)+`<`) {
+			t.Fatalf("page of %q (%s) shows another instance", id, iu(id))
+		}
+		var d Detail
+		e.getJSON("/api"+iu(id), &d)
+		var h History
+		e.getJSON("/api"+iu(id)+"/history", &h)
+		if d.Instance.ID != id || h.Total == 0 {
+			t.Fatalf("api of %q: %q, %d events", id, d.Instance.ID, h.Total)
+		}
+		if r := e.do("POST", "/api"+iu(id)+"/cancel", strings.NewReader(`{}`), hdr); r.code != 200 {
+			t.Fatalf("cancel %q: %d %s", id, r.code, r.body)
+		}
+		e.waitState(id, dx.StateFailed)
+	}
+	for _, target := range []string{"/instances/~!!", "/api/instances/~!!", "/api/instances/~!!/history"} {
+		if r := e.get(target); r.code != 400 {
+			t.Fatalf("%s: %d", target, r.code)
+		}
 	}
 }
