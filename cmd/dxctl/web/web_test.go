@@ -3,12 +3,14 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -35,13 +37,29 @@ type env struct {
 // AllowedHosts filled in).
 func newEnv(t *testing.T, cfg Config) *env {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	p, err := redisprovider.New(context.Background(), redisprovider.Options{Addr: mr.Addr(), Namespace: "web",
+	// On embedded miniredis, or on the real server at DXREDIS_TEST_ADDR in a fresh namespace that
+	// is dropped afterwards.
+	addr, ns := os.Getenv("DXREDIS_TEST_ADDR"), "web"
+	var mr *miniredis.Miniredis
+	if addr == "" {
+		mr = miniredis.RunT(t)
+		addr = mr.Addr()
+	} else {
+		ns = fmt.Sprintf("webtest-%d", time.Now().UnixNano())
+	}
+	p, err := redisprovider.New(context.Background(), redisprovider.Options{Addr: addr, Namespace: ns,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.Close() })
+	t.Cleanup(func() {
+		if mr == nil {
+			if _, err := redisprovider.DropNamespace(context.Background(), p.Client(), ns); err != nil {
+				t.Error(err)
+			}
+		}
+		_ = p.Close()
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	f, err := webfixture.Fill(ctx, p)
@@ -155,7 +173,7 @@ func TestOverviewPageAndAPI(t *testing.T) {
 		o.ByStatus["Completed"] != m.CompletedInstances || o.ByStatus["Failed"] != m.FailedInstances || o.Instances != 4 {
 		t.Fatalf("overview %+v, metrics %+v", o, m)
 	}
-	if o.Namespace != "web" || len(o.Samples) != 0 {
+	if o.Namespace != e.p.Keyspace().Namespace() || len(o.Samples) != 0 {
 		t.Fatalf("overview %+v", o)
 	}
 	body := e.ok("/")
