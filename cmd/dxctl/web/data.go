@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/duroxide-go/dxredis/dx"
@@ -256,8 +257,9 @@ func (s *Server) list(ctx context.Context, f Filter) (List, error) {
 			}
 			return out, err
 		}
-		for k, id := range ids {
-			info, err := s.p.GetInstanceInfo(ctx, id)
+		infos, errs := s.infos(ctx, ids)
+		for k := range ids {
+			info, err := infos[k], errs[k]
 			out.Scanned++
 			if errors.Is(err, provider.ErrNotFound) {
 				continue // deleted since it was listed
@@ -294,6 +296,31 @@ func (s *Server) list(ctx context.Context, f Filter) (List, error) {
 			return out, nil
 		}
 	}
+}
+
+// infoWorkers bounds the info reads a list page runs at once.
+const infoWorkers = 8
+
+// infos reads the instances' infos, infoWorkers at a time (one round trip each), in ids' order.
+func (s *Server) infos(ctx context.Context, ids []string) ([]provider.InstanceInfo, []error) {
+	infos, errs := make([]provider.InstanceInfo, len(ids)), make([]error, len(ids))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(infoWorkers, len(ids)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				infos[i], errs[i] = s.p.GetInstanceInfo(ctx, ids[i])
+			}
+		}()
+	}
+	for i := range ids {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return infos, errs
 }
 
 // Detail is GET /api/instances/{id}.
