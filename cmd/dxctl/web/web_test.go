@@ -395,6 +395,9 @@ func TestInstancePageAndAPI(t *testing.T) {
 	if n := strings.Count(body, `<rect class="bar`); n != 7 {
 		t.Fatalf("%d bars, want 7", n)
 	}
+	if body := e.ok(iu(webfixture.Child)); strings.Contains(body, `id="delete"`) || !strings.Contains(body, `id="delete-root"`) {
+		t.Fatalf("a finished child offers its own delete:\n%s", body)
+	}
 	body = e.ok(iu(webfixture.FanOut) + "?limit=2")
 	if !strings.Contains(body, `id="next-events"`) || strings.Count(body, `<details class="event">`) != 2 {
 		t.Fatalf("paged instance page:\n%s", body)
