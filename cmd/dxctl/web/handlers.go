@@ -38,6 +38,9 @@ func (s *Server) errorOf(err error) (int, string) {
 	case errors.As(err, &cf):
 		return http.StatusConflict, cf.msg
 	case errors.Is(err, provider.ErrNotFound):
+		if pe, ok := provider.AsProviderError(err); ok && strings.HasPrefix(pe.Message, "execution ") {
+			return http.StatusNotFound, "execution not found (pruned, or never run)"
+		}
 		return http.StatusNotFound, "instance not found"
 	case errors.Is(err, provider.ErrInvalidInput):
 		if pe, ok := provider.AsProviderError(err); ok {

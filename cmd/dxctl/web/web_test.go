@@ -345,7 +345,7 @@ func TestBadFilters(t *testing.T) {
 			t.Fatalf("instance page %q: %d %s", q, r.code, r.body)
 		}
 	}
-	if r := e.get("/api/instances/" + webfixture.FanOut + "/history?exec=9"); r.code != 404 {
+	if r := e.get("/api/instances/" + webfixture.FanOut + "/history?exec=9"); r.code != 404 || !strings.Contains(r.body, "execution not found") {
 		t.Fatalf("missing execution: %d %s", r.code, r.body)
 	}
 }
