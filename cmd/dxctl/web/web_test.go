@@ -692,3 +692,27 @@ func TestAwkwardIDs(t *testing.T) {
 		}
 	}
 }
+
+func TestExecutions(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	if _, err := e.f.Client.Start(ctx, "Looper", 0, dx.WithInstanceID("looper")); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState("looper", dx.StateCompleted)
+	var d Detail
+	e.getJSON("/api/instances/looper", &d)
+	if len(d.Executions) != 3 || d.Instance.Execution != 3 || *d.Input != "2" {
+		t.Fatalf("detail %+v", d)
+	}
+	var h History
+	e.getJSON("/api/instances/looper/history?exec=1", &h)
+	if h.ExecutionID != 1 || !strings.Contains(string(h.Events[len(h.Events)-1]), `"OrchestrationContinuedAsNew"`) {
+		t.Fatalf("execution 1: %+v", h)
+	}
+	body := e.ok("/instances/looper?exec=2")
+	if !strings.Contains(body, "History of execution 2:") || strings.Count(body, `href="/instances/looper?exec=`) != 3 ||
+		!strings.Contains(body, `<tr class="current"><td><a href="/instances/looper?exec=2#history">2</a>`) {
+		t.Fatalf("execution 2's page:\n%s", body)
+	}
+}

@@ -66,6 +66,13 @@ func register(rt *dx.Runtime) {
 	dx.Register(rt, "Child", func(ctx dx.Context, n int) (int, error) {
 		return dx.Call[int](ctx, "Work", n).Await(ctx)
 	})
+	// Looper continues as new until its input reaches 2 (registered, not started by Fill).
+	dx.Register(rt, "Looper", func(ctx dx.Context, n int) (int, error) {
+		if n < 2 {
+			return 0, dx.ContinueAsNew(ctx, n+1)
+		}
+		return n, nil
+	})
 	dx.Register(rt, "Waiter", func(ctx dx.Context, in string) (string, error) {
 		return dx.WaitEvent[string](ctx, "go").Await(ctx)
 	})
