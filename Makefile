@@ -8,6 +8,8 @@
 #   make bench         benchmarks against a real server, results in bench/results-{go,dxbench}.txt
 #   make fuzz          fuzz the wire decoders (FUZZTIME per target, default 60s)
 #   make test-contrib  the metrics adapters in contrib/ (modules of their own: Prometheus, OpenTelemetry)
+#   make test-browser  dxctl web in headless Chromium (a module of its own; skips without chromium unless
+#                      DXCTL_WEB_REQUIRE_BROWSER=1; DXCTL_WEB_SCREENSHOTS=$$PWD/docs renews the README's pictures)
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -27,7 +29,7 @@ export BENCH_FLAGS
 # Packages that talk to Redis; ./cmd/... only once cmd/ exists.
 REDIS_PKGS  := ./redisprovider/... ./dx/... $(if $(wildcard cmd/*),./cmd/...)
 
-.PHONY: all test test-redis test-cluster test-contrib lint bench fuzz
+.PHONY: all test test-redis test-cluster test-contrib test-browser lint bench fuzz
 
 all: lint test
 
@@ -39,6 +41,9 @@ test-contrib:
 		echo "== $$d"; \
 		(cd $$d && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test $(TEST_FLAGS) ./...) || exit 1; \
 	done
+
+test-browser:
+	cd cmd/dxctl/web/browsertest && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test $(TEST_FLAGS) -v ./...
 
 test-redis:
 	scripts-dev/redis-server.sh run -- $(GO) test $(TEST_FLAGS) $(REDIS_PKGS)

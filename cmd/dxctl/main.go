@@ -1,7 +1,8 @@
 // Command dxctl inspects and administers a dxredis namespace: list instances, show one with its
 // executions and history, queue depths and ages, system metrics, and delete, purge, prune or drop
 // the whole namespace. Through the dx client it also starts instances, raises events, enqueues
-// messages, cancels instances and waits for them to finish.
+// messages, cancels instances and waits for them to finish. "dxctl web" serves all of this as a
+// browser console (package web).
 //
 //	dxctl [--addr 127.0.0.1:6379] [--ns dx] [--json] <command> [arguments]
 //
