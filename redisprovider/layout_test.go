@@ -61,6 +61,20 @@ func layoutEnqueue(t *testing.T, p *redisprovider.Provider, items ...provider.Wo
 	}
 }
 
+// instanceKeys lists the keys of p's namespace that belong to instance id (every per-instance key
+// name ends with ":<id>"). It looks at p's namespace only: tests of other packages may use the same
+// instance ids on the same server at the same time.
+func instanceKeys(t *testing.T, p *redisprovider.Provider, id string) []string {
+	t.Helper()
+	var out []string
+	for _, k := range wKeys(t, p) {
+		if strings.HasSuffix(k, ":"+id) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 func layoutKeys(t *testing.T, p *redisprovider.Provider, keys ...string) []string {
 	t.Helper()
 	var present []string
@@ -313,7 +327,7 @@ func TestContinueAsNewKeepsEveryExecution(t *testing.T) {
 	if err != nil || d.InstancesDeleted != 1 || d.ExecutionsDeleted != 1 || d.EventsDeleted != 2 {
 		t.Fatalf("delete: %+v, %v", d, err)
 	}
-	if keys := p.Client().Keys(ctx, "*"+id).Val(); len(keys) != 0 {
+	if keys := instanceKeys(t, p, id); len(keys) != 0 {
 		t.Fatalf("keys left after delete: %v", keys)
 	}
 }
@@ -470,7 +484,7 @@ func TestInstanceOfThePreviousLayout(t *testing.T) {
 	if d, err := p.DeleteInstance(ctx, id, false); err != nil || d.EventsDeleted != 4 {
 		t.Fatalf("delete: %+v %v", d, err)
 	}
-	if keys := c.Keys(ctx, "*"+id).Val(); len(keys) != 0 {
+	if keys := instanceKeys(t, p, id); len(keys) != 0 {
 		t.Fatalf("keys left after delete: %v", keys)
 	}
 }
