@@ -7,11 +7,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/duroxide-go/dxredis/cmd/dxctl/web"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 )
@@ -218,24 +221,6 @@ func parseAge(s string) (time.Duration, error) {
 	return time.ParseDuration(s)
 }
 
-// instanceRow is one instance as "instances" prints it.
-type instanceRow struct {
-	ID                 string  `json:"instance_id"`
-	Status             string  `json:"status"`
-	Orchestration      string  `json:"orchestration_name"`
-	Version            string  `json:"orchestration_version"`
-	CurrentExecutionID uint64  `json:"current_execution_id"`
-	Output             *string `json:"output"`
-	CreatedAt          uint64  `json:"created_at_ms"`
-	UpdatedAt          uint64  `json:"updated_at_ms"`
-	Parent             string  `json:"parent_instance_id,omitempty"`
-}
-
-func rowOf(info provider.InstanceInfo) instanceRow {
-	return instanceRow{info.InstanceID, info.Status, info.OrchestrationName, info.OrchestrationVersion,
-		info.CurrentExecutionID, info.Output, info.CreatedAt, info.UpdatedAt, info.ParentInstanceID}
-}
-
 func (a *app) instances(ctx context.Context, status string, limit int, cursor string) error {
 	if err := a.open(ctx); err != nil {
 		return err
@@ -244,7 +229,7 @@ func (a *app) instances(ctx context.Context, status string, limit int, cursor st
 	if err != nil {
 		return err
 	}
-	rows := make([]instanceRow, 0, len(ids))
+	rows := make([]web.Instance, 0, len(ids))
 	for _, id := range ids {
 		info, err := a.p.GetInstanceInfo(ctx, id)
 		if errors.Is(err, provider.ErrNotFound) {
@@ -253,17 +238,17 @@ func (a *app) instances(ctx context.Context, status string, limit int, cursor st
 		if err != nil {
 			return err
 		}
-		rows = append(rows, rowOf(info))
+		rows = append(rows, web.InstanceOf(info))
 	}
 	if a.json {
 		return a.printJSON(struct {
-			Instances  []instanceRow `json:"instances"`
-			NextCursor string        `json:"next_cursor,omitempty"`
+			Instances  []web.Instance `json:"instances"`
+			NextCursor string         `json:"next_cursor,omitempty"`
 		}{rows, next})
 	}
 	t := newTable(a.stdout, "INSTANCE", "STATUS", "ORCHESTRATION", "VERSION", "EXEC", "CREATED", "UPDATED", "PARENT")
 	for _, r := range rows {
-		t.row(r.ID, r.Status, r.Orchestration, r.Version, r.CurrentExecutionID, msTime(r.CreatedAt), msTime(r.UpdatedAt), dash(r.Parent))
+		t.row(r.ID, r.Status, r.Orchestration, r.Version, r.Execution, msTime(r.CreatedAt), msTime(r.UpdatedAt), dash(r.Parent))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -376,14 +361,14 @@ func (a *app) show(ctx context.Context, id string, exec uint64) error {
 			events[i] = b
 		}
 		return a.printJSON(struct {
-			Instance         instanceRow       `json:"instance"`
+			Instance         web.Instance      `json:"instance"`
 			Children         []string          `json:"children"`
 			CustomStatus     *customStatusOut  `json:"custom_status"`
 			KV               map[string]string `json:"kv"`
 			Executions       []executionRow    `json:"executions"`
 			HistoryExecution uint64            `json:"history_execution_id"`
 			History          []json.RawMessage `json:"history"`
-		}{rowOf(info), children, csOut, kv, execs, exec, events})
+		}{web.InstanceOf(info), children, csOut, kv, execs, exec, events})
 	}
 
 	w := a.stdout
@@ -421,7 +406,7 @@ func (a *app) show(ctx context.Context, id string, exec uint64) error {
 	if len(kv) > 0 {
 		fmt.Fprintln(w)
 		t = newTable(w, "KEY", "VALUE")
-		for _, k := range sortedKeys(kv) {
+		for _, k := range slices.Sorted(maps.Keys(kv)) {
 			t.row(shorten(k, 60), shorten(kv[k], 100))
 		}
 		if err := t.flush(); err != nil {

@@ -94,7 +94,8 @@ type Instance struct {
 	Parent        string  `json:"parent_instance_id,omitempty"`
 }
 
-func instanceOf(i provider.InstanceInfo) Instance {
+// InstanceOf is the list entry of an instance (dxctl's "instances" prints the same JSON).
+func InstanceOf(i provider.InstanceInfo) Instance {
 	return Instance{i.InstanceID, i.Status, i.OrchestrationName, i.OrchestrationVersion, i.CurrentExecutionID,
 		i.Output, i.CreatedAt, i.UpdatedAt, i.ParentInstanceID}
 }
@@ -275,7 +276,7 @@ func (s *Server) list(ctx context.Context, f Filter) (List, error) {
 			if !f.match(info) {
 				continue
 			}
-			out.Instances = append(out.Instances, instanceOf(info))
+			out.Instances = append(out.Instances, InstanceOf(info))
 			if len(out.Instances) == f.Limit && k < len(ids)-1 {
 				// The page is full inside the batch: continue right after this id. The provider's
 				// cursor names the batch's last id, so ask for the page up to this one again.
@@ -365,7 +366,7 @@ func (s *Server) detail(ctx context.Context, id string, hist []provider.Event, h
 	if err != nil {
 		return Detail{}, err
 	}
-	d := Detail{Instance: instanceOf(info), KV: map[string]string{}, Executions: []Execution{}, Ancestors: []string{}}
+	d := Detail{Instance: InstanceOf(info), KV: map[string]string{}, Executions: []Execution{}, Ancestors: []string{}}
 	xs, err := s.p.ListExecutions(ctx, id)
 	if err != nil {
 		return d, err

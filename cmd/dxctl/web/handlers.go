@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -313,7 +314,7 @@ func (s *Server) pageInstance(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Bars = append(v.Bars, bv)
 	}
-	for _, k := range sortedKeys(d.KV) {
+	for _, k := range slices.Sorted(maps.Keys(d.KV)) {
 		v.KV = append(v.KV, kvView{k, d.KV[k]})
 	}
 	link := func(o int) string {
@@ -391,13 +392,4 @@ func (s *Server) chartSVG(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "image/svg+xml")
 	_, _ = w.Write(buf.Bytes())
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,5 +101,5 @@ func sortedKeysRaw(m map[string]json.RawMessage) []string {
 	for k := range m {
 		s[k] = ""
 	}
-	return sortedKeys(s)
+	return slices.Sorted(maps.Keys(s))
 }
