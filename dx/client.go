@@ -59,11 +59,11 @@ var ErrInvalidInput = provider.ErrInvalidInput
 // one succeeds. With other providers Start checks the instance, then enqueues: two Starts racing
 // before the instance's first turn both return nil, and the first one enqueued runs (as in
 // duroxide, the runtime ignores a start for an instance that has one).
-func (c *Client) Start(ctx context.Context, name string, input any, opts ...Option) (string, error) {
+func (c *Client) Start(ctx context.Context, name string, input any, opts ...StartOption) (string, error) {
 	if err := c.check("Start"); err != nil {
 		return "", err
 	}
-	o, err := collect(opts, "Start", optInstance|optVersion)
+	o, err := collect(opts, StartOption.applyStart)
 	if err != nil {
 		return "", err
 	}
@@ -74,13 +74,13 @@ func (c *Client) Start(ctx context.Context, name string, input any, opts ...Opti
 	if err != nil {
 		return "", err
 	}
-	id := o.instance
+	id := deref(o.instance)
 	if id == "" {
 		id = uuid.NewString()
 	}
 	item := provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: name, Input: in,
 		Version: o.version, ExecutionID: 1}}
-	if o.instance != "" {
+	if o.instance != nil {
 		if se, ok := c.p.(provider.StartIfAbsentEnqueuer); ok {
 			started, err := se.EnqueueStartIfAbsent(ctx, item)
 			if err != nil {
