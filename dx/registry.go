@@ -29,10 +29,12 @@ type registry struct {
 	mu            sync.RWMutex
 	orchestration map[string][]orchVersion // sorted by version, ascending
 	activities    map[string]activityFunc
+	signatures    map[string]signature // types of the handles orchestrations were registered through
 }
 
 func newRegistry() *registry {
-	return &registry{orchestration: map[string][]orchVersion{}, activities: map[string]activityFunc{}}
+	return &registry{orchestration: map[string][]orchVersion{}, activities: map[string]activityFunc{},
+		signatures: map[string]signature{}}
 }
 
 // DefaultVersion is the version of an orchestration registered without one.
@@ -60,6 +62,12 @@ func Register[In, Out any](rt *Runtime, name string, fn func(ctx Context, input 
 // keeps the version it started with until it continues as new. It fails like Register, and on a
 // version that is not a semantic version.
 func RegisterVersion[In, Out any](rt *Runtime, name, version string, fn func(ctx Context, input In) (Out, error)) error {
+	return registerVersion(rt, name, version, fn, nil)
+}
+
+// registerVersion registers an orchestration version; sig is the handle's types when registered
+// through a handle (Orchestration.RegisterVersion), nil when registered by name.
+func registerVersion[In, Out any](rt *Runtime, name, version string, fn func(ctx Context, input In) (Out, error), sig *signature) error {
 	if rt == nil {
 		return fmt.Errorf("dx: RegisterVersion(%q) on a nil *Runtime: use dx.NewRuntime (%w)", name, ErrInvalidInput)
 	}
@@ -80,6 +88,12 @@ func RegisterVersion[In, Out any](rt *Runtime, name, version string, fn func(ctx
 		if sameVersion(ov.version, v) {
 			return rt.registrationFailed(fmt.Errorf("dx: orchestration %q version %s is already registered (%w)", name, v, ErrInvalidInput))
 		}
+	}
+	if had, ok := r.signatures[name]; ok && sig != nil && had != *sig {
+		return rt.registrationFailed(fmt.Errorf("dx: orchestration %q version %s: its handle has types %v, another handle registered with this name has %v: one name has one signature (%w)", name, v, *sig, had, ErrInvalidInput))
+	}
+	if sig != nil {
+		r.signatures[name] = *sig
 	}
 	vs := append(r.orchestration[name], orchVersion{v, v.String(), bindOrchestration(name, fn)})
 	slices.SortFunc(vs, func(a, b orchVersion) int { return compareVersions(a.version, b.version) })
