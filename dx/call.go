@@ -8,7 +8,8 @@ import (
 )
 
 // Call schedules the activity registered as name with input (encoded as JSON) and returns a future
-// of its result, decoded into Out. Options: OnSession, WithTag, WithRetry.
+// of its result, decoded into Out: the string-named form of Activity.Call, for names known only at
+// run time. Options: OnSession, WithTag, WithRetry.
 //
 //	total, err := dx.Call[int](ctx, "Add", Pair{A: 1, B: 2}).Await(ctx)
 func Call[Out any](ctx Context, name string, input any, opts ...CallOption) Future[Out] {
@@ -35,7 +36,8 @@ func Call[Out any](ctx Context, name string, input any, opts ...CallOption) Futu
 
 // CallSub starts the orchestration registered as name as a sub-orchestration and returns a future of
 // its output, decoded into Out. Its instance id is "<this instance>::sub::<event id>" unless
-// WithInstanceID gives one; WithVersion picks a version (default: the latest registered).
+// WithInstanceID gives one; WithVersion picks a version (default: the latest registered). It is the
+// string-named form of Orchestration.CallSub.
 func CallSub[Out any](ctx Context, name string, input any, opts ...SubOption) Future[Out] {
 	e, err := engineFor(ctx)
 	if err != nil {

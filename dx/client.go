@@ -42,12 +42,13 @@ var ErrInstanceExists = errors.New("dx: instance already exists")
 var ErrNotFound = provider.ErrNotFound
 
 // ErrInvalidInput matches (errors.Is) the error of a call refused for its arguments (an empty or
-// malformed name or id, an input that does not encode as JSON, an option that does not apply, a
+// malformed name or id, an input that does not encode as JSON, an invalid option value, a
 // negative Options duration): nothing was written.
 var ErrInvalidInput = provider.ErrInvalidInput
 
 // Start starts an instance of the orchestration name with input (encoded as JSON) and returns its
 // id: WithInstanceID's, else a new UUID. WithVersion runs that version, else the latest registered.
+// It is the string-named form of Orchestration.Start.
 // The client cannot see any runtime's registrations: a start of a name (or version) no runtime
 // registers succeeds, the instance stays NotFound while runtimes abandon it with backoff (each logs
 // a warning naming it, once, with the names it registers), and after Options.MaxAttempts fetches
@@ -332,7 +333,8 @@ func stateOf(status string) State {
 }
 
 // Result waits for the instance to finish and decodes its output into T. A failed instance returns
-// its *Error (errors.Is(err, ErrCanceled) for a cancelled one).
+// its *Error (errors.Is(err, ErrCanceled) for a cancelled one). It is the string-named form of
+// Orchestration.Result.
 func Result[T any](ctx context.Context, c *Client, instance string) (T, error) {
 	var zero T
 	st, err := c.Wait(ctx, instance)

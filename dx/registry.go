@@ -40,7 +40,8 @@ func newRegistry() *registry {
 // DefaultVersion is the version of an orchestration registered without one.
 const DefaultVersion = "1.0.0"
 
-// Register registers fn as the orchestration name, version 1.0.0. fn receives the orchestration's
+// Register registers fn as the orchestration name, version 1.0.0: the string-named form of
+// Orchestration.Register, for names known only at run time. fn receives the orchestration's
 // input decoded from JSON into In (use Raw for the text as it is) and its output is stored as JSON.
 //
 // Registration is start-up code: it returns an error matching ErrInvalidInput, and registers
@@ -48,8 +49,8 @@ const DefaultVersion = "1.0.0"
 // registered, or a runtime already started. An error returned before Start is also returned by
 // Start, so a program that ignores Register's result still fails at Start, not minutes later.
 //
-//	if err := dx.Register(rt, "Hello", func(ctx dx.Context, name string) (string, error) {
-//		return dx.Call[string](ctx, "Greet", name).Await(ctx)
+//	if err := dx.Register(rt, name, func(ctx dx.Context, in dx.Raw) (dx.Raw, error) {
+//		return dx.Call[dx.Raw](ctx, name+".step", in).Await(ctx)
 //	}); err != nil {
 //		return err
 //	}
@@ -101,7 +102,7 @@ func registerVersion[In, Out any](rt *Runtime, name, version string, fn func(ctx
 	return nil
 }
 
-// RegisterActivity registers fn as the activity name. fn receives the activity's input decoded from
+// RegisterActivity registers fn as the activity name: the string-named form of Activity.Register. fn receives the activity's input decoded from
 // JSON into In and its result is stored as JSON; an error it returns fails the activity (the
 // orchestration's Await returns it as an *Error). It fails like Register (the name already
 // registered, the runtime started...).
