@@ -333,8 +333,8 @@ func stateOf(status string) State {
 }
 
 // Result waits for the instance to finish and decodes its output into T. A failed instance returns
-// its *Error (errors.Is(err, ErrCanceled) for a cancelled one). It is the string-named form of
-// Orchestration.Result.
+// its *Error (errors.Is(err, ErrCanceled) for a cancelled one). Orchestration.Result is the same
+// with T taken from the handle.
 func Result[T any](ctx context.Context, c *Client, instance string) (T, error) {
 	var zero T
 	st, err := c.Wait(ctx, instance)
