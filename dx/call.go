@@ -8,15 +8,16 @@ import (
 )
 
 // Call schedules the activity registered as name with input (encoded as JSON) and returns a future
-// of its result, decoded into Out. Options: OnSession, WithTag, WithRetry.
+// of its result, decoded into Out: the string-named form of Activity.Call, for names known only at
+// run time. Options: OnSession, WithTag, WithRetry.
 //
 //	total, err := dx.Call[int](ctx, "Add", Pair{A: 1, B: 2}).Await(ctx)
-func Call[Out any](ctx Context, name string, input any, opts ...Option) Future[Out] {
+func Call[Out any](ctx Context, name string, input any, opts ...CallOption) Future[Out] {
 	e, err := engineFor(ctx)
 	if err != nil {
 		return failed[Out](e, err)
 	}
-	o, err := collect(opts, "Call", optSession|optTag|optRetry)
+	o, err := collect(opts, CallOption.applyCall)
 	if err != nil {
 		return failed[Out](e, err)
 	}
@@ -35,13 +36,14 @@ func Call[Out any](ctx Context, name string, input any, opts ...Option) Future[O
 
 // CallSub starts the orchestration registered as name as a sub-orchestration and returns a future of
 // its output, decoded into Out. Its instance id is "<this instance>::sub::<event id>" unless
-// WithInstanceID gives one; WithVersion picks a version (default: the latest registered).
-func CallSub[Out any](ctx Context, name string, input any, opts ...Option) Future[Out] {
+// WithInstanceID gives one; WithVersion picks a version (default: the latest registered). It is the
+// string-named form of Orchestration.CallSub.
+func CallSub[Out any](ctx Context, name string, input any, opts ...SubOption) Future[Out] {
 	e, err := engineFor(ctx)
 	if err != nil {
 		return failed[Out](e, err)
 	}
-	o, err := collect(opts, "CallSub", optInstance|optVersion)
+	o, err := collect(opts, SubOption.applySub)
 	if err != nil {
 		return failed[Out](e, err)
 	}
@@ -52,7 +54,7 @@ func CallSub[Out any](ctx Context, name string, input any, opts ...Option) Futur
 	if err != nil {
 		return failed[Out](e, err)
 	}
-	return Future[Out]{e.schedule(&action{kind: actSubOrch, name: name, input: in, instance: o.instance, version: o.version})}
+	return Future[Out]{e.schedule(&action{kind: actSubOrch, name: name, input: in, instance: deref(o.instance), version: o.version})}
 }
 
 // WaitEvent waits for the next external event called name raised on this instance (Client.RaiseEvent)
@@ -95,12 +97,12 @@ func Dequeue[T any](ctx Context, name string) Future[T] {
 //
 // The new execution runs WithVersion's version, else the latest registered version. Queue messages
 // not yet dequeued and the custom status are carried over; so is the KV store.
-func ContinueAsNew(ctx Context, input any, opts ...Option) error {
+func ContinueAsNew(ctx Context, input any, opts ...ContinueOption) error {
 	e, err := engineFor(ctx)
 	if err != nil {
 		return err
 	}
-	o, err := collect(opts, "ContinueAsNew", optVersion)
+	o, err := collect(opts, ContinueOption.applyContinue)
 	if err != nil {
 		return err
 	}
@@ -261,90 +263,4 @@ func retry[Out any](ctx Context, name, input string, o options) Future[Out] {
 		}
 		return zero, last
 	})
-}
-
-// Option configures Call, CallSub, ContinueAsNew, StartOrchestration and the client's Start.
-// Each function accepts only the options that apply to it and fails with a clear error otherwise.
-type Option func(*options)
-
-type options struct {
-	set      optSet
-	session  *string
-	tag      *string
-	retry    *RetryPolicy
-	instance string
-	version  *string
-}
-
-type optSet int
-
-const (
-	optSession optSet = 1 << iota
-	optTag
-	optRetry
-	optInstance
-	optVersion
-)
-
-var optNames = map[optSet]string{optSession: "OnSession", optTag: "WithTag", optRetry: "WithRetry",
-	optInstance: "WithInstanceID", optVersion: "WithVersion"}
-
-// OnSession routes the activity to the worker that owns session id (any worker claims an unowned
-// session), so activities of one session run on one process in order of scheduling.
-func OnSession(id string) Option {
-	return func(o *options) { o.set |= optSession; o.session = &id }
-}
-
-// WithTag routes the activity to workers whose tag filter accepts tag.
-func WithTag(tag string) Option { return func(o *options) { o.set |= optTag; o.tag = &tag } }
-
-// WithRetry retries the activity under policy; a policy with MaxAttempts below 1 fails the call
-// with ErrInvalidInput.
-func WithRetry(policy RetryPolicy) Option {
-	return func(o *options) { o.set |= optRetry; o.retry = &policy }
-}
-
-// WithInstanceID names the instance a sub-orchestration or client start creates.
-func WithInstanceID(id string) Option {
-	return func(o *options) { o.set |= optInstance; o.instance = id }
-}
-
-// WithVersion picks the orchestration version (a semantic version such as "2.0.0").
-func WithVersion(v string) Option { return func(o *options) { o.set |= optVersion; o.version = &v } }
-
-func collect(opts []Option, fn string, allowed optSet) (options, error) {
-	var o options
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	for bit, name := range optNames {
-		if o.set&bit != 0 && allowed&bit == 0 {
-			return o, fmt.Errorf("dx: option %s does not apply to %s (%w)", name, fn, ErrInvalidInput)
-		}
-	}
-	if o.retry != nil && o.retry.MaxAttempts < 1 {
-		return o, fmt.Errorf("dx: RetryPolicy.MaxAttempts must be at least 1, got %d (%w)", o.retry.MaxAttempts, ErrInvalidInput)
-	}
-	if o.retry != nil && o.retry.Timeout < 0 {
-		return o, fmt.Errorf("dx: RetryPolicy.Timeout must not be negative, got %v (use 0 for no timeout) (%w)", o.retry.Timeout, ErrInvalidInput)
-	}
-	if o.session != nil && *o.session == "" {
-		return o, fmt.Errorf("dx: OnSession needs a non-empty session id (%w)", ErrInvalidInput)
-	}
-	if o.tag != nil && *o.tag == "" {
-		// The store refuses an empty tag, and its ack with it: refused here, the call's future
-		// fails instead of the whole turn.
-		return o, fmt.Errorf("dx: WithTag needs a non-empty tag (%w)", ErrInvalidInput)
-	}
-	if o.set&optInstance != 0 && o.instance == "" {
-		return o, fmt.Errorf("dx: WithInstanceID needs a non-empty id (%w)", ErrInvalidInput)
-	}
-	if o.version != nil {
-		if _, err := parseVersion(*o.version); err != nil {
-			return o, err
-		}
-	}
-	return o, nil
 }

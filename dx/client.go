@@ -42,12 +42,13 @@ var ErrInstanceExists = errors.New("dx: instance already exists")
 var ErrNotFound = provider.ErrNotFound
 
 // ErrInvalidInput matches (errors.Is) the error of a call refused for its arguments (an empty or
-// malformed name or id, an input that does not encode as JSON, an option that does not apply, a
+// malformed name or id, an input that does not encode as JSON, an invalid option value, a
 // negative Options duration): nothing was written.
 var ErrInvalidInput = provider.ErrInvalidInput
 
 // Start starts an instance of the orchestration name with input (encoded as JSON) and returns its
 // id: WithInstanceID's, else a new UUID. WithVersion runs that version, else the latest registered.
+// It is the string-named form of Orchestration.Start.
 // The client cannot see any runtime's registrations: a start of a name (or version) no runtime
 // registers succeeds, the instance stays NotFound while runtimes abandon it with backoff (each logs
 // a warning naming it, once, with the names it registers), and after Options.MaxAttempts fetches
@@ -59,11 +60,11 @@ var ErrInvalidInput = provider.ErrInvalidInput
 // one succeeds. With other providers Start checks the instance, then enqueues: two Starts racing
 // before the instance's first turn both return nil, and the first one enqueued runs (as in
 // duroxide, the runtime ignores a start for an instance that has one).
-func (c *Client) Start(ctx context.Context, name string, input any, opts ...Option) (string, error) {
+func (c *Client) Start(ctx context.Context, name string, input any, opts ...StartOption) (string, error) {
 	if err := c.check("Start"); err != nil {
 		return "", err
 	}
-	o, err := collect(opts, "Start", optInstance|optVersion)
+	o, err := collect(opts, StartOption.applyStart)
 	if err != nil {
 		return "", err
 	}
@@ -74,13 +75,13 @@ func (c *Client) Start(ctx context.Context, name string, input any, opts ...Opti
 	if err != nil {
 		return "", err
 	}
-	id := o.instance
+	id := deref(o.instance)
 	if id == "" {
 		id = uuid.NewString()
 	}
 	item := provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: name, Input: in,
 		Version: o.version, ExecutionID: 1}}
-	if o.instance != "" {
+	if o.instance != nil {
 		if se, ok := c.p.(provider.StartIfAbsentEnqueuer); ok {
 			started, err := se.EnqueueStartIfAbsent(ctx, item)
 			if err != nil {
@@ -332,7 +333,8 @@ func stateOf(status string) State {
 }
 
 // Result waits for the instance to finish and decodes its output into T. A failed instance returns
-// its *Error (errors.Is(err, ErrCanceled) for a cancelled one).
+// its *Error (errors.Is(err, ErrCanceled) for a cancelled one). Orchestration.Result is the same
+// with T taken from the handle.
 func Result[T any](ctx context.Context, c *Client, instance string) (T, error) {
 	var zero T
 	st, err := c.Wait(ctx, instance)

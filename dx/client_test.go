@@ -105,9 +105,6 @@ func TestClientRefusesBadInput(t *testing.T) {
 	if _, err := c.Start(ctx, "O", func() {}); err == nil {
 		t.Fatal("start with an input that is not JSON")
 	}
-	if _, err := c.Start(ctx, "O", nil, dx.OnSession("s")); err == nil {
-		t.Fatal("start with an activity option")
-	}
 	if _, err := c.Start(ctx, "O", nil, dx.WithVersion("one")); err == nil {
 		t.Fatal("start with a version that is not semver")
 	}

@@ -43,7 +43,7 @@ type Context interface {
 	UtcNow() Future[time.Time]
 	// StartOrchestration starts another, independent orchestration instance (fire and forget: no
 	// parent link, its result is not reported back). Options: WithVersion.
-	StartOrchestration(name, instance string, input any, opts ...Option) error
+	StartOrchestration(name, instance string, input any, opts ...DetachedOption) error
 
 	// SetCustomStatus sets the instance's custom status, which clients can read and wait on.
 	SetCustomStatus(status string)
@@ -170,11 +170,11 @@ func (c *octx) KVFromInstance(instance, key string) Future[*string] {
 	return Future[*string]{c.eng.schedule(&action{kind: actActivity, name: syscallGetKVValue, input: in})}
 }
 
-func (c *octx) StartOrchestration(name, instance string, input any, opts ...Option) error {
+func (c *octx) StartOrchestration(name, instance string, input any, opts ...DetachedOption) error {
 	if !c.live() {
 		return errStaleContext
 	}
-	o, err := collect(opts, "StartOrchestration", optVersion)
+	o, err := collect(opts, DetachedOption.applyDetached)
 	if err != nil {
 		return err
 	}

@@ -2,14 +2,22 @@
 // (such as redisprovider's), replayed exactly as duroxide 0.1.30 replays them.
 //
 // An orchestration is a function of a Context and a typed input; an activity is a function of a
-// context.Context and a typed input. Inputs and results cross the wire as JSON.
+// context.Context and a typed input. Inputs and results cross the wire as JSON. Each is declared
+// once as a handle, an Activity or an Orchestration: its name (its identity in histories, never
+// derived from a Go function's name, so renaming code does not break running instances) and its
+// input and output types, which the compiler checks at every registration and call.
 //
-//	func Greet(ctx context.Context, name string) (string, error) {
+//	var (
+//		Greet = dx.NewActivity[string, string]("Greet")
+//		Hello = dx.NewOrchestration[string, string]("Hello")
+//	)
+//
+//	func greet(ctx context.Context, name string) (string, error) {
 //		return "Hello, " + name + "!", nil // activities do the real work: I/O, clocks, randomness
 //	}
 //
-//	func Hello(ctx dx.Context, name string) (string, error) {
-//		greeting, err := dx.Call[string](ctx, "Greet", name).Await(ctx)
+//	func hello(ctx dx.Context, name string) (string, error) {
+//		greeting, err := Greet.Call(ctx, name).Await(ctx)
 //		if err != nil {
 //			return "", err // a failed activity: *dx.Error
 //		}
@@ -20,10 +28,7 @@
 //	}
 //
 //	rt := dx.NewRuntime(p, dx.Options{}) // p: from redisprovider.New, its error checked
-//	if err := dx.RegisterActivity(rt, "Greet", Greet); err != nil {
-//		return err
-//	}
-//	if err := dx.Register(rt, "Hello", Hello); err != nil {
+//	if err := errors.Join(Greet.Register(rt, greet), Hello.Register(rt, hello)); err != nil {
 //		return err
 //	}
 //	if err := rt.Start(ctx); err != nil { // dispatchers in the background; rt.Shutdown(ctx) drains
@@ -31,16 +36,34 @@
 //	}
 //
 //	c := dx.NewClient(p)
-//	id, err := c.Start(ctx, "Hello", "world", dx.WithInstanceID("hello-1"))
+//	id, err := Hello.Start(ctx, c, "world", dx.WithInstanceID("hello-1"))
 //	if err != nil {
 //		return err
 //	}
-//	out, err := dx.Result[string](ctx, c, id) // waits: "Hello, world!"
+//	out, err := Hello.Result(ctx, c, id) // waits: "Hello, world!"
+//
+// In orchestration code an Orchestration handle also starts a sub-orchestration (CallSub), an
+// independent instance (StartDetached) and the next execution of the running one (ContinueAsNew).
+//
+// # Names known at run time
+//
+// Every handle method stands for a call by name that records the same history: Call, CallSub,
+// Context.StartOrchestration, ContinueAsNew, Client.Start, Result, RegisterActivity, Register and
+// RegisterVersion. Use these for names known only at run time and for orchestrations and
+// activities of other languages.
+//
+// # Options
+//
+// Each call takes its own option type (CallOption, SubOption, StartOption, ContinueOption,
+// DetachedOption), so an option that does not apply to a call does not compile: OnSession, WithTag
+// and WithRetry configure activity calls; WithInstanceID sub-orchestrations and client starts;
+// WithVersion every kind of orchestration start.
 //
 // Misuse is refused at the call with an error matching ErrInvalidInput: a nil provider (also a
-// typed nil left by an ignored constructor error), a nil Runtime or Client, an empty or duplicate
-// name, a registration after Start (a registration refused before Start also fails Start), an
-// invalid option or retry policy.
+// typed nil left by an ignored constructor error), a nil Runtime or Client, an empty, non-UTF-8 or
+// duplicate name, two handles of one orchestration name with different types, a registration after
+// Start (a registration refused before Start also fails Start), an invalid option value or retry
+// policy.
 //
 // # Events and queue messages
 //
@@ -76,7 +99,8 @@
 //
 // # Versions
 //
-// Register an orchestration with RegisterVersion to run several versions side by side: new instances
+// Register an orchestration with RegisterVersion (Orchestration.RegisterVersion) to run several
+// versions side by side: new instances
 // start on the latest (or the one Client.Start names with WithVersion), running executions keep
 // theirs, and ContinueAsNew moves to the latest (or WithVersion's). Every event is stamped with
 // duroxide_version DuroxideVersion: the duroxide semantics this engine reproduces, not your code's

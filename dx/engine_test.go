@@ -462,14 +462,14 @@ func TestNondeterminismDetected(t *testing.T) {
 			Call[string](ctx, "A", first).Await(ctx)
 		},
 		"session": func(ctx Context, first bool) {
-			opts := []Option{}
+			opts := []CallOption{}
 			if first {
 				opts = append(opts, OnSession("s"))
 			}
 			Call[string](ctx, "A", 1, opts...).Await(ctx)
 		},
 		"tag": func(ctx Context, first bool) {
-			opts := []Option{}
+			opts := []CallOption{}
 			if !first {
 				opts = append(opts, WithTag("gpu"))
 			}

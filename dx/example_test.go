@@ -26,19 +26,26 @@ func exampleProvider() (*redisprovider.Provider, func()) {
 	return p, func() { _ = p.Close(); m.Close() }
 }
 
+// The activities and orchestrations of a program, declared once: a name and the types it takes
+// and returns.
+var (
+	Greet = dx.NewActivity[string, string]("Greet")
+	Hello = dx.NewOrchestration[string, string]("Hello")
+)
+
 func ExampleRuntime() {
 	p, done := exampleProvider()
 	defer done()
 	ctx := context.Background()
 
 	rt := dx.NewRuntime(p, dx.Options{Logger: quietLogger})
-	if err := dx.RegisterActivity(rt, "Greet", func(ctx context.Context, name string) (string, error) {
+	if err := Greet.Register(rt, func(ctx context.Context, name string) (string, error) {
 		return "Hello, " + name + "!", nil
 	}); err != nil {
 		panic(err)
 	}
-	if err := dx.Register(rt, "Hello", func(ctx dx.Context, name string) (string, error) {
-		return dx.Call[string](ctx, "Greet", name).Await(ctx)
+	if err := Hello.Register(rt, func(ctx dx.Context, name string) (string, error) {
+		return Greet.Call(ctx, name).Await(ctx)
 	}); err != nil {
 		panic(err)
 	}
@@ -52,11 +59,11 @@ func ExampleRuntime() {
 	}()
 
 	c := dx.NewClient(p)
-	id, err := c.Start(ctx, "Hello", "world")
+	id, err := Hello.Start(ctx, c, "world")
 	if err != nil {
 		panic(err)
 	}
-	out, err := dx.Result[string](ctx, c, id)
+	out, err := Hello.Result(ctx, c, id)
 	fmt.Println(out, err)
 	// Output: Hello, world! <nil>
 }
@@ -66,7 +73,8 @@ func ExampleClient_Start() {
 	defer done()
 	ctx := context.Background()
 	rt := dx.NewRuntime(p, dx.Options{Logger: quietLogger})
-	if err := dx.Register(rt, "Approval", func(ctx dx.Context, amount int) (string, error) {
+	approval := dx.NewOrchestration[int, string]("Approval")
+	if err := approval.Register(rt, func(ctx dx.Context, amount int) (string, error) {
 		ok := dx.WaitEvent[bool](ctx, "Approved")
 		ctx.SetCustomStatus("waiting")
 		if dx.Select(ctx, ok, ctx.Timer(time.Hour)) != ok {
@@ -93,7 +101,7 @@ func ExampleClient_Start() {
 	}()
 
 	c := dx.NewClient(p)
-	id, err := c.Start(ctx, "Approval", 120, dx.WithInstanceID("expense-7"))
+	id, err := approval.Start(ctx, c, 120, dx.WithInstanceID("expense-7"))
 	if err != nil {
 		panic(err)
 	}
@@ -105,7 +113,7 @@ func ExampleClient_Start() {
 	if err := c.RaiseEvent(ctx, id, "Approved", true); err != nil {
 		panic(err)
 	}
-	out, err := dx.Result[string](ctx, c, id)
+	out, err := approval.Result(ctx, c, id)
 	if err != nil {
 		panic(err)
 	}

@@ -245,7 +245,7 @@ var goldenSubOrchestration = goldenProgram{
 			ChildFailed bool `json:"childFailed"`
 		}
 		dx.Register(g.rt, "ParentOfChild", func(ctx dx.Context, in parentOfChildInput) (any, error) {
-			var opts []dx.Option
+			var opts []dx.SubOption
 			if in.ChildID != "" {
 				opts = append(opts, dx.WithInstanceID(in.ChildID))
 			}
@@ -625,12 +625,12 @@ var goldenSessionAndTag = goldenProgram{
 		dx.Register(g.rt, "Routed", func(ctx dx.Context, _ dx.Raw) ([]string, error) {
 			calls := []struct {
 				input string
-				opts  []dx.Option
+				opts  []dx.CallOption
 			}{
-				{"on session", []dx.Option{dx.OnSession("session-1")}},
-				{"tagged", []dx.Option{dx.WithTag("gpu")}},
-				{"session and tag", []dx.Option{dx.OnSession("session-1"), dx.WithTag("gpu")}},
-				{"retry on session", []dx.Option{dx.WithRetry(dx.RetryPolicy{MaxAttempts: 2}), dx.OnSession("session-2")}},
+				{"on session", []dx.CallOption{dx.OnSession("session-1")}},
+				{"tagged", []dx.CallOption{dx.WithTag("gpu")}},
+				{"session and tag", []dx.CallOption{dx.OnSession("session-1"), dx.WithTag("gpu")}},
+				{"retry on session", []dx.CallOption{dx.WithRetry(dx.RetryPolicy{MaxAttempts: 2}), dx.OnSession("session-2")}},
 			}
 			var out []string
 			for _, c := range calls {

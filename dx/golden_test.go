@@ -178,9 +178,9 @@ func runGolden(t *testing.T, dir string, prog goldenProgram, cacheSize int, exte
 
 func (g *goldenEnv) startRuntime() { g.t.Helper(); startRuntime(g.t, g.rt) }
 
-func (g *goldenEnv) start(name, instance string, input any, opts ...dx.Option) {
+func (g *goldenEnv) start(name, instance string, input any, opts ...dx.StartOption) {
 	g.t.Helper()
-	if _, err := g.c.Start(g.ctx, name, input, append([]dx.Option{dx.WithInstanceID(instance)}, opts...)...); err != nil {
+	if _, err := g.c.Start(g.ctx, name, input, append([]dx.StartOption{dx.WithInstanceID(instance)}, opts...)...); err != nil {
 		g.t.Fatalf("start %s: %v", instance, err)
 	}
 }

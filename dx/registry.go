@@ -29,16 +29,19 @@ type registry struct {
 	mu            sync.RWMutex
 	orchestration map[string][]orchVersion // sorted by version, ascending
 	activities    map[string]activityFunc
+	signatures    map[string]signature // types of the handles orchestrations were registered through
 }
 
 func newRegistry() *registry {
-	return &registry{orchestration: map[string][]orchVersion{}, activities: map[string]activityFunc{}}
+	return &registry{orchestration: map[string][]orchVersion{}, activities: map[string]activityFunc{},
+		signatures: map[string]signature{}}
 }
 
 // DefaultVersion is the version of an orchestration registered without one.
 const DefaultVersion = "1.0.0"
 
-// Register registers fn as the orchestration name, version 1.0.0. fn receives the orchestration's
+// Register registers fn as the orchestration name, version 1.0.0: the string-named form of
+// Orchestration.Register, for names known only at run time. fn receives the orchestration's
 // input decoded from JSON into In (use Raw for the text as it is) and its output is stored as JSON.
 //
 // Registration is start-up code: it returns an error matching ErrInvalidInput, and registers
@@ -46,8 +49,8 @@ const DefaultVersion = "1.0.0"
 // registered, or a runtime already started. An error returned before Start is also returned by
 // Start, so a program that ignores Register's result still fails at Start, not minutes later.
 //
-//	if err := dx.Register(rt, "Hello", func(ctx dx.Context, name string) (string, error) {
-//		return dx.Call[string](ctx, "Greet", name).Await(ctx)
+//	if err := dx.Register(rt, name, func(ctx dx.Context, in dx.Raw) (dx.Raw, error) {
+//		return dx.Call[dx.Raw](ctx, name+".step", in).Await(ctx)
 //	}); err != nil {
 //		return err
 //	}
@@ -60,6 +63,12 @@ func Register[In, Out any](rt *Runtime, name string, fn func(ctx Context, input 
 // keeps the version it started with until it continues as new. It fails like Register, and on a
 // version that is not a semantic version.
 func RegisterVersion[In, Out any](rt *Runtime, name, version string, fn func(ctx Context, input In) (Out, error)) error {
+	return registerVersion(rt, name, version, fn, nil)
+}
+
+// registerVersion registers an orchestration version; sig is the handle's types when registered
+// through a handle (Orchestration.RegisterVersion), nil when registered by name.
+func registerVersion[In, Out any](rt *Runtime, name, version string, fn func(ctx Context, input In) (Out, error), sig *signature) error {
 	if rt == nil {
 		return fmt.Errorf("dx: RegisterVersion(%q) on a nil *Runtime: use dx.NewRuntime (%w)", name, ErrInvalidInput)
 	}
@@ -81,13 +90,19 @@ func RegisterVersion[In, Out any](rt *Runtime, name, version string, fn func(ctx
 			return rt.registrationFailed(fmt.Errorf("dx: orchestration %q version %s is already registered (%w)", name, v, ErrInvalidInput))
 		}
 	}
+	if had, ok := r.signatures[name]; ok && sig != nil && had != *sig {
+		return rt.registrationFailed(fmt.Errorf("dx: orchestration %q version %s: its handle has types %v, another handle registered with this name has %v: one name has one signature (%w)", name, v, *sig, had, ErrInvalidInput))
+	}
+	if sig != nil {
+		r.signatures[name] = *sig
+	}
 	vs := append(r.orchestration[name], orchVersion{v, v.String(), bindOrchestration(name, fn)})
 	slices.SortFunc(vs, func(a, b orchVersion) int { return compareVersions(a.version, b.version) })
 	r.orchestration[name] = vs
 	return nil
 }
 
-// RegisterActivity registers fn as the activity name. fn receives the activity's input decoded from
+// RegisterActivity registers fn as the activity name: the string-named form of Activity.Register. fn receives the activity's input decoded from
 // JSON into In and its result is stored as JSON; an error it returns fails the activity (the
 // orchestration's Await returns it as an *Error). It fails like Register (the name already
 // registered, the runtime started...).

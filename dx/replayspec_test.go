@@ -338,7 +338,7 @@ func rsImmediateErr(msg string) rsHandler {
 	return func(Context, string) (string, error) { return "", errors.New(msg) }
 }
 
-func rsCall(ctx Context, name, input string, opts ...Option) Future[Raw] {
+func rsCall(ctx Context, name, input string, opts ...CallOption) Future[Raw] {
 	return Call[Raw](ctx, name, Raw(input), opts...)
 }
 

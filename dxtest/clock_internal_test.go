@@ -11,7 +11,7 @@ import (
 func TestStartNotYetFetchedIsNotIdle(t *testing.T) {
 	env := New(t)
 	dx.Register(env.Runtime, "Noop", func(dx.Context, string) (string, error) { return "", nil })
-	for _, opts := range [][]dx.Option{nil, {dx.WithVersion("1.2.0")}} {
+	for _, opts := range [][]dx.StartOption{nil, {dx.WithVersion("1.2.0")}} {
 		// The client, not env.Start: the runtime stays stopped, so the start stays queued.
 		if _, err := env.Client.Start(env.ctx, "Noop", "x", opts...); err != nil {
 			t.Fatal(err)

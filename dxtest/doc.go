@@ -4,12 +4,12 @@
 //
 //	func TestCheckout(t *testing.T) {
 //		env := dxtest.New(t)
-//		if err := dx.Register(env.Runtime, "Checkout", Checkout); err != nil {
+//		if err := Checkout.Register(env.Runtime, checkout); err != nil { // Checkout: a dx.Orchestration
 //			t.Fatal(err)
 //		}
-//		env.OnActivity("Charge").Return(Receipt{ID: "r-1"})
+//		dxtest.OnActivity(env, Charge).Return(Receipt{ID: "r-1"}) // Charge: a dx.Activity; typed answers
 //
-//		id := env.Start("Checkout", Order{ID: "o-7"})
+//		id := env.Start(Checkout.Name(), Order{ID: "o-7"})
 //		got := dxtest.Result[Receipt](env, id) // a 24 h timer in Checkout takes milliseconds
 //		if got.ID != "r-1" { ... }
 //	}

@@ -181,7 +181,7 @@ func (e *Env) stop() {
 
 // Start starts an instance of the orchestration name with input and returns its id (options:
 // dx.WithInstanceID, dx.WithVersion).
-func (e *Env) Start(name string, input any, opts ...dx.Option) string {
+func (e *Env) Start(name string, input any, opts ...dx.StartOption) string {
 	e.t.Helper()
 	e.ensureStarted()
 	id, err := e.Client.Start(e.ctx, name, input, opts...)

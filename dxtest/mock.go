@@ -28,7 +28,7 @@ type ActivityMock struct {
 }
 
 // OnActivity registers a mock for the activity name on env.Runtime, or returns the one already
-// registered. An activity is either registered with dx.RegisterActivity or mocked, not both, and
+// registered (OnActivity, the function, mocks an activity handle with typed answers). An activity is either registered with dx.RegisterActivity or mocked, not both, and
 // a new mock is registered before the environment starts (the runtime refuses registrations
 // after Start).
 func (e *Env) OnActivity(name string) *ActivityMock {

@@ -38,7 +38,7 @@ their MaxAttempts (about five minutes by default; "dxctl wait ID" then prints a 
 				if err := checkJSON("input", *input); err != nil {
 					return err
 				}
-				var opts []dx.Option
+				var opts []dx.StartOption
 				if *id != "" {
 					opts = append(opts, dx.WithInstanceID(*id))
 				}
@@ -143,7 +143,7 @@ func userWords(err error) error {
 	return errors.New(strings.TrimPrefix(err.Error(), "dx: "))
 }
 
-func (a *app) start(ctx context.Context, name, wantID, input string, opts []dx.Option) error {
+func (a *app) start(ctx context.Context, name, wantID, input string, opts []dx.StartOption) error {
 	if err := a.connect(ctx); err != nil { // an empty namespace is fine: this creates its first instance
 		return err
 	}

@@ -29,10 +29,16 @@ type Decision struct {
 // Timeout is how long the approver has.
 const Timeout = 72 * time.Hour
 
-// Approve waits for a Decision or the timeout, whichever comes first. The custom status tells
+// Pay and Approve are the activity and the orchestration, by name and types.
+var (
+	Pay     = dx.NewActivity[Expense, string]("Pay")
+	Approve = dx.NewOrchestration[Expense, string]("Approve")
+)
+
+// approve waits for a Decision or the timeout, whichever comes first. The custom status tells
 // clients what it waits for; once it reads "awaiting approval" the event will be delivered (an
 // event raised before the orchestration waits for it is recorded but not delivered).
-func Approve(ctx dx.Context, e Expense) (string, error) {
+func approve(ctx dx.Context, e Expense) (string, error) {
 	if e.Cents < 10_000 {
 		return "auto-approved", nil
 	}
@@ -49,7 +55,7 @@ func Approve(ctx dx.Context, e Expense) (string, error) {
 		if !d.Approved {
 			return "rejected by " + d.By, nil
 		}
-		if _, err := dx.Call[string](ctx, "Pay", e).Await(ctx); err != nil {
+		if _, err := Pay.Call(ctx, e).Await(ctx); err != nil {
 			return "", err
 		}
 		return "approved by " + d.By + " and paid", nil
@@ -61,14 +67,14 @@ func Approve(ctx dx.Context, e Expense) (string, error) {
 
 func register(rt *dx.Runtime) error {
 	return errors.Join(
-		dx.RegisterActivity(rt, "Pay", func(_ context.Context, e Expense) (string, error) { return "paid " + e.ID, nil }),
-		dx.Register(rt, "Approve", Approve),
+		Pay.Register(rt, func(_ context.Context, e Expense) (string, error) { return "paid " + e.ID, nil }),
+		Approve.Register(rt, approve),
 	)
 }
 
 func main() {
 	exenv.Main("approval", dx.Options{}, register, func(ctx context.Context, c *dx.Client) error {
-		id, err := c.Start(ctx, "Approve", Expense{ID: "exp-42", Cents: 125_000})
+		id, err := Approve.Start(ctx, c, Expense{ID: "exp-42", Cents: 125_000})
 		if err != nil {
 			return err
 		}
@@ -90,7 +96,7 @@ func main() {
 		if err := c.RaiseEvent(ctx, id, "Decision", Decision{Approved: true, By: "grace"}); err != nil {
 			return err
 		}
-		out, err := dx.Result[string](ctx, c, id)
+		out, err := Approve.Result(ctx, c, id)
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ func TestApproved(t *testing.T) {
 	if err := register(env.Runtime); err != nil {
 		t.Fatal(err)
 	}
-	id := env.Start("Approve", Expense{ID: "e1", Cents: 50_000})
+	id := env.Start(Approve.Name(), Expense{ID: "e1", Cents: 50_000})
 	env.WaitForCustomStatus(id, "awaiting approval")
 	env.RaiseEvent(id, "Decision", Decision{Approved: true, By: "grace"})
 	if got := dxtest.Result[string](env, id); got != "approved by grace and paid" {
@@ -28,7 +28,7 @@ func TestRejectedAfterADay(t *testing.T) {
 	if err := register(env.Runtime); err != nil {
 		t.Fatal(err)
 	}
-	id := env.Start("Approve", Expense{ID: "e2", Cents: 50_000})
+	id := env.Start(Approve.Name(), Expense{ID: "e2", Cents: 50_000})
 	env.After(24*time.Hour, func() { env.RaiseEvent(id, "Decision", Decision{By: "linus"}) })
 	if got := dxtest.Result[string](env, id); got != "rejected by linus" {
 		t.Fatalf("got %q", got)
@@ -42,7 +42,7 @@ func TestTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := env.Now()
-	id := env.Start("Approve", Expense{ID: "e3", Cents: 50_000})
+	id := env.Start(Approve.Name(), Expense{ID: "e3", Cents: 50_000})
 	if got := dxtest.Result[string](env, id); got != "escalated: nobody decided in time" {
 		t.Fatalf("got %q", got)
 	}
@@ -56,7 +56,7 @@ func TestSmallExpensesNeedNoApproval(t *testing.T) {
 	if err := register(env.Runtime); err != nil {
 		t.Fatal(err)
 	}
-	if got := dxtest.Result[string](env, env.Start("Approve", Expense{ID: "e4", Cents: 500})); got != "auto-approved" {
+	if got := dxtest.Result[string](env, env.Start(Approve.Name(), Expense{ID: "e4", Cents: 500})); got != "auto-approved" {
 		t.Fatalf("got %q", got)
 	}
 }

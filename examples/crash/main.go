@@ -24,8 +24,14 @@ import (
 	"github.com/duroxide-go/dxredis/redisprovider"
 )
 
-// Double is the activity: slow enough for the kill to land while work is in flight.
-func Double(ctx context.Context, n int) (int, error) {
+// The activity and the orchestration, by name and types.
+var (
+	Double   = dx.NewActivity[int, int]("Double")
+	Pipeline = dx.NewOrchestration[int, int]("Pipeline")
+)
+
+// double is the activity: slow enough for the kill to land while work is in flight.
+func double(ctx context.Context, n int) (int, error) {
 	select {
 	case <-time.After(2 * time.Millisecond):
 		return 2 * n, nil
@@ -34,11 +40,11 @@ func Double(ctx context.Context, n int) (int, error) {
 	}
 }
 
-// Pipeline doubles its input three times, one activity after the other.
-func Pipeline(ctx dx.Context, n int) (int, error) {
+// pipeline doubles its input three times, one activity after the other.
+func pipeline(ctx dx.Context, n int) (int, error) {
 	for range 3 {
 		var err error
-		if n, err = dx.Call[int](ctx, "Double", n).Await(ctx); err != nil {
+		if n, err = Double.Call(ctx, n).Await(ctx); err != nil {
 			return 0, err
 		}
 	}
@@ -77,7 +83,7 @@ func runWorker() error {
 	}
 	defer p.Close()
 	rt := dx.NewRuntime(p, options())
-	if err := errors.Join(dx.RegisterActivity(rt, "Double", Double), dx.Register(rt, "Pipeline", Pipeline)); err != nil {
+	if err := errors.Join(Double.Register(rt, double), Pipeline.Register(rt, pipeline)); err != nil {
 		return err
 	}
 	return rt.Run(ctx)
@@ -94,7 +100,7 @@ func runDemo(n int) error {
 	c := dx.NewClient(p)
 	ids := make([]string, n)
 	for i := range ids {
-		if ids[i], err = c.Start(ctx, "Pipeline", i, dx.WithInstanceID(fmt.Sprintf("pipeline-%04d", i))); err != nil {
+		if ids[i], err = Pipeline.Start(ctx, c, i, dx.WithInstanceID(fmt.Sprintf("pipeline-%04d", i))); err != nil {
 			return err
 		}
 	}

@@ -21,9 +21,12 @@ type Plan struct {
 	Every   time.Duration `json:"every"`
 }
 
-// Counter adds one per step (after a durable timer), records the count in the KV store (kept
+// Counter is the orchestration's handle: its name and its input and output types.
+var Counter = dx.NewOrchestration[Plan, int]("Counter")
+
+// counter adds one per step (after a durable timer), records the count in the KV store (kept
 // across continue-as-new, readable by clients) and continues as new every PerExec steps.
-func Counter(ctx dx.Context, p Plan) (int, error) {
+func counter(ctx dx.Context, p Plan) (int, error) {
 	count := 0
 	if v, ok := ctx.KV("count"); ok {
 		n, err := strconv.Atoi(v)
@@ -43,18 +46,18 @@ func Counter(ctx dx.Context, p Plan) (int, error) {
 		ctx.SetKV("count", strconv.Itoa(count))
 		ctx.SetCustomStatus(fmt.Sprintf("count %d, execution %d", count, ctx.ExecutionID()))
 	}
-	return 0, dx.ContinueAsNew(ctx, p)
+	return 0, Counter.ContinueAsNew(ctx, p)
 }
 
-func register(rt *dx.Runtime) error { return dx.Register(rt, "Counter", Counter) }
+func register(rt *dx.Runtime) error { return Counter.Register(rt, counter) }
 
 func main() {
 	exenv.Main("eternal", dx.Options{}, register, func(ctx context.Context, c *dx.Client) error {
-		id, err := c.Start(ctx, "Counter", Plan{Limit: 10, PerExec: 3, Every: 10 * time.Millisecond})
+		id, err := Counter.Start(ctx, c, Plan{Limit: 10, PerExec: 3, Every: 10 * time.Millisecond})
 		if err != nil {
 			return err
 		}
-		n, err := dx.Result[int](ctx, c, id)
+		n, err := Counter.Result(ctx, c, id)
 		if err != nil {
 			return err
 		}

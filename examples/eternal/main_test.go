@@ -14,7 +14,7 @@ func TestCountsAcrossExecutions(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := env.Now()
-	id := env.Start("Counter", Plan{Limit: 10, PerExec: 3, Every: time.Hour})
+	id := env.Start(Counter.Name(), Plan{Limit: 10, PerExec: 3, Every: time.Hour})
 	if n := dxtest.Result[int](env, id); n != 10 {
 		t.Fatalf("counted to %d", n)
 	}

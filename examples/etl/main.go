@@ -21,35 +21,43 @@ type Batch struct {
 	Rows []string `json:"rows"`
 }
 
-// Pipeline extracts, transforms each row on the batch's session, and loads the result on a
+// The activities and the orchestration, by name and types.
+var (
+	Extract   = dx.NewActivity[Batch, []string]("Extract")
+	Transform = dx.NewActivity[string, string]("Transform")
+	Load      = dx.NewActivity[[]string, int]("Load")
+	Pipeline  = dx.NewOrchestration[Batch, int]("Pipeline")
+)
+
+// pipeline extracts, transforms each row on the batch's session, and loads the result on a
 // warehouse worker.
-func Pipeline(ctx dx.Context, b Batch) (int, error) {
-	rows, err := dx.Call[[]string](ctx, "Extract", b).Await(ctx)
+func pipeline(ctx dx.Context, b Batch) (int, error) {
+	rows, err := Extract.Call(ctx, b).Await(ctx)
 	if err != nil {
 		return 0, err
 	}
 	var out []string
 	for _, r := range rows {
-		t, err := dx.Call[string](ctx, "Transform", r, dx.OnSession(b.ID)).Await(ctx)
+		t, err := Transform.Call(ctx, r, dx.OnSession(b.ID)).Await(ctx)
 		if err != nil {
 			return 0, err
 		}
 		out = append(out, t)
 	}
-	return dx.Call[int](ctx, "Load", out, dx.WithTag("warehouse")).Await(ctx)
+	return Load.Call(ctx, out, dx.WithTag("warehouse")).Await(ctx)
 }
 
 func register(rt *dx.Runtime) error {
 	return errors.Join(
-		dx.RegisterActivity(rt, "Extract", func(_ context.Context, b Batch) ([]string, error) { return b.Rows, nil }),
-		dx.RegisterActivity(rt, "Transform", func(_ context.Context, row string) (string, error) {
+		Extract.Register(rt, func(_ context.Context, b Batch) ([]string, error) { return b.Rows, nil }),
+		Transform.Register(rt, func(_ context.Context, row string) (string, error) {
 			return strings.ToUpper(strings.TrimSpace(row)), nil
 		}),
-		dx.RegisterActivity(rt, "Load", func(_ context.Context, rows []string) (int, error) {
+		Load.Register(rt, func(_ context.Context, rows []string) (int, error) {
 			fmt.Println("loading", rows)
 			return len(rows), nil
 		}),
-		dx.Register(rt, "Pipeline", Pipeline),
+		Pipeline.Register(rt, pipeline),
 	)
 }
 
@@ -64,11 +72,11 @@ func options() dx.Options {
 
 func main() {
 	exenv.Main("etl", options(), register, func(ctx context.Context, c *dx.Client) error {
-		id, err := c.Start(ctx, "Pipeline", Batch{ID: "batch-1", Rows: []string{" alpha", "beta ", "gamma"}})
+		id, err := Pipeline.Start(ctx, c, Batch{ID: "batch-1", Rows: []string{" alpha", "beta ", "gamma"}})
 		if err != nil {
 			return err
 		}
-		n, err := dx.Result[int](ctx, c, id)
+		n, err := Pipeline.Result(ctx, c, id)
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ func TestPipeline(t *testing.T) {
 	if err := register(env.Runtime); err != nil {
 		t.Fatal(err)
 	}
-	id := env.Start("Pipeline", Batch{ID: "b1", Rows: []string{"a", " b"}})
+	id := env.Start(Pipeline.Name(), Batch{ID: "b1", Rows: []string{"a", " b"}})
 	if n := dxtest.Result[int](env, id); n != 2 {
 		t.Fatalf("loaded %d", n)
 	}

@@ -20,19 +20,25 @@ type Report struct {
 	Failed map[string]string `json:"failed"` // file -> error
 }
 
-// CountLines is the activity; it fails for files it cannot read.
-func CountLines(ctx context.Context, file string) (int, error) {
+// The activity and the orchestration, by name and types.
+var (
+	CountLines = dx.NewActivity[string, int]("CountLines")
+	Process    = dx.NewOrchestration[[]string, Report]("Process")
+)
+
+// countLines is the activity; it fails for files it cannot read.
+func countLines(ctx context.Context, file string) (int, error) {
 	if strings.HasPrefix(file, "missing") {
 		return 0, fmt.Errorf("%s: no such file", file)
 	}
 	return len(file) * 10, nil
 }
 
-// Process starts one activity per file at once, then awaits each: a failure is recorded, not fatal.
-func Process(ctx dx.Context, files []string) (Report, error) {
+// process starts one activity per file at once, then awaits each: a failure is recorded, not fatal.
+func process(ctx dx.Context, files []string) (Report, error) {
 	futures := make([]dx.Future[int], len(files))
 	for i, f := range files {
-		futures[i] = dx.Call[int](ctx, "CountLines", f)
+		futures[i] = CountLines.Call(ctx, f)
 	}
 	r := Report{Failed: map[string]string{}}
 	for i, f := range futures {
@@ -48,18 +54,18 @@ func Process(ctx dx.Context, files []string) (Report, error) {
 
 func register(rt *dx.Runtime) error {
 	return errors.Join(
-		dx.RegisterActivity(rt, "CountLines", CountLines),
-		dx.Register(rt, "Process", Process),
+		CountLines.Register(rt, countLines),
+		Process.Register(rt, process),
 	)
 }
 
 func main() {
 	exenv.Main("fanout", dx.Options{WorkerConcurrency: 4}, register, func(ctx context.Context, c *dx.Client) error {
-		id, err := c.Start(ctx, "Process", []string{"a.csv", "bb.csv", "missing.csv", "dddd.csv"})
+		id, err := Process.Start(ctx, c, []string{"a.csv", "bb.csv", "missing.csv", "dddd.csv"})
 		if err != nil {
 			return err
 		}
-		r, err := dx.Result[Report](ctx, c, id)
+		r, err := Process.Result(ctx, c, id)
 		if err != nil {
 			return err
 		}

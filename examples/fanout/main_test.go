@@ -4,8 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/duroxide-go/dxredis/dx"
-
 	"github.com/duroxide-go/dxredis/dxtest"
 )
 
@@ -14,7 +12,7 @@ func TestPartialFailureIsReported(t *testing.T) {
 	if err := register(env.Runtime); err != nil {
 		t.Fatal(err)
 	}
-	r := dxtest.Result[Report](env, env.Start("Process", []string{"a.csv", "missing.csv", "bb.csv"}))
+	r := dxtest.Result[Report](env, env.Start(Process.Name(), []string{"a.csv", "missing.csv", "bb.csv"}))
 	if r.Lines != 50+60 || len(r.Failed) != 1 || r.Failed["missing.csv"] != "missing.csv: no such file" {
 		t.Fatalf("report %+v", r)
 	}
@@ -22,11 +20,11 @@ func TestPartialFailureIsReported(t *testing.T) {
 
 func TestEveryFileFails(t *testing.T) {
 	env := dxtest.New(t)
-	env.OnActivity("CountLines").ReturnError(errors.New("disk on fire"))
-	if err := dx.Register(env.Runtime, "Process", Process); err != nil {
+	dxtest.OnActivity(env, CountLines).ReturnError(errors.New("disk on fire"))
+	if err := Process.Register(env.Runtime, process); err != nil {
 		t.Fatal(err)
 	}
-	r := dxtest.Result[Report](env, env.Start("Process", []string{"a", "b"}))
+	r := dxtest.Result[Report](env, env.Start(Process.Name(), []string{"a", "b"}))
 	if r.Lines != 0 || len(r.Failed) != 2 || r.Failed["b"] != "disk on fire" {
 		t.Fatalf("report %+v", r)
 	}

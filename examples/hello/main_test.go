@@ -11,7 +11,7 @@ func TestHello(t *testing.T) {
 	if err := register(env.Runtime); err != nil {
 		t.Fatal(err)
 	}
-	if got := dxtest.Result[string](env, env.Start("Hello", "world")); got != "Hello, world!" {
+	if got := dxtest.Result[string](env, env.Start(Hello.Name(), "world")); got != "Hello, world!" {
 		t.Fatalf("got %q", got)
 	}
 }

@@ -19,23 +19,35 @@ type Trip struct {
 	Cents     int    `json:"cents"`
 }
 
-// BookTrip runs each step with its compensation; on failure it runs the compensations of the
+// The activities and the orchestration, each a name with its input and output types.
+var (
+	ReserveFlight = dx.NewActivity[Trip, string]("ReserveFlight")
+	ReserveHotel  = dx.NewActivity[Trip, string]("ReserveHotel")
+	ChargeCard    = dx.NewActivity[Trip, string]("ChargeCard")
+	CancelFlight  = dx.NewActivity[Trip, string]("CancelFlight")
+	CancelHotel   = dx.NewActivity[Trip, string]("CancelHotel")
+	RefundCard    = dx.NewActivity[Trip, string]("RefundCard")
+
+	BookTrip = dx.NewOrchestration[Trip, string]("BookTrip")
+)
+
+// bookTrip runs each step with its compensation; on failure it runs the compensations of the
 // completed steps, last first, and fails with the step's error.
-func BookTrip(ctx dx.Context, t Trip) (string, error) {
-	steps := []struct{ do, undo string }{
-		{"ReserveFlight", "CancelFlight"},
-		{"ReserveHotel", "CancelHotel"},
-		{"ChargeCard", "RefundCard"},
+func bookTrip(ctx dx.Context, t Trip) (string, error) {
+	steps := []struct{ do, undo dx.Activity[Trip, string] }{
+		{ReserveFlight, CancelFlight},
+		{ReserveHotel, CancelHotel},
+		{ChargeCard, RefundCard},
 	}
-	var undo []string
+	var undo []dx.Activity[Trip, string]
 	for _, s := range steps {
-		if _, err := dx.Call[string](ctx, s.do, t).Await(ctx); err != nil {
+		if _, err := s.do.Call(ctx, t).Await(ctx); err != nil {
 			for i := len(undo) - 1; i >= 0; i-- {
-				if _, cerr := dx.Call[string](ctx, undo[i], t).Await(ctx); cerr != nil {
-					return "", fmt.Errorf("%s failed (%v) and compensation %s failed too: %w", s.do, err, undo[i], cerr)
+				if _, cerr := undo[i].Call(ctx, t).Await(ctx); cerr != nil {
+					return "", fmt.Errorf("%s failed (%v) and compensation %s failed too: %w", s.do.Name(), err, undo[i].Name(), cerr)
 				}
 			}
-			return "", fmt.Errorf("%s failed, booking rolled back: %w", s.do, err)
+			return "", fmt.Errorf("%s failed, booking rolled back: %w", s.do.Name(), err)
 		}
 		undo = append(undo, s.undo)
 	}
@@ -43,23 +55,23 @@ func BookTrip(ctx dx.Context, t Trip) (string, error) {
 }
 
 func register(rt *dx.Runtime) error {
-	for _, name := range []string{"ReserveFlight", "ReserveHotel", "CancelFlight", "CancelHotel", "RefundCard"} {
-		if err := dx.RegisterActivity(rt, name, func(_ context.Context, t Trip) (string, error) {
-			fmt.Printf("  %s for %s\n", name, t.Traveller)
-			return name + " done", nil
+	for _, a := range []dx.Activity[Trip, string]{ReserveFlight, ReserveHotel, CancelFlight, CancelHotel, RefundCard} {
+		if err := a.Register(rt, func(_ context.Context, t Trip) (string, error) {
+			fmt.Printf("  %s for %s\n", a.Name(), t.Traveller)
+			return a.Name() + " done", nil
 		}); err != nil {
 			return err
 		}
 	}
 	return errors.Join(
-		dx.RegisterActivity(rt, "ChargeCard", func(_ context.Context, t Trip) (string, error) {
+		ChargeCard.Register(rt, func(_ context.Context, t Trip) (string, error) {
 			if t.Cents > 100_000 {
 				return "", errors.New("card declined")
 			}
 			fmt.Printf("  ChargeCard %d cents\n", t.Cents)
 			return "charged", nil
 		}),
-		dx.Register(rt, "BookTrip", BookTrip),
+		BookTrip.Register(rt, bookTrip),
 	)
 }
 
@@ -67,11 +79,11 @@ func main() {
 	exenv.Main("saga", dx.Options{}, register, func(ctx context.Context, c *dx.Client) error {
 		for _, t := range []Trip{{"ada", 50_000}, {"bob", 500_000}} {
 			fmt.Printf("trip for %s:\n", t.Traveller)
-			id, err := c.Start(ctx, "BookTrip", t)
+			id, err := BookTrip.Start(ctx, c, t)
 			if err != nil {
 				return err
 			}
-			out, err := dx.Result[string](ctx, c, id)
+			out, err := BookTrip.Result(ctx, c, id)
 			if err != nil {
 				fmt.Println("=>", err)
 				continue

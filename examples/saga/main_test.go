@@ -15,23 +15,24 @@ func TestBookingSucceeds(t *testing.T) {
 	if err := register(env.Runtime); err != nil {
 		t.Fatal(err)
 	}
-	if got := dxtest.Result[string](env, env.Start("BookTrip", Trip{"ada", 100})); got != "booked for ada" {
+	if got := dxtest.Result[string](env, env.Start(BookTrip.Name(), Trip{"ada", 100})); got != "booked for ada" {
 		t.Fatalf("got %q", got)
 	}
 }
 
 func TestFailedChargeIsCompensatedInReverse(t *testing.T) {
 	env := dxtest.New(t)
-	if err := dx.Register(env.Runtime, "BookTrip", BookTrip); err != nil {
+	if err := BookTrip.Register(env.Runtime, bookTrip); err != nil {
 		t.Fatal(err)
 	}
 	var calls []string
-	for _, name := range []string{"ReserveFlight", "ReserveHotel", "CancelFlight", "CancelHotel", "RefundCard"} {
-		env.OnActivity(name).Return("ok")
+	mocks := map[string]*dxtest.Mock[Trip, string]{}
+	for _, a := range []dx.Activity[Trip, string]{ReserveFlight, ReserveHotel, CancelFlight, CancelHotel, RefundCard} {
+		mocks[a.Name()] = dxtest.OnActivity(env, a).Return("ok")
 	}
-	env.OnActivity("ChargeCard").ReturnError(errors.New("card declined"))
+	dxtest.OnActivity(env, ChargeCard).ReturnError(errors.New("card declined"))
 
-	id := env.Start("BookTrip", Trip{"bob", 1})
+	id := env.Start(BookTrip.Name(), Trip{"bob", 1})
 	err := env.Err(id)
 	if err == nil || !strings.Contains(err.Error(), "ChargeCard failed, booking rolled back: card declined") {
 		t.Fatalf("error %v", err)
@@ -44,8 +45,8 @@ func TestFailedChargeIsCompensatedInReverse(t *testing.T) {
 	if got := strings.Join(calls, " "); got != "ReserveFlight ReserveHotel ChargeCard CancelHotel CancelFlight" {
 		t.Fatalf("calls in order: %s", got)
 	}
-	if env.OnActivity("RefundCard").Calls() != 0 || env.OnActivity("CancelHotel").Calls() != 1 || env.OnActivity("CancelFlight").Calls() != 1 {
-		t.Fatalf("compensations: refund %d hotel %d flight %d", env.OnActivity("RefundCard").Calls(),
-			env.OnActivity("CancelHotel").Calls(), env.OnActivity("CancelFlight").Calls())
+	refund, hotel, flight := mocks["RefundCard"].Calls(), mocks["CancelHotel"].Calls(), mocks["CancelFlight"].Calls()
+	if refund != 0 || hotel != 1 || flight != 1 {
+		t.Fatalf("compensations: refund %d hotel %d flight %d", refund, hotel, flight)
 	}
 }

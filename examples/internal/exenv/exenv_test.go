@@ -11,14 +11,15 @@ import (
 // With no Redis at DXREDIS_ADDR, Main's plumbing falls back to miniredis and runs the example.
 func TestRunFallsBackToMiniredisAndDropsTheNamespace(t *testing.T) {
 	t.Setenv("DXREDIS_ADDR", "127.0.0.1:1") // nothing listens on port 1
+	echo := dx.NewOrchestration[string, string]("Echo")
 	err := run("test", dx.Options{}, func(rt *dx.Runtime) error {
-		return dx.Register(rt, "Echo", func(ctx dx.Context, s string) (string, error) { return s, nil })
+		return echo.Register(rt, func(ctx dx.Context, s string) (string, error) { return s, nil })
 	}, func(ctx context.Context, c *dx.Client) error {
-		id, err := c.Start(ctx, "Echo", "hi")
+		id, err := echo.Start(ctx, c, "hi")
 		if err != nil {
 			return err
 		}
-		out, err := dx.Result[string](ctx, c, id)
+		out, err := echo.Result(ctx, c, id)
 		if err == nil && out != "hi" {
 			err = errors.New("wrong output " + out)
 		}
