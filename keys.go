@@ -62,7 +62,9 @@ import (
 //	P he:<e>:<id>           SET     event ids of the history, once they are not exactly 1..n in order
 //	P q:<id>                HASH    orchestrator messages: m<s> JSON, a<s> deliveries that ended without an
 //	                                ack (absent 0; a held lock's is not counted yet), t<s> type code (S
-//	                                start, C continue-as-new, Q queue message; absent: other)
+//	                                start, C continue-as-new, Q queue message; absent: other), h
+//	                                "<ms> <reason>" while the runtime holds the instance (its next
+//	                                ack deletes it with the messages)
 //	P qz:<id>               ZSET    message seq -> visible_at ms
 //	P lk:<id>               HASH    instance lock: tok ("<nonce>.<id>") until seqs inst ("1": the instance
 //	                                existed at fetch) more ("1": other messages pending) tag, x (the

@@ -2,8 +2,10 @@ package dx
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/duroxide-go/dxredis/provider"
 )
@@ -23,10 +25,10 @@ const (
 	// it never becomes poison) and tried again after HoldRetryDelay, with a warning log naming the
 	// instance, the event and both sides, and MetricNondeterminism (Result "held"). The instance
 	// stays Running, its history untouched, until code that reproduces its history takes the turn:
-	// rolling back a bad deploy resumes it. Nothing in the store marks it held (dxctl shows it
-	// Running, or not found when its first turn is held): watch the log or the metric. An instance held by a replay check (ReplayCheckRate)
-	// is tried again from a fresh replay, the cache dropped: from there on it goes on as a restart
-	// would.
+	// rolling back a bad deploy resumes it. With a provider that implements provider.Holder
+	// (redisprovider does) the hold and its reason show in Client.Status (Held) and dxctl show
+	// until the next stored turn. An instance held by a replay check (ReplayCheckRate) is tried
+	// again from a fresh replay, the cache dropped: from there on it goes on as a restart would.
 	HoldOnNondeterminism
 )
 
@@ -145,8 +147,32 @@ func (rt *Runtime) onNondeterminism(ctx context.Context, log *slog.Logger, token
 	attrs = append(attrs, "retry_in", rt.opts.HoldRetryDelay)
 	log.Warn("dx: nondeterminism: the instance is held, nothing written; it resumes when code that replays its history "+
 		"(the previous deploy) takes the turn", attrs...)
+	if h, ok := rt.p.(provider.Holder); ok {
+		// Operators see the hold (Client.Status's Held, dxctl show) until a turn is acknowledged.
+		if err := h.HoldOrchestrationItem(ctx, token, rt.opts.HoldRetryDelay, r.holdReason()); err != nil {
+			log.Warn("dx: hold failed; the lock expires instead", "error", err)
+		}
+		return true
+	}
 	rt.abandonTurn(ctx, log, token, rt.opts.HoldRetryDelay, true)
 	return true
+}
+
+// holdReason is the note a held instance shows (provider.Holder): what the history has and what
+// the code does instead, at most 1,024 bytes.
+func (r nondetReport) holdReason() string {
+	s := "nondeterminism"
+	if r.event != 0 {
+		s += fmt.Sprintf(" at event %d", r.event)
+	}
+	s += ": " + r.wantK + " " + r.want
+	if r.gotK != "" {
+		s += "; " + r.gotK + " " + r.got
+	}
+	if len(s) > 1024 {
+		s = strings.ToValidUTF8(s[:1021], "") + "..."
+	}
+	return s
 }
 
 // checkable reports whether a turn's outcome is worth a replay check: not one that already failed

@@ -170,6 +170,12 @@ type Status struct {
 	// that changed it.
 	CustomStatus        *string
 	CustomStatusVersion uint64
+	// Held says why a runtime holds the instance (Options.OnNondeterminism HoldOnNondeterminism:
+	// its code no longer replays its history), "" when it is not held; the hold ends with the
+	// instance's next stored turn (after a rollback of the deploy). Read when the provider
+	// implements provider.Holder (redisprovider does). A hold at the first turn leaves the state
+	// NotFound, with Held set.
+	Held string
 }
 
 // Terminal reports whether the instance has finished (Completed or Failed).
@@ -184,6 +190,13 @@ func (c *Client) Status(ctx context.Context, instance string) (Status, error) {
 	admin, ok := c.p.Admin()
 	if !ok {
 		return st, errors.New("dx: Status needs a provider with management support (Provider.Admin)")
+	}
+	if h, ok := c.p.(provider.Holder); ok {
+		held, _, err := h.HeldReason(ctx, instance)
+		if err != nil {
+			return st, err
+		}
+		st.Held = held
 	}
 	info, err := admin.GetInstanceInfo(ctx, instance)
 	if errors.Is(err, provider.ErrNotFound) {

@@ -237,8 +237,13 @@ func TestHoldOnNondeterminismResumesAfterRollback(t *testing.T) {
 	if err := bad.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := d.c.Status(ctx, "order-1"); err != nil || st.State != dx.StateRunning || d.events() != d.before {
+	st, err := d.c.Status(ctx, "order-1")
+	if err != nil || st.State != dx.StateRunning || d.events() != d.before {
 		t.Fatalf("held instance: state %s (%v), history %s, want Running and unchanged: %s", st.State, err, d.events(), d.before)
+	}
+	// Operators see the hold and why (provider.Holder).
+	if want := `nondeterminism at event 2: history activity Reserve("o1"); code calls activity Hold("o1")`; st.Held != want {
+		t.Fatalf("held instance's Held = %q, want %q", st.Held, want)
 	}
 	if m.get(dx.MetricNondeterminism+"/failed") != 0 || m.get(dx.MetricPoison) != 0 {
 		t.Fatalf("metrics %v", m.n)
@@ -250,9 +255,9 @@ func TestHoldOnNondeterminismResumesAfterRollback(t *testing.T) {
 
 	// Rolling back resumes it.
 	d.run(testOptions(), "Reserve")
-	st := waitStatus(t, d.c, "order-1")
-	if st.State != dx.StateCompleted || st.Output != `"Reserve:o1 Ship:o1"` {
-		t.Fatalf("after the rollback: state %s output %s err %v", st.State, st.Output, st.Err)
+	st = waitStatus(t, d.c, "order-1")
+	if st.State != dx.StateCompleted || st.Output != `"Reserve:o1 Ship:o1"` || st.Held != "" {
+		t.Fatalf("after the rollback: state %s output %s err %v held %q", st.State, st.Output, st.Err, st.Held)
 	}
 	if got, want := d.events(), d.before+" ExternalEvent ActivityScheduled ActivityCompleted OrchestrationCompleted"; got != want {
 		t.Fatalf("history %s, want %s", got, want)

@@ -103,6 +103,19 @@ type StartIfAbsentEnqueuer interface {
 	EnqueueStartIfAbsent(ctx context.Context, item WorkItem) (started bool, err error)
 }
 
+// Holder is an optional extension for runtimes that hold an instance instead of failing it (dx's
+// HoldOnNondeterminism: the code no longer replays the history, and a rollback of the deploy
+// should resume it): the hold is written nowhere in the history, but operators can see it.
+//
+// HoldOrchestrationItem abandons the locked turn as AbandonOrchestrationItem(ctx, lockToken, delay,
+// true) does (no attempt counted) and notes on the instance why it is held: reason, 1 to 1,024
+// bytes of UTF-8. The note stays until a turn of the instance is acknowledged. HeldReason returns
+// it and when it was written, or "" when the instance is not held (or does not exist).
+type Holder interface {
+	HoldOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, reason string) error
+	HeldReason(ctx context.Context, instance string) (reason string, since time.Time, err error)
+}
+
 // WithAttemptID returns ctx marked with id, a caller's name for one logical write (an ack) that it
 // may send more than once: a provider that runs writes at most once per attempt (redisprovider
 // does) uses id as the call's attempt id, so that a call sent again with the same id, within the

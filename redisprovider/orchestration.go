@@ -493,6 +493,37 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 	return err
 }
 
+// HoldOrchestrationItem implements provider.Holder: an abandon that counts no attempt and keeps
+// the reason in the instance's message hash (its field h) until an ack consumes the messages.
+func (p *Provider) HoldOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, reason string) error {
+	const op = "hold_orchestration_item"
+	if err := checkToken(op, lockToken); err != nil {
+		return err
+	}
+	if err := checkDuration(op, "delay", delay); err != nil {
+		return err
+	}
+	if reason == "" || len(reason) > maxHoldReason || !utf8.ValidString(reason) {
+		return invalid(op, "a hold's reason must be 1 to %d bytes of UTF-8 (got %d bytes)", maxHoldReason, len(reason))
+	}
+	_, err := p.runOnce(ctx, op, "orch_abandon", 0, lockToken, ms(delay), boolArg(true), reason)
+	return err
+}
+
+// maxHoldReason bounds a hold's reason (provider.Holder).
+const maxHoldReason = 1024
+
+// HeldReason implements provider.Holder.
+func (p *Provider) HeldReason(ctx context.Context, instance string) (string, time.Time, error) {
+	res, err := p.onInstance(ctx, "held_reason", "inst_state", instance, "hold")
+	if err != nil || str(res) == "" {
+		return "", time.Time{}, err
+	}
+	at, reason, _ := strings.Cut(str(res), " ")
+	msec, _ := strconv.ParseInt(at, 10, 64)
+	return reason, time.UnixMilli(msec).UTC(), nil
+}
+
 // RenewOrchestrationItemLock implements provider.Provider.
 func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "renew_orchestration_item_lock"

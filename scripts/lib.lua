@@ -466,10 +466,12 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
   return nil
 end
 
--- Delete orchestrator messages seqs of an instance, two commands per 300 messages.
+-- Delete orchestrator messages seqs of an instance, two commands per 300 messages. An ack calls it
+-- (or deletes the whole hash): the hold note h (orch_abandon) goes with the first chunk.
 local function oq_delete_many(id, seqs)
   for i = 1, #seqs, 300 do
     local fields, members = {}, {}
+    if i == 1 then fields[1] = 'h' end
     for j = i, math.min(i + 299, #seqs) do
       local s = seqs[j]
       fields[#fields + 1], fields[#fields + 2], fields[#fields + 3] = 'm' .. s, 'a' .. s, 't' .. s

@@ -1,6 +1,8 @@
 -- orch_abandon: release an instance lock without committing.
 -- KEYS[1] seq key (routing only)
--- ARGV[1] prefix, [2] lock token, [3] delay ms (0 = visible at once), [4] '1' = ignore attempt.
+-- ARGV[1] prefix, [2] lock token, [3] delay ms (0 = visible at once), [4] '1' = ignore attempt,
+--   [5] optional: why the runtime holds the instance (a hold: HoldOrchestrationItem), kept in the
+--   message hash's field h as '<ms> <reason>' until an ack consumes the messages (which deletes it).
 -- Only the messages this token locked are delayed / counted (duroxide 0.1.31); messages that
 -- arrived during the lock are untouched. An expired but unreclaimed lock may still be abandoned.
 -- Reply: 1. Errors: DX_INVALID_TOKEN unknown or superseded token.
@@ -15,6 +17,7 @@ if not ignore then oq_count_attempt(id, seqs) end
 if delay > 0 then
   for _, s in ipairs(seqs) do redis.call('ZADD', k_vis(id), 'XX', d(now + delay), s) end
 end
+if ARGV[5] then redis.call('HSET', k_msgs(id), 'h', now_s() .. ' ' .. ARGV[5]) end
 local pin = oq_unlock(id, now)
 if pin then wake_orch(pin, 1) end
 return 1

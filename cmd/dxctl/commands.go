@@ -346,6 +346,10 @@ func (a *app) show(ctx context.Context, id string, exec uint64) error {
 	if err != nil {
 		return err
 	}
+	held, heldSince, err := a.p.HeldReason(ctx, id)
+	if err != nil {
+		return err
+	}
 
 	if a.json {
 		var csOut *customStatusOut
@@ -368,7 +372,8 @@ func (a *app) show(ctx context.Context, id string, exec uint64) error {
 			Executions       []executionRow    `json:"executions"`
 			HistoryExecution uint64            `json:"history_execution_id"`
 			History          []json.RawMessage `json:"history"`
-		}{web.InstanceOf(info), children, csOut, kv, execs, exec, events})
+			Held             string            `json:"held,omitempty"`
+		}{web.InstanceOf(info), children, csOut, kv, execs, exec, events, held})
 	}
 
 	w := a.stdout
@@ -376,6 +381,9 @@ func (a *app) show(ctx context.Context, id string, exec uint64) error {
 	t.row("Instance:", info.InstanceID)
 	t.row("Orchestration:", strings.TrimSpace(info.OrchestrationName+" "+info.OrchestrationVersion))
 	t.row("Status:", info.Status)
+	if held != "" {
+		t.row("Held:", held+" (since "+heldSince.Format(time.RFC3339)+"; it resumes when a runtime whose code replays its history takes it)")
+	}
 	if info.Output != nil {
 		t.row("Output:", shorten(*info.Output, 120))
 	}

@@ -1007,3 +1007,45 @@ func TestPoisonHint(t *testing.T) {
 		t.Fatalf("wait on an ordinary failure:\n%s", out)
 	}
 }
+
+// show says when a runtime holds the instance, and why (provider.Holder), in text and JSON.
+func TestShowHeld(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	fetchTurn := func() string {
+		t.Helper()
+		it, err := f.p.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil)
+		if err != nil || it == nil {
+			t.Fatalf("fetch: %+v, %v", it, err)
+		}
+		return it.LockToken
+	}
+	start := provider.WorkItem{Kind: provider.StartOrchestration{Instance: "held-1", Orchestration: "O", Input: "{}", ExecutionID: 1}}
+	if err := f.p.EnqueueForOrchestrator(ctx, start, 0); err != nil {
+		t.Fatal(err)
+	}
+	started := provider.Event{EventID: 1, InstanceID: "held-1", ExecutionID: 1, TimestampMs: 1, DuroxideVersion: "0.1.30",
+		Kind: provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}}
+	if err := f.p.AckOrchestrationItem(ctx, fetchTurn(), provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: []provider.Event{started},
+		Metadata: provider.ExecutionMetadata{Status: provider.StatusRunning, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}); err != nil {
+		t.Fatal(err)
+	}
+	if out := f.ok("show", "held-1"); strings.Contains(out, "Held:") {
+		t.Fatalf("show of an instance not held:\n%s", out)
+	}
+	if err := f.p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.ExternalRaised{Instance: "held-1", Name: "e", Data: "1"}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.p.HoldOrchestrationItem(ctx, fetchTurn(), time.Hour, "nondeterminism at event 2"); err != nil {
+		t.Fatal(err)
+	}
+	if out := f.ok("show", "held-1"); !regexpLine(out, `^Held:\s+nondeterminism at event 2 \(since \S+; it resumes when`) {
+		t.Fatalf("show of a held instance:\n%s", out)
+	}
+	var got struct {
+		Held string `json:"held"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("--json", "show", "held-1")), &got); err != nil || got.Held != "nondeterminism at event 2" {
+		t.Fatalf("show --json: %+v, %v", got, err)
+	}
+}
