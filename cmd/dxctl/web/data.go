@@ -13,6 +13,7 @@ import (
 
 	"github.com/duroxide-go/dxredis/dx"
 	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
 )
 
 // statuses are the values of the status filter.
@@ -41,6 +42,28 @@ type QueuesOut struct {
 	WorkerReady           uint64 `json:"worker_unlocked"`
 	WorkerLocked          uint64 `json:"worker_locked"`
 	WorkerOldestVisibleMs int64  `json:"worker_oldest_visible_age_ms"`
+	// WorkerTags breaks the worker items down by tag (redisprovider.WorkerTagStats).
+	WorkerTags []WorkerTag `json:"worker_tags"`
+}
+
+// WorkerTag is one tag's queued worker items ("" = untagged): Queued = Ready + Session + Delayed +
+// Locked (dxctl's "queues --json" prints the same JSON).
+type WorkerTag struct {
+	Tag     string `json:"tag"`
+	Queued  uint64 `json:"queued"`
+	Ready   uint64 `json:"ready"`
+	Session uint64 `json:"session"`
+	Delayed uint64 `json:"delayed"`
+	Locked  uint64 `json:"locked"`
+}
+
+// WorkerTagsOf converts the provider's per-tag worker counts (never nil).
+func WorkerTagsOf(tags []redisprovider.WorkerTagStats) []WorkerTag {
+	out := make([]WorkerTag, len(tags))
+	for i, t := range tags {
+		out[i] = WorkerTag(t)
+	}
+	return out
 }
 
 // statusCounts reads the instance counts: ZCARD of idx:instances and of each idx:status:<status>
@@ -76,7 +99,7 @@ func (s *Server) overview(ctx context.Context) (Overview, error) {
 	return Overview{
 		Namespace: s.p.Keyspace().Namespace(), ServerTime: qs.ServerTime.UTC(), Instances: total, ByStatus: by,
 		Queues: QueuesOut{o.Visible, o.Delayed, o.Locked, o.LockedInstances, o.ExpiredLocks, o.Orphaned,
-			o.OldestVisibleAge.Milliseconds(), wq.Unlocked, wq.Locked, wq.OldestVisibleAge.Milliseconds()},
+			o.OldestVisibleAge.Milliseconds(), wq.Unlocked, wq.Locked, wq.OldestVisibleAge.Milliseconds(), WorkerTagsOf(wq.Tags)},
 		Samples: s.samples.all(), SampleMs: s.cfg.SampleEvery.Milliseconds(),
 	}, nil
 }

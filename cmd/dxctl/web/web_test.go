@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/duroxide-go/dxredis/cmd/dxctl/web/webfixture"
 	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 )
 
@@ -189,6 +191,44 @@ func TestOverviewPageAndAPI(t *testing.T) {
 		if e.ok(a) == "" {
 			t.Fatalf("%s is empty", a)
 		}
+	}
+}
+
+// The overview breaks the worker queue down by tag, in the API and on the page (tags escaped).
+func TestOverviewWorkerTags(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	const hostileTag = `<b>"gpu"</b>`
+	// The fixture's runtime runs untagged items only: these stay queued.
+	for i, tag := range []string{"gpu", "gpu", hostileTag} {
+		it := provider.WorkItem{Kind: provider.ActivityExecute{Instance: webfixture.Waiter, ExecutionID: 1, ID: uint64(100 + i),
+			Name: "Work", Input: "1", Tag: &tag}}
+		if err := e.p.EnqueueForWorker(ctx, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gpu, err := provider.TagFilterTags("gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it, err := e.p.FetchWorkItem(ctx, time.Minute, 0, nil, gpu); err != nil || it == nil {
+		t.Fatalf("fetch gpu item: %+v, %v", it, err)
+	}
+	var o Overview
+	e.getJSON("/api/overview", &o)
+	want := []WorkerTag{{Tag: hostileTag, Queued: 1, Ready: 1}, {Tag: "gpu", Queued: 2, Ready: 1, Locked: 1}}
+	if !slices.Equal(o.Queues.WorkerTags, want) {
+		t.Fatalf("worker tags %+v, want %+v", o.Queues.WorkerTags, want)
+	}
+	body := e.ok("/")
+	for _, row := range []string{`<tr><td>gpu</td><td>1</td><td>0</td><td>0</td><td>1</td></tr>`,
+		`<tr><td>&lt;b&gt;&#34;gpu&#34;&lt;/b&gt;</td><td>1</td><td>0</td><td>0</td><td>0</td></tr>`} {
+		if !strings.Contains(body, row) {
+			t.Fatalf("overview page lacks %s:\n%s", row, body)
+		}
+	}
+	if strings.Contains(body, hostileTag) {
+		t.Fatal("the tag is not escaped")
 	}
 }
 
