@@ -2,9 +2,12 @@ package redisprovider
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -78,6 +81,77 @@ type WorkerQueueStats struct {
 	// OldestVisibleAge is the age (since enqueue) of the oldest item a worker could fetch now,
 	// among session-less items, claimable sessions and due delayed items (0 when none).
 	OldestVisibleAge time.Duration
+	// Tags breaks the queued items down by tag, sorted by tag ("" = untagged first); a tag
+	// without queued items is not listed.
+	Tags []WorkerTagStats
+}
+
+// WorkerTagStats counts the queued worker items of one tag. Queued = Ready + Session + Delayed +
+// Locked. Ready and Queued are read from the tag's ready set and counter; Delayed and Locked from
+// the items of wq:due and wq:locked, walked in pages of scanPageSize items: exact when the queue
+// does not change during the walk.
+type WorkerTagStats struct {
+	Tag    string
+	Queued uint64
+	// Ready session-less items can be fetched now.
+	Ready uint64
+	// Session items are ready items of sessions (fetched by their session's owner, or by any
+	// session-aware worker once the session is free).
+	Session uint64
+	// Delayed items were abandoned with a delay.
+	Delayed uint64
+	// Locked items are held by a worker (expired or not).
+	Locked uint64
+}
+
+// workerTags fills w.Tags from the head's per-tag list (tag key, queued, ready, ...) and pages
+// over wq:locked and wq:due for the locked and delayed items of each tag.
+func (p *Provider) workerTags(ctx context.Context, op string, head []any, w *WorkerQueueStats) error {
+	byKey := map[string]*WorkerTagStats{}
+	for i := 0; i+2 < len(head); i += 3 {
+		tk := str(head[i])
+		tag := ""
+		if _, t, ok := strings.Cut(tk, ":"); ok {
+			tag = t
+		}
+		w.Tags = append(w.Tags, WorkerTagStats{Tag: tag, Queued: uint64(num(head[i+1])), Ready: uint64(num(head[i+2]))})
+	}
+	slices.SortFunc(w.Tags, func(a, b WorkerTagStats) int { return strings.Compare(a.Tag, b.Tag) })
+	for i := range w.Tags {
+		byKey[dxredis.WorkTagKey(w.Tags[i].Tag)] = &w.Tags[i]
+	}
+	for _, what := range []string{"wlocked", "wdue"} {
+		for off := 0; ; off += scanPageSize {
+			res, err := p.run(ctx, op, "admin_queues", 0, what, "", strconv.Itoa(off), strconv.Itoa(scanPageSize))
+			if err != nil {
+				return err
+			}
+			r := list(res)
+			if len(r) < 2 {
+				return provider.NewPermanentError(op, "unexpected reply from admin_queues")
+			}
+			counts := list(r[1])
+			for j := 0; j+1 < len(counts); j += 2 {
+				if t := byKey[str(counts[j])]; t != nil {
+					if what == "wlocked" {
+						t.Locked += uint64(num(counts[j+1]))
+					} else {
+						t.Delayed += uint64(num(counts[j+1]))
+					}
+				}
+			}
+			if num(r[0]) < scanPageSize {
+				break
+			}
+		}
+	}
+	for i := range w.Tags {
+		t := &w.Tags[i]
+		if used := t.Ready + t.Delayed + t.Locked; used < t.Queued {
+			t.Session = t.Queued - used
+		}
+	}
+	return nil
 }
 
 // GetQueueStats walks the orchestrator indexes (oq:ready:<pin>, oq:due, oq:locked) in scripts of
@@ -103,6 +177,11 @@ func (p *Provider) queueStats(ctx context.Context, op string) (QueueStats, error
 		qs.Worker = WorkerQueueStats{Unlocked: uint64(num(w[0])), Locked: uint64(num(w[1]))}
 		if at := num(w[2]); at >= 0 && at < now {
 			qs.Worker.OldestVisibleAge = time.Duration(now-at) * time.Millisecond
+		}
+		if len(w) >= 4 {
+			if err := p.workerTags(ctx, op, list(w[3]), &qs.Worker); err != nil {
+				return QueueStats{}, err
+			}
 		}
 	}
 	o := &qs.Orchestrator

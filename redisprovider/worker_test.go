@@ -1009,3 +1009,36 @@ func TestWorkerWakeOnlyWhereFetchersWait(t *testing.T) {
 		}
 	}
 }
+
+// GetQueueStats breaks the worker queue down by tag: ready, session, delayed and locked items.
+func TestWorkerQueueStatsPerTag(t *testing.T) {
+	p := newTestProvider(t)
+	ctx := t.Context()
+	wEnqueue(t, p, wAct("qs", 1, "", ""), wAct("qs", 2, "gpu", ""), wAct("qs", 3, "gpu", ""), wAct("qs", 4, "gpu", ""),
+		wAct("qs", 5, "gpu", "s1"), wAct("qs", 6, "", ""))
+	if id := wID(t, wFetch(t, p, wLongLock, nil, provider.TagFilterDefaultOnly())); id != 1 {
+		t.Fatalf("fetched %d, want 1", id)
+	}
+	gpu := wFilter(t, provider.TagFilterTags, "gpu")
+	if id := wID(t, wFetch(t, p, wLongLock, nil, gpu)); id != 2 {
+		t.Fatalf("fetched %d, want 2", id)
+	}
+	it := wFetch(t, p, wLongLock, nil, gpu)
+	if wID(t, it) != 3 {
+		t.Fatalf("fetched %d, want 3", wID(t, it))
+	}
+	if err := p.AbandonWorkItem(ctx, it.LockToken, time.Hour, false); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := p.GetQueueStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []redisprovider.WorkerTagStats{
+		{Tag: "", Queued: 2, Ready: 1, Locked: 1},
+		{Tag: "gpu", Queued: 4, Ready: 1, Session: 1, Delayed: 1, Locked: 1},
+	}
+	if !slices.Equal(qs.Worker.Tags, want) || qs.Worker.Unlocked != 4 || qs.Worker.Locked != 2 {
+		t.Fatalf("worker stats = %+v, want tags %+v", qs.Worker, want)
+	}
+}

@@ -6,19 +6,22 @@
 -- KEYS[1] seq key (routing only)
 -- ARGV[1] prefix, [2] what, then (Reply after each '->'):
 --   'head'                 -> {now ms, {pin...}, due instances, locked instances,
---                              {worker unlocked, worker locked, ms since which the oldest visible worker item waits, or -1}}
+--                              {worker unlocked, worker locked, ms since which the oldest visible worker item waits, or -1,
+--                               {tag key, queued items, session-less ready items, ...}}}
 --   'ready' [3] pin [4] rank offset [5] page size
 --   'due'                  [3] unused [4] rank offset [5] page size
 --   'locked'               [3] unused [4] rank offset [5] page size
 --   'orphans'              [3] unused [4] rank offset [5] page size (parked orphans, lib.lua)
 --       -> {entries examined, visible, delayed, locked messages, oldest visible_at ms or -1,
 --           expired locks, orphan messages}
+--   'wlocked'/'wdue'       [3] unused [4] rank offset [5] page size (worker items of wq:locked / wq:due)
+--       -> {entries examined, {tag key, items, ...}}
 -- "visible"/"delayed" count unlocked messages (for a locked instance: those that arrived during
 -- the lock); "locked" counts the messages a held lock covers. Worker items are counted from the
 -- per-tag counters of lib_worker (unlocked = queued - locked, locked ones expired or not).
 -- Errors: none.
 -- Cost: 'head' O(pins + worker tag keys); pages O(log N + page * log M) (M = messages of an
---   instance).
+--   instance); worker pages O(log N + page).
 local what = ARGV[2]
 local now = now_ms()
 
@@ -32,9 +35,12 @@ local function worker_stats()
     at = tonumber(at)
     if at and (oldest < 0 or at < oldest) then oldest = at end
   end
-  local tags = redis.call('HGETALL', WQ.K_TAGS)
+  local tags, per_tag = redis.call('HGETALL', WQ.K_TAGS), {}
   for i = 1, #tags, 2 do
     queued = queued + tonumber(tags[i + 1])
+    per_tag[#per_tag + 1] = tags[i]
+    per_tag[#per_tag + 1] = tonumber(tags[i + 1])
+    per_tag[#per_tag + 1] = redis.call('ZCARD', WQ.k_ready(tags[i]))
     local h = redis.call('ZRANGE', WQ.k_ready(tags[i]), 0, 0)
     if h[1] then seen(redis.call('HGET', WQ.k_item(h[1]), 'c')) end
     local f = redis.call('ZRANGE', WQ.k_sfree(tags[i]), 0, 0, 'WITHSCORES')
@@ -43,7 +49,25 @@ local function worker_stats()
   local d = redis.call('ZRANGEBYSCORE', WQ.K_DUE, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
   if d[2] then seen(d[2]) end
   local locked = redis.call('ZCARD', WQ.K_LOCKED)
-  return { queued - locked, locked, oldest }
+  return { queued - locked, locked, oldest, per_tag }
+end
+
+-- One page of wq:locked or wq:due: its items counted by tag key (the item's t field).
+local function worker_tag_page(key, off, n)
+  local ids, count, order = redis.call('ZRANGE', key, off, off + n - 1), {}, {}
+  for _, s in ipairs(ids) do
+    local tk = redis.call('HGET', WQ.k_item(s), 't')
+    if tk then
+      if not count[tk] then order[#order + 1] = tk; count[tk] = 0 end
+      count[tk] = count[tk] + 1
+    end
+  end
+  local out = {}
+  for _, tk in ipairs(order) do out[#out + 1] = tk; out[#out + 1] = count[tk] end
+  return { #ids, out }
+end
+if what == 'wlocked' or what == 'wdue' then
+  return worker_tag_page(what == 'wlocked' and WQ.K_LOCKED or WQ.K_DUE, tonumber(ARGV[4]), tonumber(ARGV[5]))
 end
 
 if what == 'head' then

@@ -67,9 +67,11 @@ Each history line reads: event id, time (UTC), event type, then the event's fiel
 		summary: "Queue depths: unlocked (visible, delayed) and locked messages, locks, age of the oldest visible message.",
 		details: `Orchestrator messages are counted per state: visible (fetchable now, or as soon as their
 instance's lock is released), delayed (timers and delayed retries) and locked (taken by a turn in
-progress). Worker items are unlocked (visible or delayed) or locked. "Oldest visible" is how long
+progress). Worker items are unlocked (visible or delayed) or locked, in total and per tag (one row
+per tag; visible counts session-less and session items). "Oldest visible" is how long
 the oldest message a dispatcher could take now has been waiting: a growing value means the
-dispatchers do not keep up. Cost: O(instances with queued messages), walked in short scripts.`,
+dispatchers do not keep up. Cost: O(instances with queued messages + locked and delayed worker
+items), walked in short scripts.`,
 		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
 			return func(ctx context.Context, a *app, _ []string) error { return a.queues(ctx) }
 		},
@@ -461,19 +463,27 @@ func (a *app) queues(ctx context.Context) error {
 	o, wq := qs.Orchestrator, qs.Worker
 	if a.json {
 		return a.printJSON(struct {
-			Orchestrator          queuesOut `json:"orchestrator"`
-			LockedInstances       uint64    `json:"locked_instances"`
-			ExpiredLocks          uint64    `json:"expired_locks"`
-			WorkerUnlocked        uint64    `json:"worker_unlocked"`
-			WorkerLocked          uint64    `json:"worker_locked"`
-			WorkerOldestVisibleMs int64     `json:"worker_oldest_visible_age_ms"`
-			ServerTime            time.Time `json:"server_time"`
+			Orchestrator          queuesOut       `json:"orchestrator"`
+			LockedInstances       uint64          `json:"locked_instances"`
+			ExpiredLocks          uint64          `json:"expired_locks"`
+			WorkerUnlocked        uint64          `json:"worker_unlocked"`
+			WorkerLocked          uint64          `json:"worker_locked"`
+			WorkerOldestVisibleMs int64           `json:"worker_oldest_visible_age_ms"`
+			WorkerTags            []web.WorkerTag `json:"worker_tags"`
+			ServerTime            time.Time       `json:"server_time"`
 		}{queuesOut{"orchestrator", o.Visible, o.Delayed, o.Visible + o.Delayed, o.Locked, o.OldestVisibleAge.Milliseconds()},
-			o.LockedInstances, o.ExpiredLocks, wq.Unlocked, wq.Locked, wq.OldestVisibleAge.Milliseconds(), qs.ServerTime.UTC()})
+			o.LockedInstances, o.ExpiredLocks, wq.Unlocked, wq.Locked, wq.OldestVisibleAge.Milliseconds(), web.WorkerTagsOf(wq.Tags), qs.ServerTime.UTC()})
 	}
 	t := newTable(a.stdout, "QUEUE", "UNLOCKED", "VISIBLE", "DELAYED", "LOCKED", "OLDEST VISIBLE")
 	t.row("orchestrator", o.Visible+o.Delayed, o.Visible, o.Delayed, o.Locked, age(o.OldestVisibleAge))
 	t.row("worker", wq.Unlocked, "-", "-", wq.Locked, age(wq.OldestVisibleAge))
+	for _, tg := range wq.Tags {
+		name := "  untagged"
+		if tg.Tag != "" {
+			name = fmt.Sprintf("  tag %q", tg.Tag)
+		}
+		t.row(name, tg.Ready+tg.Session+tg.Delayed, tg.Ready+tg.Session, tg.Delayed, tg.Locked, "-")
+	}
 	if err := t.flush(); err != nil {
 		return err
 	}

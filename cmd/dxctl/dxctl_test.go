@@ -12,11 +12,13 @@ import (
 	"os"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/duroxide-go/dxredis/cmd/dxctl/web"
 	"github.com/duroxide-go/dxredis/dx"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
@@ -387,9 +389,26 @@ func TestShow(t *testing.T) {
 func TestQueuesAndMetrics(t *testing.T) {
 	f := newFixture(t)
 	f.populate()
+	// Two items tagged "gpu", one of them locked.
+	ctx := context.Background()
+	for id := uint64(8); id <= 9; id++ {
+		if err := f.p.EnqueueForWorker(ctx, provider.WorkItem{Kind: provider.ActivityExecute{Instance: "order-2::sub::2",
+			ExecutionID: 1, ID: id, Name: "Print", Input: "{}", Tag: ptr("gpu")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gpu, err := provider.TagFilterTags("gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it, err := f.p.FetchWorkItem(ctx, time.Minute, 0, nil, gpu); err != nil || it == nil {
+		t.Fatalf("fetch gpu item: %+v, %v", it, err)
+	}
 	out := f.ok("queues")
-	// orchestrator: queued-1's start (visible) and order-2's timer (delayed); worker: Label.
-	if !regexpLine(out, `^orchestrator\s+2\s+1\s+1\s+0\s+\S+$`) || !regexpLine(out, `^worker\s+1\s+-\s+-\s+0\s+\S+$`) ||
+	// orchestrator: queued-1's start (visible) and order-2's timer (delayed); worker: Label
+	// (untagged) and the gpu items.
+	if !regexpLine(out, `^orchestrator\s+2\s+1\s+1\s+0\s+\S+$`) || !regexpLine(out, `^worker\s+2\s+-\s+-\s+1\s+\S+$`) ||
+		!regexpLine(out, `^\s+untagged\s+1\s+1\s+0\s+0\s+-$`) || !regexpLine(out, `^\s+tag "gpu"\s+1\s+1\s+0\s+1\s+-$`) ||
 		!strings.Contains(out, "Locked instances: 0") {
 		t.Fatalf("queues:\n%s", out)
 	}
@@ -397,12 +416,15 @@ func TestQueuesAndMetrics(t *testing.T) {
 		Orchestrator struct {
 			Visible, Delayed, Unlocked, Locked uint64
 		} `json:"orchestrator"`
-		WorkerUnlocked uint64 `json:"worker_unlocked"`
+		WorkerUnlocked uint64          `json:"worker_unlocked"`
+		WorkerTags     []web.WorkerTag `json:"worker_tags"`
 	}
 	if err := json.Unmarshal([]byte(f.ok("--json", "queues")), &q); err != nil {
 		t.Fatal(err)
 	}
-	if q.Orchestrator.Visible != 1 || q.Orchestrator.Delayed != 1 || q.Orchestrator.Unlocked != 2 || q.WorkerUnlocked != 1 {
+	wantTags := []web.WorkerTag{{Tag: "", Queued: 1, Ready: 1}, {Tag: "gpu", Queued: 2, Ready: 1, Locked: 1}}
+	if q.Orchestrator.Visible != 1 || q.Orchestrator.Delayed != 1 || q.Orchestrator.Unlocked != 2 || q.WorkerUnlocked != 2 ||
+		!slices.Equal(q.WorkerTags, wantTags) {
 		t.Fatalf("queues --json: %+v", q)
 	}
 

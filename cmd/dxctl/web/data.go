@@ -13,6 +13,7 @@ import (
 
 	"github.com/duroxide-go/dxredis/dx"
 	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
 )
 
 // statuses are the values of the status filter.
@@ -41,6 +42,28 @@ type QueuesOut struct {
 	WorkerReady           uint64 `json:"worker_unlocked"`
 	WorkerLocked          uint64 `json:"worker_locked"`
 	WorkerOldestVisibleMs int64  `json:"worker_oldest_visible_age_ms"`
+	// WorkerTags breaks the worker items down by tag (redisprovider.WorkerTagStats).
+	WorkerTags []WorkerTag `json:"worker_tags"`
+}
+
+// WorkerTag is one tag's queued worker items ("" = untagged): Queued = Ready + Session + Delayed +
+// Locked (dxctl's "queues --json" prints the same JSON).
+type WorkerTag struct {
+	Tag     string `json:"tag"`
+	Queued  uint64 `json:"queued"`
+	Ready   uint64 `json:"ready"`
+	Session uint64 `json:"session"`
+	Delayed uint64 `json:"delayed"`
+	Locked  uint64 `json:"locked"`
+}
+
+// WorkerTagsOf converts the provider's per-tag worker counts (never nil).
+func WorkerTagsOf(tags []redisprovider.WorkerTagStats) []WorkerTag {
+	out := make([]WorkerTag, len(tags))
+	for i, t := range tags {
+		out[i] = WorkerTag(t)
+	}
+	return out
 }
 
 // statusCounts reads the instance counts: ZCARD of idx:instances and of each idx:status:<status>
@@ -76,7 +99,7 @@ func (s *Server) overview(ctx context.Context) (Overview, error) {
 	return Overview{
 		Namespace: s.p.Keyspace().Namespace(), ServerTime: qs.ServerTime.UTC(), Instances: total, ByStatus: by,
 		Queues: QueuesOut{o.Visible, o.Delayed, o.Locked, o.LockedInstances, o.ExpiredLocks, o.Orphaned,
-			o.OldestVisibleAge.Milliseconds(), wq.Unlocked, wq.Locked, wq.OldestVisibleAge.Milliseconds()},
+			o.OldestVisibleAge.Milliseconds(), wq.Unlocked, wq.Locked, wq.OldestVisibleAge.Milliseconds(), WorkerTagsOf(wq.Tags)},
 		Samples: s.samples.all(), SampleMs: s.cfg.SampleEvery.Milliseconds(),
 	}, nil
 }
@@ -431,7 +454,7 @@ func (s *Server) detail(ctx context.Context, id string, hist []provider.Event, h
 }
 
 // History is GET /api/instances/{id}/history: one page of an execution's events, with the
-// timeline bars of the scheduling events on the page.
+// timeline bars of the scheduling events on the page and the turns triggered on it.
 type History struct {
 	ExecutionID uint64            `json:"execution_id"`
 	Total       int               `json:"total"`
@@ -443,6 +466,8 @@ type History struct {
 	StartMs uint64 `json:"start_ms"`
 	EndMs   uint64 `json:"end_ms"`
 	Bars    []Bar  `json:"bars"`
+	// Turns are derived from the history (duroxide records no turn events): see turns.
+	Turns []Bar `json:"turns"`
 }
 
 // Bar is one step of the timeline: from the event that scheduled it to the one that completed it.
@@ -453,7 +478,30 @@ type Bar struct {
 	StartMs   uint64 `json:"start_ms"`
 	EndMs     uint64 `json:"end_ms"`     // 0 while pending
 	Outcome   string `json:"outcome"`    // completed, failed, fired, cancelled, pending
-	DoneEvent uint64 `json:"done_event"` // the completing event's id (0 while pending)
+	DoneEvent uint64 `json:"done_event"` // the completing event's id (0 while pending); a turn's last event
+}
+
+// turns derives an execution's turns from its history. A turn records the messages it received
+// first (the start, completions, events, a cancel request), then what the orchestration did; so a
+// turn is taken to start at each such trigger event and to end at the last event recorded before
+// the next trigger. Messages received by one turn show as turns of their own that end where they
+// start (the history does not tell them apart from turns that recorded nothing).
+func turns(hist []provider.Event) []Bar {
+	var out []Bar
+	for _, e := range hist {
+		switch e.Kind.(type) {
+		case provider.OrchestrationStartedEvent, provider.ActivityCompletedEvent, provider.ActivityFailedEvent,
+			provider.TimerFiredEvent, provider.SubOrchestrationCompletedEvent, provider.SubOrchestrationFailedEvent,
+			provider.ExternalEventEvent, provider.QueueEventDeliveredEvent, provider.OrchestrationCancelRequestedEvent:
+			out = append(out, Bar{EventID: e.EventID, Kind: "turn", Name: e.Kind.EventType(), StartMs: e.TimestampMs,
+				EndMs: e.TimestampMs, Outcome: "completed", DoneEvent: e.EventID})
+			continue
+		}
+		if n := len(out); n > 0 {
+			out[n-1].EndMs, out[n-1].DoneEvent = max(out[n-1].EndMs, e.TimestampMs), e.EventID
+		}
+	}
+	return out
 }
 
 const (
@@ -522,7 +570,7 @@ func (s *Server) history(ctx context.Context, id string, exec uint64, offset, li
 	if err != nil {
 		return History{}, nil, nil, err
 	}
-	h := History{ExecutionID: exec, Total: len(hist), Offset: offset, Limit: limit, Events: []json.RawMessage{}, Bars: []Bar{}}
+	h := History{ExecutionID: exec, Total: len(hist), Offset: offset, Limit: limit, Events: []json.RawMessage{}, Bars: []Bar{}, Turns: []Bar{}}
 	if len(hist) > 0 {
 		h.StartMs, h.EndMs = hist[0].TimestampMs, hist[len(hist)-1].TimestampMs
 	}
@@ -544,6 +592,11 @@ func (s *Server) history(ctx context.Context, id string, exec uint64, offset, li
 		}
 		if onPage[b.EventID] {
 			h.Bars = append(h.Bars, b)
+		}
+	}
+	for _, b := range turns(hist) {
+		if onPage[b.EventID] {
+			h.Turns = append(h.Turns, b)
 		}
 	}
 	return h, page, hist, nil

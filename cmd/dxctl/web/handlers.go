@@ -256,6 +256,7 @@ type instanceView struct {
 	Terminal   bool
 	Events     []eventView
 	Bars       []barView
+	Turns      []barView
 	KV         []kvView
 	Prev, Next string
 	First      int
@@ -297,7 +298,7 @@ func (s *Server) pageInstance(w http.ResponseWriter, r *http.Request) {
 		v.Events = append(v.Events, ev)
 	}
 	span := float64(h.EndMs - h.StartMs)
-	for _, b := range h.Bars {
+	view := func(b Bar) barView {
 		end := b.EndMs
 		if end == 0 {
 			end = h.EndMs
@@ -312,7 +313,13 @@ func (s *Server) pageInstance(w http.ResponseWriter, r *http.Request) {
 		if b.EndMs == 0 {
 			bv.Duration += " so far"
 		}
-		v.Bars = append(v.Bars, bv)
+		return bv
+	}
+	for _, b := range h.Bars {
+		v.Bars = append(v.Bars, view(b))
+	}
+	for _, b := range h.Turns {
+		v.Turns = append(v.Turns, view(b))
 	}
 	for _, k := range slices.Sorted(maps.Keys(d.KV)) {
 		v.KV = append(v.KV, kvView{k, d.KV[k]})

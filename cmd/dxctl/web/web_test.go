@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/duroxide-go/dxredis/cmd/dxctl/web/webfixture"
 	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 )
 
@@ -36,6 +38,36 @@ type env struct {
 // newEnv fills a namespace on miniredis with the fixture and serves it with cfg (Provider and
 // AllowedHosts filled in).
 func newEnv(t *testing.T, cfg Config) *env {
+	t.Helper()
+	p, mr := newTestProvider(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	f, err := webfixture.Fill(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	e := serve(t, p, cfg)
+	e.f, e.mr = f, mr
+	return e
+}
+
+// serve serves p with cfg (Provider and AllowedHosts filled in).
+func serve(t *testing.T, p *redisprovider.Provider, cfg Config) *env {
+	t.Helper()
+	cfg.Provider = p
+	if cfg.AllowedHosts == nil {
+		cfg.AllowedHosts = AllowedHostsFor(testHost)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, p: p, s: s, h: s.Handler()}
+}
+
+// newTestProvider opens an empty namespace (and returns the embedded miniredis, nil on a server).
+func newTestProvider(t *testing.T) (*redisprovider.Provider, *miniredis.Miniredis) {
 	t.Helper()
 	// On embedded miniredis, or on the real server at DXREDIS_TEST_ADDR in a fresh namespace that
 	// is dropped afterwards.
@@ -60,22 +92,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 		}
 		_ = p.Close()
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	f, err := webfixture.Fill(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
-	cfg.Provider = p
-	if cfg.AllowedHosts == nil {
-		cfg.AllowedHosts = AllowedHostsFor(testHost)
-	}
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, p: p, f: f, s: s, h: s.Handler(), mr: mr}
+	return p, mr
 }
 
 type resp struct {
@@ -189,6 +206,44 @@ func TestOverviewPageAndAPI(t *testing.T) {
 		if e.ok(a) == "" {
 			t.Fatalf("%s is empty", a)
 		}
+	}
+}
+
+// The overview breaks the worker queue down by tag, in the API and on the page (tags escaped).
+func TestOverviewWorkerTags(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	const hostileTag = `<b>"gpu"</b>`
+	// The fixture's runtime runs untagged items only: these stay queued.
+	for i, tag := range []string{"gpu", "gpu", hostileTag} {
+		it := provider.WorkItem{Kind: provider.ActivityExecute{Instance: webfixture.Waiter, ExecutionID: 1, ID: uint64(100 + i),
+			Name: "Work", Input: "1", Tag: &tag}}
+		if err := e.p.EnqueueForWorker(ctx, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gpu, err := provider.TagFilterTags("gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it, err := e.p.FetchWorkItem(ctx, time.Minute, 0, nil, gpu); err != nil || it == nil {
+		t.Fatalf("fetch gpu item: %+v, %v", it, err)
+	}
+	var o Overview
+	e.getJSON("/api/overview", &o)
+	want := []WorkerTag{{Tag: hostileTag, Queued: 1, Ready: 1}, {Tag: "gpu", Queued: 2, Ready: 1, Locked: 1}}
+	if !slices.Equal(o.Queues.WorkerTags, want) {
+		t.Fatalf("worker tags %+v, want %+v", o.Queues.WorkerTags, want)
+	}
+	body := e.ok("/")
+	for _, row := range []string{`<tr><td>gpu</td><td>1</td><td>0</td><td>0</td><td>1</td></tr>`,
+		`<tr><td>&lt;b&gt;&#34;gpu&#34;&lt;/b&gt;</td><td>1</td><td>0</td><td>0</td><td>0</td></tr>`} {
+		if !strings.Contains(body, row) {
+			t.Fatalf("overview page lacks %s:\n%s", row, body)
+		}
+	}
+	if strings.Contains(body, hostileTag) {
+		t.Fatal("the tag is not escaped")
 	}
 }
 
@@ -392,8 +447,12 @@ func TestInstancePageAndAPI(t *testing.T) {
 			t.Fatalf("instance page lacks %q:\n%s", want, body)
 		}
 	}
-	if n := strings.Count(body, `<rect class="bar`); n != 7 {
-		t.Fatalf("%d bars, want 7", n)
+	// 7 steps, and 8 turns: the start, 5 activity completions, the timer and the child's completion.
+	if n, turns := strings.Count(body, `<rect class="bar`), strings.Count(body, `<rect class="bar turn"`); n-turns != 7 || turns != 8 {
+		t.Fatalf("%d step bars and %d turns, want 7 and 8", n-turns, turns)
+	}
+	if len(h.Turns) != 8 || h.Turns[0].Name != "OrchestrationStarted" || h.Turns[0].EventID != 1 {
+		t.Fatalf("turns %+v", h.Turns)
 	}
 	if body := e.ok(iu(webfixture.Child)); strings.Contains(body, `id="delete"`) || !strings.Contains(body, `id="delete-root"`) {
 		t.Fatalf("a finished child offers its own delete:\n%s", body)
@@ -714,5 +773,70 @@ func TestExecutions(t *testing.T) {
 	if !strings.Contains(body, "History of execution 2:") || strings.Count(body, `href="/instances/looper?exec=`) != 3 ||
 		!strings.Contains(body, `<tr class="current"><td><a href="/instances/looper?exec=2#history">2</a>`) {
 		t.Fatalf("execution 2's page:\n%s", body)
+	}
+}
+
+// Turns are derived from a history with fixed timestamps: each trigger event starts one, which
+// ends at the last event recorded before the next trigger.
+func TestInstanceTurns(t *testing.T) {
+	p, _ := newTestProvider(t)
+	e := serve(t, p, Config{})
+	ctx := context.Background()
+	const id, t0 = "turns-1", uint64(1_700_000_000_000)
+	src := func(n uint64) *uint64 { return &n }
+	ev := func(eid, at uint64, source *uint64, k provider.EventKind) provider.Event {
+		return provider.Event{EventID: eid, InstanceID: id, ExecutionID: 1, TimestampMs: t0 + at, SourceEventID: source,
+			DuroxideVersion: "0.1.29", Kind: k}
+	}
+	version := "1.0.0"
+	if err := p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "T",
+		Input: "{}", Version: &version, ExecutionID: 1}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil {
+		t.Fatalf("fetch: %+v, %v", it, err)
+	}
+	out := `"ok"`
+	if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: []provider.Event{
+		ev(1, 0, nil, provider.OrchestrationStartedEvent{Name: "T", Version: version, Input: "{}"}),
+		ev(2, 5, nil, provider.ActivityScheduledEvent{Name: "A", Input: "{}"}),
+		ev(3, 8, nil, provider.TimerCreatedEvent{FireAtMs: t0 + 200}),
+		ev(4, 100, src(2), provider.ActivityCompletedEvent{Result: "1"}),
+		ev(5, 130, nil, provider.ActivityScheduledEvent{Name: "B", Input: "{}"}),
+		ev(6, 200, src(3), provider.TimerFiredEvent{FireAtMs: t0 + 200}),
+		ev(7, 300, src(5), provider.ActivityCompletedEvent{Result: "2"}),
+		ev(8, 340, nil, provider.OrchestrationCompletedEvent{Output: out}),
+	}, Metadata: provider.ExecutionMetadata{Status: provider.StatusCompleted, OrchestrationName: "T", OrchestrationVersion: version,
+		Output: &out}}); err != nil {
+		t.Fatal(err)
+	}
+	turn := func(eid, start, end, done uint64, name string) Bar {
+		return Bar{EventID: eid, Kind: "turn", Name: name, StartMs: t0 + start, EndMs: t0 + end, Outcome: "completed", DoneEvent: done}
+	}
+	want := []Bar{turn(1, 0, 8, 3, "OrchestrationStarted"), turn(4, 100, 130, 5, "ActivityCompleted"),
+		turn(6, 200, 200, 6, "TimerFired"), turn(7, 300, 340, 8, "ActivityCompleted")}
+	var h History
+	e.getJSON("/api/instances/"+id+"/history", &h)
+	if !slices.Equal(h.Turns, want) || h.StartMs != t0 || h.EndMs != t0+340 {
+		t.Fatalf("turns %+v, want %+v", h.Turns, want)
+	}
+	// A page holds the turns triggered on it.
+	e.getJSON("/api/instances/"+id+"/history?offset=3&limit=3", &h)
+	if !slices.Equal(h.Turns, want[1:3]) {
+		t.Fatalf("page turns %+v, want %+v", h.Turns, want[1:3])
+	}
+	// On the page: one lane, a bar per turn on the execution's scale (340 ms wide).
+	body := e.ok(iu(id))
+	for _, bar := range []string{`<rect class="bar turn" x="0.00" y="1" width="2.35" height="8"><title>#1–#3 turn on OrchestrationStarted: 8ms</title>`,
+		`<rect class="bar turn" x="29.41" y="1" width="8.82" height="8"><title>#4–#5 turn on ActivityCompleted: 30ms</title>`,
+		`<rect class="bar turn" x="58.82" y="1" width="0.40" height="8"><title>#6–#6 turn on TimerFired: 0s</title>`,
+		`<rect class="bar turn" x="88.24" y="1" width="11.76" height="8"><title>#7–#8 turn on ActivityCompleted: 40ms</title>`} {
+		if !strings.Contains(body, bar) {
+			t.Fatalf("instance page lacks %s:\n%s", bar, body)
+		}
+	}
+	if n := strings.Count(body, `<tr class="turns"`); n != 1 {
+		t.Fatalf("%d turn lanes, want 1", n)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/duroxide-go/dxredis/cmd/dxctl/web"
 	"github.com/duroxide-go/dxredis/cmd/dxctl/web/webfixture"
 	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 )
 
@@ -107,6 +108,25 @@ func TestConsoleInChromium(t *testing.T) {
 		}
 	}
 
+	// Worker items tagged "gpu" (which the fixture's runtime does not run), one of them locked.
+	enqueueTagged := func(tag string, id uint64) {
+		t.Helper()
+		if err := p.EnqueueForWorker(fctx, provider.WorkItem{Kind: provider.ActivityExecute{Instance: "render-farm", ExecutionID: 1,
+			ID: id, Name: "Render", Input: "{}", Tag: &tag}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id := range uint64(3) {
+		enqueueTagged("gpu", id+1)
+	}
+	gpu, err := provider.TagFilterTags("gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it, err := p.FetchWorkItem(fctx, time.Hour, 0, nil, gpu); err != nil || it == nil {
+		t.Fatalf("fetch a gpu item: %+v, %v", it, err)
+	}
+
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
@@ -177,10 +197,18 @@ func TestConsoleInChromium(t *testing.T) {
 	if got := text("#pause"); got != "Resume auto-refresh" {
 		t.Fatalf("after pause the button reads %q", got)
 	}
+	// The worker queue per tag; a tag that appears later is drawn by the refresh.
+	if got := text("#worker-tags tbody"); got != "gpu2001" {
+		t.Fatalf("worker tags: %q, want the gpu row (2 ready, 1 locked)", got)
+	}
+	enqueueTagged("tpu", 9)
 	do("resume", chromedp.Click(chromedp.CSS("#pause")))
 	// Resuming refreshes at once from /api/overview.
 	do("refresh", chromedp.Poll[chromedp.Void](`document.getElementById("refresh-state").textContent.startsWith("refreshed")`,
 		chromedp.WithPollingTimeout(10*time.Second)))
+	if got := text("#worker-tags tbody"); got != "gpu2001tpu1000" {
+		t.Fatalf("worker tags after the refresh: %q, want the gpu and tpu rows", got)
+	}
 	screenshot(t, ctx, shots, "web-overview.png")
 
 	// The list, filtered through the form.
@@ -201,8 +229,12 @@ func TestConsoleInChromium(t *testing.T) {
 	// The fan-out's page: the timeline draws its bars, events expand to JSON, the child is linked.
 	do("fan-out", chromedp.Navigate(base+"/instances?prefix=order-"), chromedp.WaitVisible(chromedp.CSS("#instances")),
 		chromedp.Click(chromedp.CSS(`a[href="/instances/order-fanout"]`)), chromedp.WaitVisible(chromedp.CSS("#timeline")))
-	if n := eval(`Array.from(document.querySelectorAll("#timeline rect.bar")).filter(r => r.getBoundingClientRect().width > 0 && r.getBoundingClientRect().height > 0).length`); n != 7 {
+	if n := eval(`Array.from(document.querySelectorAll("#timeline rect.bar:not(.turn)")).filter(r => r.getBoundingClientRect().width > 0 && r.getBoundingClientRect().height > 0).length`); n != 7 {
 		t.Fatalf("%d visible bars, want 7 (5 activities, a timer, a sub-orchestration)", n)
+	}
+	// The turns, in one lane: the start, 5 completions, the timer, the child's completion.
+	if n := eval(`Array.from(document.querySelectorAll("#turns rect.bar.turn")).filter(r => r.getBoundingClientRect().width > 0 && r.getBoundingClientRect().height > 0).length`); n != 8 {
+		t.Fatalf("%d visible turn bars, want 8", n)
 	}
 	if n := eval(`document.querySelectorAll("#timeline rect.bar.suborchestration, #timeline rect.bar.failed, #timeline rect.bar.timer").length`); n != 3 {
 		t.Fatalf("%d sub-orchestration, failed and timer bars, want 3", n)

@@ -16,6 +16,35 @@
   function field(obj, path) {
     return path.split(".").reduce(function (o, k) { return o == null ? undefined : o[k]; }, obj);
   }
+  // workerTags redraws the per-tag worker table (tags come and go between refreshes).
+  function workerTags(tags) {
+    var body = document.querySelector("#worker-tags tbody");
+    if (!body) return;
+    var rows = tags.map(function (t) {
+      var tr = document.createElement("tr");
+      var cells = [t.tag, t.ready, t.session, t.delayed, t.locked];
+      cells.forEach(function (v, i) {
+        var td = document.createElement("td");
+        if (i === 0 && v === "") {
+          var it = document.createElement("i");
+          it.textContent = "untagged";
+          td.appendChild(it);
+        } else {
+          td.textContent = String(v);
+        }
+        tr.appendChild(td);
+      });
+      return tr;
+    });
+    if (rows.length === 0) {
+      var tr = document.createElement("tr"), td = document.createElement("td");
+      td.colSpan = 5;
+      td.textContent = "no queued items";
+      tr.appendChild(td);
+      rows.push(tr);
+    }
+    body.replaceChildren.apply(body, rows);
+  }
   function refresh() {
     fetch("/api/overview", { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
@@ -25,6 +54,7 @@
           if (v === undefined) return;
           el.textContent = el.getAttribute("data-format") === "age" ? age(v) : String(v);
         });
+        workerTags(o.queues.worker_tags || []);
         document.getElementById("chart").src = "/chart.svg?t=" + Date.now();
         state.textContent = "refreshed " + new Date().toLocaleTimeString();
       })
