@@ -3,7 +3,7 @@ package dx_test
 // Audit: key-value store and custom status, compared with what duroxide 0.1.30 would store.
 // Expected histories derived by hand from duroxide's source (alpinevm/duroxide @ 23063eb, 0.1.29+)
 // and checked against the recorded rows (testdata/golden/11-custom-status-and-kv,
-// /work/shared/golden/duroxide-0.1.30 golden-main):
+// and duroxide 0.1.30's own golden-main recordings, kept outside this repository):
 //   - lib.rs set_custom_status / reset_custom_status / set_kv_value / clear_kv_value /
 //     clear_all_kv_values (3193-3330): one positional event per call, no turn boundary;
 //     set_kv_value stamps kv_metadata[key] = now_ms (3239-3241), so

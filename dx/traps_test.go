@@ -1,6 +1,6 @@
 package dx_test
 
-// The runtime's silent traps, made loud (issue 21, traps 1, 3 and 4): an external event raised
+// The runtime's silent traps, made loud (DESIGN.md D5 for early events): an external event raised
 // before the orchestration waits for it, an unregistered name, and misuse of the API. Each test
 // fails without the change it names.
 

@@ -140,7 +140,7 @@ func (l *loadRun) verify(t *testing.T) {
 	}
 }
 
-// TestRestartLosesNothingAcknowledged (issue 11, item 8): Redis with appendfsync always is
+// TestRestartLosesNothingAcknowledged (DESIGN.md S10): Redis with appendfsync always is
 // SIGKILLed under load and restarted from its directory. Nothing the provider acknowledged is
 // lost, and the same provider goes on by itself (no restart of the process, no reconnect call).
 func TestRestartLosesNothingAcknowledged(t *testing.T) {
@@ -170,7 +170,7 @@ func TestRestartLosesNothingAcknowledged(t *testing.T) {
 	checkFsck(t, p)
 }
 
-// TestSentinelFailoverWithWaitReplicas (issue 11, item 8): a primary, a replica and a Sentinel on
+// TestSentinelFailoverWithWaitReplicas (DESIGN.md S10): a primary, a replica and a Sentinel on
 // loopback. With Options.WaitReplicas 1, a write the replica did not acknowledge fails with
 // ErrNotReplicated; after the primary is SIGKILLed and Sentinel promotes the replica, the same
 // provider goes on by itself and nothing it acknowledged is lost.

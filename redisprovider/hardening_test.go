@@ -42,7 +42,7 @@ func peerProvider(t testing.TB, p *redisprovider.Provider, opts redisprovider.Op
 	return q
 }
 
-// TestIdleSurvivorTakesOverCrashedHoldersWork (issue 11, item 0): providers A and B share a
+// TestIdleSurvivorTakesOverCrashedHoldersWork (DESIGN.md S5): providers A and B share a
 // namespace; A is idle, looping on fetch with a 1 s poll; B fetches an item (orchestration, then
 // activity) and dies without acking. A must get the item soon after B's 1 s lock expires, although
 // nothing wakes it: an idle fetcher that skips its script must still learn about locks taken since.
@@ -134,7 +134,7 @@ func (refuseBlocking) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	return next
 }
 
-// TestFailingBlockingWaitDoesNotSpin (issue 11, item 1): when the blocking wait itself fails (an
+// TestFailingBlockingWaitDoesNotSpin (DESIGN.md S6): when the blocking wait itself fails (an
 // ACL forbidding BLPOP, a full maxclients, a dial failure on the blocking pool only), a fetch must
 // not loop on its script: it returns a retryable error after a bounded number of calls.
 func TestFailingBlockingWaitDoesNotSpin(t *testing.T) {
@@ -169,7 +169,7 @@ func TestFailingBlockingWaitDoesNotSpin(t *testing.T) {
 	}
 }
 
-// TestGivenBackWakeTokenExpires (issue 11, item 7): a token handed back by a waiter that left
+// TestGivenBackWakeTokenExpires (DESIGN.md S6): a token handed back by a waiter that left
 // re-creates the wake list; the list must keep its TTL, so that a token nobody takes cannot stay
 // forever (every later waiter would wake once for nothing).
 func TestGivenBackWakeTokenExpires(t *testing.T) {
@@ -197,7 +197,7 @@ func TestGivenBackWakeTokenExpires(t *testing.T) {
 	t.Fatal("the token was not given back")
 }
 
-// TestWakeReachesCompatibleFetcher (issue 11, item 2): two orchestration fetchers with disjoint
+// TestWakeReachesCompatibleFetcher (DESIGN.md S6): two orchestration fetchers with disjoint
 // capability filters wait; work for one of them arrives. The wake-up must reach the fetcher that
 // can take it, every time, not whichever waited longest.
 func TestWakeReachesCompatibleFetcher(t *testing.T) {

@@ -40,7 +40,7 @@ func selfSigned(t *testing.T) (server, client *tls.Config) {
 		&tls.Config{RootCAs: pool}
 }
 
-// TestOptionsConnectWithACLUserAndTLS (issue 11, item 7): an ACL user and TLS need no hand-built
+// TestOptionsConnectWithACLUserAndTLS: an ACL user and TLS need no hand-built
 // client; both the script connections and the blocking ones use them.
 func TestOptionsConnectWithACLUserAndTLS(t *testing.T) {
 	ctx := context.Background()

@@ -105,7 +105,7 @@ func TestOrphanMessages(t *testing.T) {
 	}
 }
 
-// TestOrphanFloodParkedAtEnqueue (issue 20): 20,000 messages for instances that do not exist
+// TestOrphanFloodParkedAtEnqueue (DESIGN.md S4): 20,000 messages for instances that do not exist
 // (half for distinct ids, half for one id) never enter the ready index: the enqueue parks them,
 // so the first fetch script finds a real start behind them, in a handful of commands (a fetch
 // took about a second behind such a flood). They stay countable, a start adopts them, a purge

@@ -113,7 +113,7 @@ func TestRetentionExpiresFinishedTrees(t *testing.T) {
 	}
 }
 
-// TestAckDoesNotResurrectExpiredInstance (issue 11, item 7): a finished instance with a retention
+// TestAckDoesNotResurrectExpiredInstance (DESIGN.md S7): a finished instance with a retention
 // TTL gets a message and is fetched; its TTL lapses during the turn. The ack must fail with nothing
 // written, not re-create the instance as a Running fragment.
 func TestAckDoesNotResurrectExpiredInstance(t *testing.T) {
@@ -309,7 +309,7 @@ func TestRetentionDeepTreeAndDeletedChild(t *testing.T) {
 	}
 }
 
-// TestRetentionReapsLargeTreePromptly (issue 20): a finished tree of 2,000 children is gone
+// TestRetentionReapsLargeTreePromptly (DESIGN.md S7, S4): a finished tree of 2,000 children is gone
 // within seconds of its retention expiring, with one fetcher long-polling as a dispatcher does
 // (reaping took one batch of 100 per idle poll: a minute and more for such a tree).
 func TestRetentionReapsLargeTreePromptly(t *testing.T) {
