@@ -220,6 +220,7 @@ func eaWinnerOf(sel dx.Awaitable, futs ...dx.Awaitable) int {
 }
 
 func TestAuditEvents(t *testing.T) {
+	t.Parallel()
 	// Orchestrations shared by several cases.
 	raceEvTimer := func(a *eaEnv) {
 		// RaceEv {"ms":N}: race(waitForEvent("approve"), timer N ms).

@@ -11,6 +11,7 @@ import (
 )
 
 func TestClientEventsStatusKVAndManagement(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	rt := dx.NewRuntime(p, testOptions())
 	type approval struct {
@@ -96,6 +97,7 @@ func TestClientEventsStatusKVAndManagement(t *testing.T) {
 }
 
 func TestClientRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	c := dx.NewClient(p)
 	ctx := context.Background()
@@ -122,6 +124,7 @@ func TestClientRefusesBadInput(t *testing.T) {
 }
 
 func TestFailedOrchestrationResult(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	rt := dx.NewRuntime(p, testOptions())
 	dx.RegisterActivity(rt, "Fail", func(ctx context.Context, m string) (string, error) { return "", errors.New(m) })

@@ -184,6 +184,7 @@ func waitAll(t *testing.T, c *dx.Client, ids []string, within time.Duration) {
 }
 
 func TestSigkillMidTurnAndActivity(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
@@ -216,6 +217,7 @@ func TestSigkillMidTurnAndActivity(t *testing.T) {
 }
 
 func TestSigkillWhileSurvivorIdle(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
@@ -239,6 +241,7 @@ func TestSigkillWhileSurvivorIdle(t *testing.T) {
 // runtime works; the runtime reconnects by itself and every instance completes exactly once, so
 // nothing acknowledged was lost.
 func TestRedisRestartUnderLoad(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a redis-server")
 	}

@@ -32,6 +32,7 @@ const goldenDir = "testdata/golden"
 const sharedGoldenDir = "../../shared/golden/runtime-0.1.29"
 
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	entries, err := os.ReadDir(goldenDir)
 	if err != nil {
 		t.Fatal(err)
@@ -743,6 +744,7 @@ func sorted(s []string) []string {
 // TestGoldenComparator checks the comparison itself: it ignores only what varies and reports every
 // other difference.
 func TestGoldenComparator(t *testing.T) {
+	t.Parallel()
 	hist := func(lines ...string) []jsonObject {
 		var out []jsonObject
 		for _, l := range lines {

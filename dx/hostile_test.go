@@ -43,6 +43,7 @@ func hostileWait(t *testing.T, c *dx.Client, id string, d time.Duration) (dx.Sta
 // is parked) is refused: before, the Call and the KV write were recorded at the next turn, the
 // activity ran, and once the executor cache was dropped the instance failed as nondeterministic.
 func TestHostileStaleContextRefused(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	var stale dx.Context
 	parked := make(chan struct{}, 1)
@@ -103,6 +104,7 @@ func TestHostileStaleContextRefused(t *testing.T) {
 // Negative durations in dx.Options: Start refuses them (before, it started, and every fetch then
 // failed forever, or the session loop spun at 1 ms).
 func TestHostileNegativeOptionsRefused(t *testing.T) {
+	t.Parallel()
 	for name, o := range map[string]dx.Options{
 		"OrchestrationLockTimeout": {OrchestrationLockTimeout: -time.Second},
 		"WorkerLockTimeout":        {WorkerLockTimeout: -time.Second},
@@ -122,6 +124,7 @@ func TestHostileNegativeOptionsRefused(t *testing.T) {
 // U+FFFD inside work items while the store's keys kept them: the instance stayed Running, or the
 // orchestration became poison).
 func TestHostileNonUTF8Refused(t *testing.T) {
+	t.Parallel()
 	rt, c, p := hostileRuntime(t, testOptions())
 	if err := dx.Register(rt, "b\xffd", func(ctx dx.Context, s string) (string, error) { return s, nil }); !errors.Is(err, dx.ErrInvalidInput) {
 		t.Errorf("Register with a non-UTF-8 name: %v, want ErrInvalidInput", err)
@@ -144,6 +147,7 @@ func TestHostileNonUTF8Refused(t *testing.T) {
 // Join/Select with a future of another instance are refused like Await (before, they read the other
 // engine's state from this goroutine and hung forever).
 func TestHostileForeignFutureInJoinSelect(t *testing.T) {
+	t.Parallel()
 	rt, c, _ := hostileRuntime(t, testOptions())
 	var foreign atomic.Pointer[dx.Future[string]]
 	dx.Register(rt, "Holder", func(ctx dx.Context, s string) (string, error) {
@@ -182,6 +186,7 @@ func TestHostileForeignFutureInJoinSelect(t *testing.T) {
 // runtime.Goexit in orchestration code (t.FailNow, a helper that calls it) fails the instance
 // (before, it completed with an empty, non-JSON output).
 func TestHostileGoexitFails(t *testing.T) {
+	t.Parallel()
 	rt, c, _ := hostileRuntime(t, testOptions())
 	dx.Register(rt, "Exit", func(ctx dx.Context, s string) (string, error) { runtime.Goexit(); return "", nil })
 	startRuntime(t, rt)
@@ -237,6 +242,7 @@ func TestHostileStartCtxEndStops(t *testing.T) {
 // returned it), dx's own validation errors match dx.ErrInvalidInput, and ListInstances refuses an
 // unknown state (before, an empty list).
 func TestHostileTypedErrors(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	c := dx.NewClient(p)
 	ctx := waitCtx(t)
@@ -260,6 +266,7 @@ func TestHostileTypedErrors(t *testing.T) {
 // An empty tag or session id fails the call's future with ErrInvalidInput (duroxide accepts them;
 // this store cannot route them): before, an empty tag made the store refuse the whole turn's ack.
 func TestHostileEmptyTagRefused(t *testing.T) {
+	t.Parallel()
 	rt, c, _ := hostileRuntime(t, testOptions())
 	dx.Register(rt, "Tagged", func(ctx dx.Context, _ string) (string, error) {
 		_, errTag := dx.Call[string](ctx, "Greet", "x", dx.WithTag("")).Await(ctx)
@@ -282,6 +289,7 @@ func TestHostileEmptyTagRefused(t *testing.T) {
 // A nil context is refused with an error (ErrInvalidInput), not a panic, by the client, the
 // runtime's Start and the provider; Shutdown(nil) waits like a context without deadline.
 func TestHostileNilContext(t *testing.T) {
+	t.Parallel()
 	rt, c, _ := hostileRuntime(t, testOptions())
 	var nilCtx context.Context
 	calls := map[string]func() error{

@@ -18,6 +18,7 @@ import (
 )
 
 func TestHelloEndToEnd(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	rt := dx.NewRuntime(p, testOptions())
 	dx.RegisterActivity(rt, "Greet", func(ctx context.Context, name string) (string, error) {
@@ -53,6 +54,7 @@ func waitStatus(t *testing.T, c *dx.Client, id string) dx.Status {
 }
 
 func TestShutdownDrainsInflightActivity(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	rt := dx.NewRuntime(p, testOptions())
 	started := make(chan struct{})
@@ -90,6 +92,7 @@ func TestShutdownDrainsInflightActivity(t *testing.T) {
 }
 
 func TestShutdownDeadlineAbandonsForAnotherNode(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	opts := testOptions()
 	opts.WorkerLockTimeout = time.Minute // only an abandon can hand it over quickly
@@ -138,6 +141,7 @@ func TestShutdownDeadlineAbandonsForAnotherNode(t *testing.T) {
 }
 
 func TestActivityLockRenewedWhileRunning(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	opts := testOptions()
 	opts.WorkerLockTimeout = time.Second // renewed every 500 ms: a loaded machine may delay a renewal a little
@@ -165,6 +169,7 @@ func TestActivityLockRenewedWhileRunning(t *testing.T) {
 }
 
 func TestSelectLoserActivityIsCancelled(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	opts := testOptions()
 	opts.WorkerLockTimeout = time.Second // a stolen lock is noticed at the next renewal
@@ -197,6 +202,7 @@ func TestSelectLoserActivityIsCancelled(t *testing.T) {
 }
 
 func TestActivityPanicFailsActivity(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	rt := dx.NewRuntime(p, testOptions())
 	dx.RegisterActivity(rt, "Boom", func(ctx context.Context, _ dx.Raw) (string, error) { panic("kaboom") })
@@ -219,6 +225,7 @@ func TestActivityPanicFailsActivity(t *testing.T) {
 }
 
 func TestMixedDeploymentHandlerOnOneNode(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	opts := testOptions()
 	opts.UnregisteredBackoffMax = 100 * time.Millisecond
@@ -238,6 +245,7 @@ func TestMixedDeploymentHandlerOnOneNode(t *testing.T) {
 }
 
 func TestUnregisteredOrchestrationBecomesPoison(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	opts := testOptions()
 	opts.MaxAttempts = 3
@@ -256,6 +264,7 @@ func TestUnregisteredOrchestrationBecomesPoison(t *testing.T) {
 }
 
 func TestCancelInstanceCascades(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	opts := testOptions()
 	opts.WorkerLockTimeout = time.Second // a stolen lock is noticed at the next renewal
@@ -351,6 +360,7 @@ func TestNoGoroutinesOutliveShutdown(t *testing.T) {
 }
 
 func TestActivityInputThatDoesNotDecodeFailsOnce(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	rt := dx.NewRuntime(p, testOptions())
 	var runs atomic.Int32
@@ -372,6 +382,7 @@ func TestActivityInputThatDoesNotDecodeFailsOnce(t *testing.T) {
 }
 
 func TestSessionCapPerRuntime(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	opts := testOptions()
 	opts.MaxSessionsPerRuntime = 1
@@ -415,6 +426,7 @@ func TestSessionCapPerRuntime(t *testing.T) {
 // TestPayloadsOverTheStoreLimit: a result the store refuses fails the activity, and a turn the
 // store refuses fails the orchestration with an Infrastructure error; neither runs forever.
 func TestPayloadsOverTheStoreLimit(t *testing.T) {
+	t.Parallel()
 	ctx := waitCtx(t)
 	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: miniredis.RunT(t).Addr(), Namespace: "limits",
 		MaxPayloadBytes: 2000, Logger: quietLogger})
