@@ -21,6 +21,7 @@ const readmeACL = "on >s3cret resetkeys ~{orders:* resetchannels -@all +@read +@
 // orchestration (enqueue, long-polling fetches, ack, activity, reads, admin, delete) without a
 // permission error, and that user cannot touch other namespaces.
 func TestReadmeACLIsEnough(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})

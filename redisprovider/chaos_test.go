@@ -259,6 +259,7 @@ func (c *chaosProc) kill() {
 }
 
 func TestChaos(t *testing.T) {
+	t.Parallel()
 	if mode := os.Getenv(chaosModeEnv); mode != "" {
 		chaosChild(mode)
 		return

@@ -144,6 +144,7 @@ func (l *loadRun) verify(t *testing.T) {
 // SIGKILLed under load and restarted from its directory. Nothing the provider acknowledged is
 // lost, and the same provider goes on by itself (no restart of the process, no reconnect call).
 func TestRestartLosesNothingAcknowledged(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 	ctx := context.Background()
 	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: srv.Addr(), Namespace: "restart", Logger: quietLogger})
@@ -175,6 +176,7 @@ func TestRestartLosesNothingAcknowledged(t *testing.T) {
 // ErrNotReplicated; after the primary is SIGKILLed and Sentinel promotes the replica, the same
 // provider goes on by itself and nothing it acknowledged is lost.
 func TestSentinelFailoverWithWaitReplicas(t *testing.T) {
+	t.Parallel()
 	fast := []string{"--repl-diskless-sync-delay", "0"} // a new replica syncs at once
 	primary := redistest.Start(t, fast...)
 	replica := redistest.Start(t, append(fast, "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port))...)

@@ -90,6 +90,7 @@ func (h *flakyLoad) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // Redis Functions (each node loads the library on its first call) instead of falling back to
 // EVALSHA for the rest of its life.
 func TestFunctionsKeptWhenANodeIsDownAtStart(t *testing.T) {
+	t.Parallel()
 	needFunctions(t)
 	ctx := context.Background()
 	h := &flakyLoad{}
@@ -117,6 +118,7 @@ func TestFunctionsKeptWhenANodeIsDownAtStart(t *testing.T) {
 // libraries of older dxredis releases, and only those: newer releases and libraries whose
 // release it cannot tell stay.
 func TestOlderReleaseLibrariesAreDeleted(t *testing.T) {
+	t.Parallel()
 	needFunctions(t)
 	ctx := context.Background()
 	client := testClient(t, nil)

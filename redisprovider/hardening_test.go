@@ -47,6 +47,7 @@ func peerProvider(t testing.TB, p *redisprovider.Provider, opts redisprovider.Op
 // activity) and dies without acking. A must get the item soon after B's 1 s lock expires, although
 // nothing wakes it: an idle fetcher that skips its script must still learn about locks taken since.
 func TestIdleSurvivorTakesOverCrashedHoldersWork(t *testing.T) {
+	t.Parallel()
 	const lock, poll, bound = time.Second, time.Second, 5 * time.Second
 	ctx := context.Background()
 	tags := provider.TagFilterDefaultOnly()
@@ -138,6 +139,7 @@ func (refuseBlocking) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // ACL forbidding BLPOP, a full maxclients, a dial failure on the blocking pool only), a fetch must
 // not loop on its script: it returns a retryable error after a bounded number of calls.
 func TestFailingBlockingWaitDoesNotSpin(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(t)
 	refused := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
@@ -173,6 +175,7 @@ func TestFailingBlockingWaitDoesNotSpin(t *testing.T) {
 // re-creates the wake list; the list must keep its TTL, so that a token nobody takes cannot stay
 // forever (every later waiter would wake once for nothing).
 func TestGivenBackWakeTokenExpires(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
 	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
@@ -201,6 +204,7 @@ func TestGivenBackWakeTokenExpires(t *testing.T) {
 // capability filters wait; work for one of them arrives. The wake-up must reach the fetcher that
 // can take it, every time, not whichever waited longest.
 func TestWakeReachesCompatibleFetcher(t *testing.T) {
+	t.Parallel()
 	const rounds, poll, bound = 20, 10 * time.Second, 3 * time.Second
 	p := newTestProvider(t)
 	ctx, cancel := context.WithCancel(context.Background())

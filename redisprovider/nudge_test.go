@@ -14,6 +14,7 @@ import (
 // TestNudgeAfterClockJump: a fetch waiting for a timer due in an hour returns at once when the
 // server's clock jumps past it and the provider is nudged (a test's virtual clock).
 func TestNudgeAfterClockJump(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	mr := miniredis.RunT(t)
 	now := time.Now()

@@ -43,6 +43,7 @@ func selfSigned(t *testing.T) (server, client *tls.Config) {
 // TestOptionsConnectWithACLUserAndTLS: an ACL user and TLS need no hand-built
 // client; both the script connections and the blocking ones use them.
 func TestOptionsConnectWithACLUserAndTLS(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	serverTLS, clientTLS := selfSigned(t)
 	mr := miniredis.NewMiniRedis()
@@ -75,6 +76,7 @@ func TestOptionsConnectWithACLUserAndTLS(t *testing.T) {
 // A caller's short deadline is honoured against a server that accepts connections and never
 // answers (before, calls waited out go-redis's 3 s read timeout and New its 5 s).
 func TestShortDeadlineHonouredOnHungServer(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

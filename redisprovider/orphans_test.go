@@ -18,6 +18,7 @@ import (
 // fetches, stay visible in the queue depths, expire after an hour, can be purged, and are
 // delivered with a start that comes in time.
 func TestOrphanMessages(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	mr := miniredis.RunT(t)
 	var logs strings.Builder
@@ -111,6 +112,7 @@ func TestOrphanMessages(t *testing.T) {
 // took about a second behind such a flood). They stay countable, a start adopts them, a purge
 // deletes them, and QueueMessages for instances that do not exist are dropped as before.
 func TestOrphanFloodParkedAtEnqueue(t *testing.T) {
+	t.Parallel()
 	const n = 10000 // per kind: distinct ids, one id
 	ctx := t.Context()
 	p, mr := newTestProviderWith(t, redisprovider.Options{})

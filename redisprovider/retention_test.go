@@ -18,6 +18,7 @@ import (
 // TestRetentionExpiresFinishedTrees: with Options.Retention, a finished root and its finished
 // children expire together (listings drop them), while running instances keep their data.
 func TestRetentionExpiresFinishedTrees(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ttl = 300 * time.Millisecond
 	opts := redisprovider.Options{Namespace: "ret", Logger: quietLogger, Retention: ttl}
@@ -117,6 +118,7 @@ func TestRetentionExpiresFinishedTrees(t *testing.T) {
 // TTL gets a message and is fetched; its TTL lapses during the turn. The ack must fail with nothing
 // written, not re-create the instance as a Running fragment.
 func TestAckDoesNotResurrectExpiredInstance(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ttl = 500 * time.Millisecond
 	opts := redisprovider.Options{Namespace: "res", Logger: quietLogger, Retention: ttl}
@@ -181,6 +183,7 @@ func TestAckDoesNotResurrectExpiredInstance(t *testing.T) {
 // same number of Redis commands (counted by miniredis, Lua calls included) whatever the number of
 // its siblings: it updates its ancestors' counts, it does not walk the tree.
 func TestRetentionAckCostIndependentOfTreeSize(t *testing.T) {
+	t.Parallel()
 	costs := map[int][2]int{}
 	for _, n := range []int{5, 200} {
 		costs[n] = childCompletionCost(t, n)
@@ -266,6 +269,7 @@ func childCompletionCost(t *testing.T, n int) [2]int {
 // TestRetentionDeepTreeAndDeletedChild: a root waits for its grandchild, and a running leaf
 // deleted on its own (force) no longer holds its finished ancestors back.
 func TestRetentionDeepTreeAndDeletedChild(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	mr := miniredis.RunT(t)
 	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Namespace: "deep", Logger: quietLogger, Retention: time.Hour})
@@ -313,6 +317,7 @@ func TestRetentionDeepTreeAndDeletedChild(t *testing.T) {
 // within seconds of its retention expiring, with one fetcher long-polling as a dispatcher does
 // (reaping took one batch of 100 per idle poll: a minute and more for such a tree).
 func TestRetentionReapsLargeTreePromptly(t *testing.T) {
+	t.Parallel()
 	const n, ttl = 2000, 300 * time.Millisecond
 	ctx := t.Context()
 	p, mr := newTestProviderWith(t, redisprovider.Options{Retention: ttl})
@@ -431,6 +436,7 @@ func TestRetentionReapsLargeTreePromptly(t *testing.T) {
 // server's clock but its keys have not expired yet (the server expires a key after its last
 // millisecond) looks at the root again later, instead of forgetting it and leaving its tree.
 func TestRetentionSweepBeforeServerExpiry(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	mr := miniredis.RunT(t)
 	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Namespace: "early", Logger: quietLogger, Retention: time.Hour})

@@ -187,6 +187,7 @@ func wEval(t *testing.T, p *redisprovider.Provider, body string, args ...any) an
 }
 
 func TestWorkerLuaKeysMatchGo(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ks := p.Keyspace()
 	const (
@@ -223,6 +224,7 @@ func TestWorkerLuaKeysMatchGo(t *testing.T) {
 }
 
 func TestWorkerFIFOAndRedeliveryOrder(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	for i := uint64(1); i <= 5; i++ {
 		wEnqueue(t, p, wAct("inst-"+fmt.Sprint(i%2), i, "", ""))
@@ -243,6 +245,7 @@ func TestWorkerFIFOAndRedeliveryOrder(t *testing.T) {
 }
 
 func TestWorkerTagFilterModes(t *testing.T) {
+	t.Parallel()
 	// Items: 1 untagged, 2 gpu, 3 cpu, 4 untagged, 5 tpu, 6 gpu.
 	tags := []string{"", "gpu", "cpu", "", "tpu", "gpu"}
 	cases := []struct {
@@ -280,6 +283,7 @@ func TestWorkerTagFilterModes(t *testing.T) {
 }
 
 func TestWorkerTagFilterNoneDoesNotTouchRedis(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	p, err := redisprovider.New(t.Context(), redisprovider.Options{Addr: mr.Addr(), Namespace: "t", Logger: quietLogger})
 	if err != nil {
@@ -298,6 +302,7 @@ func TestWorkerTagFilterNoneDoesNotTouchRedis(t *testing.T) {
 }
 
 func TestWorkerInvalidTagFilters(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	noTags, err := provider.TagFilterTags()
 	if err == nil {
@@ -315,6 +320,7 @@ func TestWorkerInvalidTagFilters(t *testing.T) {
 }
 
 func TestWorkerBadInput(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := t.Context()
 	bad := map[string]provider.WorkItem{
@@ -367,6 +373,7 @@ func TestWorkerBadInput(t *testing.T) {
 }
 
 func TestWorkerAckCompletionLandsInOrchestratorQueue(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := t.Context()
 	const inst = "orch-1"
@@ -426,6 +433,7 @@ func TestWorkerAckCompletionLandsInOrchestratorQueue(t *testing.T) {
 }
 
 func TestWorkerLockExpiryAndRenew(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := t.Context()
 	const lock = 250 * time.Millisecond
@@ -461,6 +469,7 @@ func TestWorkerLockExpiryAndRenew(t *testing.T) {
 }
 
 func TestWorkerAbandonDelayAndAttempts(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := t.Context()
 	wEnqueue(t, p, wAct("i", 1, "gpu", ""), wAct("i", 2, "gpu", ""))
@@ -522,6 +531,7 @@ func wSessionRecord(t *testing.T, p *redisprovider.Provider, sid string) (owner 
 }
 
 func TestWorkerSessionRouting(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := t.Context()
 	def := provider.TagFilterDefaultOnly()
@@ -580,6 +590,7 @@ func TestWorkerSessionRouting(t *testing.T) {
 }
 
 func TestWorkerSessionExpiryTakeoverAndCleanup(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := t.Context()
 	def := provider.TagFilterDefaultOnly()
@@ -630,6 +641,7 @@ func TestWorkerSessionExpiryTakeoverAndCleanup(t *testing.T) {
 }
 
 func TestWorkerSessionLockValidItemLockExpired(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	def := provider.TagFilterDefaultOnly()
 	wEnqueue(t, p, wAct("i", 1, "", "s"))
@@ -648,6 +660,7 @@ func TestWorkerSessionLockValidItemLockExpired(t *testing.T) {
 }
 
 func TestWorkerSessionLastActivity(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := t.Context()
 	def := provider.TagFilterDefaultOnly()
@@ -678,6 +691,7 @@ func TestWorkerSessionLastActivity(t *testing.T) {
 }
 
 func TestWorkerCancellation(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := t.Context()
 	cancel := func(inst string, exec, act uint64) int64 {
@@ -734,7 +748,7 @@ func TestWorkerCancellation(t *testing.T) {
 	}
 }
 
-func TestWorkerLongPoll(t *testing.T) {
+func TestWorkerLongPoll(t *testing.T) { // not parallel: it checks that an immediate fetch returns at once
 	p := newTestProvider(t)
 	ctx := t.Context()
 	def := provider.TagFilterDefaultOnly()
@@ -885,6 +899,7 @@ func TestWorkerLongPoll(t *testing.T) {
 }
 
 func TestWorkerConcurrentFetchNoDuplicates(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := t.Context()
 	const items, workers = 60, 8
@@ -939,6 +954,7 @@ func TestWorkerConcurrentFetchNoDuplicates(t *testing.T) {
 // TestWorkerScriptsParse loads every script (the provider does it in New) and checks the worker
 // scripts' headers.
 func TestWorkerScriptsParse(t *testing.T) {
+	t.Parallel()
 	newTestProvider(t)
 	for _, name := range dxredis.ScriptNames() {
 		if !strings.HasPrefix(name, "work_") {
@@ -960,6 +976,7 @@ func TestWorkerScriptsParse(t *testing.T) {
 // pushes no token, and a fetcher blocked in a long poll (plain, tagged, Any, with a session
 // config) is woken at once by the item it may take.
 func TestWorkerWakeOnlyWhereFetchersWait(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	p := newTestProvider(t)
 	ks := p.Keyspace()
