@@ -134,7 +134,7 @@ func TestFailedOrchestrationResult(t *testing.T) {
 	startRuntime(t, rt)
 	c := dx.NewClient(p)
 	ctx := waitCtx(t)
-	id, _ := c.Start(ctx, "O", nil)
+	id := mustStart(t, c, ctx, "O", nil)
 	_, err := dx.Result[string](ctx, c, id)
 	var de *dx.Error
 	if !errors.As(err, &de) || err.Error() != "broken" {

@@ -111,6 +111,29 @@ func waitIdle(ctx context.Context, t *testing.T, p *redisprovider.Provider) {
 	})
 }
 
+// mustStart starts an orchestration and returns its instance id; an error fails t.
+func mustStart(t testing.TB, c *dx.Client, ctx context.Context, name string, input any, opts ...dx.Option) string {
+	t.Helper()
+	id, err := c.Start(ctx, name, input, opts...)
+	if err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	return id
+}
+
+// recv waits for ch to deliver or close, failing t after 20 s.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		var zero T
+		return zero
+	}
+}
+
 func waitCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)

@@ -174,7 +174,7 @@ func TestLiteFetchWithoutCacheReadsHistory(t *testing.T) {
 	startRuntime(t, rt)
 	c := dx.NewClient(p)
 	ctx := waitCtx(t)
-	id, _ := c.Start(ctx, "Count", 0)
+	id := mustStart(t, c, ctx, "Count", 0)
 	if out, err := dx.Result[int](ctx, c, id); err != nil || out != 12 {
 		t.Fatalf("%d %v", out, err)
 	}
