@@ -58,13 +58,10 @@ func TestClientEventsStatusKVAndManagement(t *testing.T) {
 		}
 		if exec == 1 {
 			// the second execution subscribes again: wait for its subscription before raising
-			for {
+			waitFor(t, "the second execution's subscription", func() bool {
 				h, _ := c.History(ctx, id, 2)
-				if len(h) > 0 && h[len(h)-1].EventType() == "ExternalSubscribed" {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+				return len(h) > 0 && h[len(h)-1].EventType() == "ExternalSubscribed"
+			})
 		}
 	}
 	out, err := dx.Result[string](ctx, c, id)
