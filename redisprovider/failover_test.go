@@ -235,7 +235,7 @@ func TestSentinelFailoverWithWaitReplicas(t *testing.T) {
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(within); !cond(); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(5 * time.Millisecond) { // polling cond
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}

@@ -62,14 +62,22 @@ func TestOptionsConnectWithACLUserAndTLS(t *testing.T) {
 		t.Fatalf("New with the ACL user over TLS: %v", err)
 	}
 	defer p.Close()
+	type fetched struct {
+		it  *provider.LockedOrchestrationItem
+		err error
+	}
+	got := make(chan fetched, 1)
 	go func() {
-		time.Sleep(200 * time.Millisecond) // the fetch below is waiting on the blocking connection
-		_ = p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.StartOrchestration{
-			Instance: "i", Orchestration: "O", Input: "{}", ExecutionID: 1}}, 0)
+		it, err := p.FetchOrchestrationItem(ctx, time.Second, 5*time.Second, nil)
+		got <- fetched{it, err}
 	}()
-	it, err := p.FetchOrchestrationItem(ctx, time.Second, 5*time.Second, nil)
-	if err != nil || it == nil {
-		t.Fatalf("long-polling fetch with the ACL user over TLS: %v %v", it, err)
+	waitOrchWaiters(t, p, 1) // the fetch is waiting on the blocking connection
+	if err := p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.StartOrchestration{
+		Instance: "i", Orchestration: "O", Input: "{}", ExecutionID: 1}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if f := <-got; f.err != nil || f.it == nil {
+		t.Fatalf("long-polling fetch with the ACL user over TLS: %v %v", f.it, f.err)
 	}
 }
 

@@ -123,7 +123,7 @@ func TestLongPollOrchestration(t *testing.T) {
 		it, _ := p.FetchOrchestrationItem(ctx, time.Second, 10*time.Second, nil)
 		got <- it
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitOrchWaiters(t, p, 1)
 	if err := p.EnqueueForOrchestrator(ctx, start("woken"), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +149,8 @@ func TestLongPollOrchestration(t *testing.T) {
 		_, _ = p.FetchOrchestrationItem(ctx, time.Second, 30*time.Second, nil)
 		close(done)
 	}()
+	// Deliberate: lets the fetch block (the filter the first fetch registered is still there, so
+	// there is nothing new to observe; a Close that comes first ends the fetch just the same).
 	time.Sleep(100 * time.Millisecond)
 	_ = p.Close()
 	select {
@@ -172,7 +174,7 @@ func TestDelayedEnqueueWakesWaiters(t *testing.T) {
 			got <- it
 		}()
 	}
-	time.Sleep(200 * time.Millisecond)
+	waitOrchWaiters(t, p, 1)
 	start := provider.WorkItem{Kind: provider.StartOrchestration{Instance: "t", Orchestration: "O", Input: "{}", ExecutionID: 1}}
 	if err := p.EnqueueForOrchestrator(ctx, start, 300*time.Millisecond); err != nil {
 		t.Fatal(err)

@@ -177,3 +177,24 @@ func (redisFactory) MaxAttemptCount(t *testing.T, pr provider.Provider, instance
 	}
 	return best
 }
+
+// waitOrchWaiters waits until n capability filters of orchestration fetchers are registered as
+// waiting (wake:filters): an empty fetch registers its filter before it blocks, and a wake-up
+// pushed after that reaches it. Fetchers with the same filter share one entry.
+func waitOrchWaiters(t *testing.T, p *redisprovider.Provider, n int64) {
+	t.Helper()
+	key := p.Keyspace().WakeFilters(0)
+	waitFor(t, 20*time.Second, "a waiting orchestration fetcher", func() bool {
+		return p.Client().ZCard(context.Background(), key).Val() >= n
+	})
+}
+
+// waitWorkWaiters waits until n wake lists of worker fetchers are registered as waiting
+// (wq:waiting): an empty fetch registers its lists before it blocks.
+func waitWorkWaiters(t *testing.T, p *redisprovider.Provider, n int64) {
+	t.Helper()
+	key := p.Keyspace().WorkWaiting(0)
+	waitFor(t, 20*time.Second, "a waiting worker fetcher", func() bool {
+		return p.Client().ZCard(context.Background(), key).Val() >= n
+	})
+}
