@@ -621,7 +621,7 @@ func TestAdminDeleteBulk(t *testing.T) {
 	if err != nil || r != (provider.DeleteInstanceResult{InstancesDeleted: 3, ExecutionsDeleted: 3, EventsDeleted: 6}) {
 		t.Fatalf("bulk delete by ids = %+v, %v", r, err)
 	}
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(5 * time.Millisecond) // lets the server clock move on: bulk-late gets a later creation time
 	admCreate(t, p, "bulk-late", "", []int{1}, provider.StatusCompleted)
 
 	r, err = p.DeleteInstanceBulk(ctx, provider.InstanceFilter{Limit: 2, CompletedBeforeMs: cutoff})

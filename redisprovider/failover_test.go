@@ -160,7 +160,7 @@ func TestRestartLosesNothingAcknowledged(t *testing.T) {
 	for i := range kills {
 		load.waitCalls(t, 200, 20*time.Second)
 		srv.Kill()
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // deliberate: the server stays down a while
 		srv.Restart()
 		took := load.waitCalls(t, 1, 20*time.Second)
 		t.Logf("kill %d: first successful call %v after the restart", i+1, took.Round(time.Millisecond))

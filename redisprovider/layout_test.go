@@ -358,7 +358,7 @@ func TestCompletedTimeSurvivesLaterTurns(t *testing.T) {
 	raise := provider.WorkItem{Kind: provider.ExternalRaised{Instance: id, Name: "e", Data: "{}"}}
 	step := func(status string) {
 		t.Helper()
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // lets the server clock move on: each step gets a later time
 		layoutEnqueue(t, p, raise)
 		if err := layoutTurn(t, p, id, 1, nil, provider.ExecutionMetadata{Status: status, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}); err != nil {
 			t.Fatal(err)

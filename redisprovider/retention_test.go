@@ -86,7 +86,7 @@ func TestRetentionExpiresFinishedTrees(t *testing.T) {
 		t.Fatalf("after the tree finished: TTL root %v child %v running %v", ttlOf("root"), ttlOf("child"), ttlOf("solo-running"))
 	}
 
-	time.Sleep(ttl + 100*time.Millisecond)
+	time.Sleep(ttl + 100*time.Millisecond) // lets time pass: the retention TTL runs out
 	if mr != nil {
 		mr.FastForward(ttl + 100*time.Millisecond)
 	}
@@ -158,7 +158,7 @@ func TestAckDoesNotResurrectExpiredInstance(t *testing.T) {
 	if err != nil || it == nil || it.Item.Instance != "r" {
 		t.Fatalf("fetch of the late event: %v %v", it, err)
 	}
-	time.Sleep(ttl + 200*time.Millisecond)
+	time.Sleep(ttl + 200*time.Millisecond) // lets time pass: the retention TTL runs out
 	if mr != nil {
 		mr.FastForward(ttl + 200*time.Millisecond)
 	}

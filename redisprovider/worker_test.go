@@ -432,8 +432,7 @@ func TestWorkerAckCompletionLandsInOrchestratorQueue(t *testing.T) {
 	wNoQueueKeys(t, p)
 }
 
-func TestWorkerLockExpiryAndRenew(t *testing.T) {
-	t.Parallel()
+func TestWorkerLockExpiryAndRenew(t *testing.T) { // not parallel: it acts within a lock's few hundred ms
 	p := newTestProvider(t)
 	ctx := t.Context()
 	const lock = 250 * time.Millisecond
@@ -443,7 +442,7 @@ func TestWorkerLockExpiryAndRenew(t *testing.T) {
 	if a.AttemptCount != 1 || b.AttemptCount != 1 {
 		t.Fatalf("attempts %d, %d; want 1, 1", a.AttemptCount, b.AttemptCount)
 	}
-	time.Sleep(150 * time.Millisecond)
+	time.Sleep(150 * time.Millisecond) // lets time pass, less than the lock: b is renewed while valid
 	if err := p.RenewWorkItemLock(ctx, b.LockToken, time.Second); err != nil {
 		t.Fatalf("renew: %v", err)
 	}
@@ -468,8 +467,7 @@ func TestWorkerLockExpiryAndRenew(t *testing.T) {
 	wNoQueueKeys(t, p)
 }
 
-func TestWorkerAbandonDelayAndAttempts(t *testing.T) {
-	t.Parallel()
+func TestWorkerAbandonDelayAndAttempts(t *testing.T) { // not parallel: it acts within a lock's few hundred ms
 	p := newTestProvider(t)
 	ctx := t.Context()
 	wEnqueue(t, p, wAct("i", 1, "gpu", ""), wAct("i", 2, "gpu", ""))
@@ -487,7 +485,7 @@ func TestWorkerAbandonDelayAndAttempts(t *testing.T) {
 	if w := wFetch(t, p, wLongLock, nil, gpu); w != nil {
 		t.Fatalf("got item %d before the delay passed", wID(t, w))
 	}
-	time.Sleep(350 * time.Millisecond)
+	time.Sleep(350 * time.Millisecond) // lets time pass: the abandon delay runs out
 	it = wFetch(t, p, wLongLock, nil, gpu)
 	if wID(t, it) != 1 || it.AttemptCount != 2 || it.Item.Kind.(provider.ActivityExecute).Tag == nil {
 		t.Fatalf("after delay: item %d attempt %d", wID(t, it), it.AttemptCount)
@@ -589,8 +587,7 @@ func TestWorkerSessionRouting(t *testing.T) {
 	wWantKind(t, err, provider.ErrInvalidInput, "renew_session_lock with an empty owner id")
 }
 
-func TestWorkerSessionExpiryTakeoverAndCleanup(t *testing.T) {
-	t.Parallel()
+func TestWorkerSessionExpiryTakeoverAndCleanup(t *testing.T) { // not parallel: it acts within a lock's few hundred ms
 	p := newTestProvider(t)
 	ctx := t.Context()
 	def := provider.TagFilterDefaultOnly()
@@ -601,7 +598,7 @@ func TestWorkerSessionExpiryTakeoverAndCleanup(t *testing.T) {
 	if w := wFetch(t, p, wLongLock, wSess("B", time.Minute), def); w != nil {
 		t.Fatalf("B got %d while A holds the session", wID(t, w))
 	}
-	time.Sleep(slock + 100*time.Millisecond)
+	time.Sleep(slock + 100*time.Millisecond) // lets time pass: A's session lock expires
 	if n, _ := p.RenewSessionLock(ctx, []string{"A"}, time.Minute, time.Minute); n != 0 {
 		t.Fatalf("renew of an expired session = %d, want 0", n)
 	}
@@ -627,7 +624,7 @@ func TestWorkerSessionExpiryTakeoverAndCleanup(t *testing.T) {
 		t.Fatalf("cleanup = %d, want 0 (B's session lock is valid)", n)
 	}
 	// Once B's session lock expires, the item-less session is removed and anyone can claim it again.
-	time.Sleep(block + 100*time.Millisecond)
+	time.Sleep(block + 100*time.Millisecond) // lets time pass: B's session lock expires
 	if n, _ := p.CleanupOrphanedSessions(ctx, time.Minute); n != 1 {
 		t.Fatalf("cleanup = %d, want 1", n)
 	}
@@ -640,13 +637,12 @@ func TestWorkerSessionExpiryTakeoverAndCleanup(t *testing.T) {
 	}
 }
 
-func TestWorkerSessionLockValidItemLockExpired(t *testing.T) {
-	t.Parallel()
+func TestWorkerSessionLockValidItemLockExpired(t *testing.T) { // not parallel: it acts within a lock's few hundred ms
 	p := newTestProvider(t)
 	def := provider.TagFilterDefaultOnly()
 	wEnqueue(t, p, wAct("i", 1, "", "s"))
 	wFetch(t, p, 200*time.Millisecond, wSess("A", time.Minute), def)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // lets time pass: the item lock (200 ms) expires
 	if w := wFetch(t, p, wLongLock, wSess("B", time.Minute), def); w != nil {
 		t.Fatalf("B got %d; the session still belongs to A", wID(t, w))
 	}
@@ -659,8 +655,7 @@ func TestWorkerSessionLockValidItemLockExpired(t *testing.T) {
 	}
 }
 
-func TestWorkerSessionLastActivity(t *testing.T) {
-	t.Parallel()
+func TestWorkerSessionLastActivity(t *testing.T) { // not parallel: it acts within a lock's few hundred ms
 	p := newTestProvider(t)
 	ctx := t.Context()
 	def := provider.TagFilterDefaultOnly()
@@ -668,7 +663,7 @@ func TestWorkerSessionLastActivity(t *testing.T) {
 	wEnqueue(t, p, wAct("i", 1, "", "s"), wAct("i", 2, "", "t"))
 	a := wFetch(t, p, wLongLock, wSess("A", time.Minute), def)
 	b := wFetch(t, p, wLongLock, wSess("A", time.Minute), def)
-	time.Sleep(idle + 50*time.Millisecond)
+	time.Sleep(idle + 50*time.Millisecond) // lets time pass: the sessions go idle
 	if n, _ := p.RenewSessionLock(ctx, []string{"A"}, time.Minute, idle); n != 0 {
 		t.Fatalf("renew of idle sessions = %d, want 0", n)
 	}
@@ -735,7 +730,7 @@ func TestWorkerCancellation(t *testing.T) {
 	if n := wEval(t, p, `return wq_delete_instance(ARGV[2])`, "x").(int64); n != 0 {
 		t.Fatalf("second wq_delete_instance = %d, want 0", n)
 	}
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // lets the server clock move on (ms scores)
 	wWantIDs(t, "other instance", wDrain(t, p, wSess("A", time.Minute), provider.TagFilterAny()), 1)
 	wNoQueueKeys(t, p)
 
@@ -783,7 +778,7 @@ func TestWorkerLongPoll(t *testing.T) { // not parallel: it checks that an immed
 			it, err := p.FetchWorkItem(ctx, wLongLock, 5*time.Second, nil, def)
 			done <- res{it, err, time.Since(start)}
 		}()
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond) // lets the fetch block: one that has not blocked yet finds the item at once (the test then proves less, never fails wrongly)
 		wEnqueue(t, p, wAct("lp", 1, "", ""))
 		r := <-done
 		if r.err != nil || wID(t, r.it) != 1 || r.at > 2*time.Second {
