@@ -169,7 +169,7 @@ func TestAuditSessAffinity(t *testing.T) {
 			mu.Lock()
 			ran[sess] = append(ran[sess], node)
 			mu.Unlock()
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // work that takes a little while
 			return node, nil
 		})
 		dx.Register(rt, "Affine", func(ctx dx.Context, in sessStep) (string, error) {
