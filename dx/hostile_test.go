@@ -78,7 +78,7 @@ func TestHostileStaleContextRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv(t, parked, "the holder to park")
-	waitIdle(ctx, t, p) // the turn that stashed the context is acknowledged
+	waitIdle(ctx, t, p)                           // the turn that stashed the context is acknowledged
 	f := dx.Call[string](stale, "Greet", "stray") // off the orchestration's goroutine, outside its turn
 	stale.SetKV("stray", "yes")
 	if _, err := f.Await(stale); err == nil {
