@@ -188,13 +188,3 @@ func waitOrchWaiters(t *testing.T, p *redisprovider.Provider, n int64) {
 		return p.Client().ZCard(context.Background(), key).Val() >= n
 	})
 }
-
-// waitWorkWaiters waits until n wake lists of worker fetchers are registered as waiting
-// (wq:waiting): an empty fetch registers its lists before it blocks.
-func waitWorkWaiters(t *testing.T, p *redisprovider.Provider, n int64) {
-	t.Helper()
-	key := p.Keyspace().WorkWaiting(0)
-	waitFor(t, 20*time.Second, "a waiting worker fetcher", func() bool {
-		return p.Client().ZCard(context.Background(), key).Val() >= n
-	})
-}
