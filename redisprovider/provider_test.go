@@ -191,8 +191,7 @@ func TestDelayedEnqueueWakesWaiters(t *testing.T) {
 
 // TestIdleFetcherCostsOneCommandPerPoll: an idle fetcher's repeated polls cost one BLPOP each
 // (after the first poll's script), and work arriving between polls is still found at once.
-func TestIdleFetcherCostsOneCommandPerPoll(t *testing.T) {
-	t.Parallel()
+func TestIdleFetcherCostsOneCommandPerPoll(t *testing.T) { // not parallel: idle polls skip the script only within a time window
 	ctx := context.Background()
 	mr := miniredis.RunT(t)
 	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Namespace: "idle", Logger: quietLogger})
