@@ -248,8 +248,7 @@ func TestIdleFetcherCostsOneCommandPerPoll(t *testing.T) { // not parallel: idle
 // poll (FetchOptions.NextPoll), registers that wait in its script, so the next fetch starts with
 // its BLPOP; work enqueued in between still ends that wait at once (no lost wake-up). Both queues;
 // each case runs on a server of its own, so that no earlier registration or token helps.
-func TestAckFetchPreparesTheNextWait(t *testing.T) {
-	t.Parallel()
+func TestAckFetchPreparesTheNextWait(t *testing.T) { // not parallel: the prepared wait holds only within a time window
 	ctx := context.Background()
 	tags := provider.TagFilterDefaultOnly()
 	// One queue's calls: enqueue item n, fetch (the lock token, "" when nothing came), and
