@@ -98,6 +98,7 @@ func runOnceUnder(t *testing.T, f *ackFaults) int32 {
 // Acks failing with retryable errors more often than the runtime used to retry (5 tries in
 // ~0.2 s) are retried while their locks are held: the activity runs once, no turn is abandoned.
 func TestAckRetriedWhileLockHeld(t *testing.T) {
+	t.Parallel()
 	f := &ackFaults{Provider: newProvider(t)}
 	f.failWork.Store(7)
 	f.failOrch.Store(7)
@@ -112,6 +113,7 @@ func TestAckRetriedWhileLockHeld(t *testing.T) {
 // An ack whose reply was lost after it committed is sent again with the same attempt id, which
 // the provider answers with the first reply: success, not a lost lock.
 func TestAckLostReplyRecognisedAsDone(t *testing.T) {
+	t.Parallel()
 	f := &ackFaults{Provider: newProvider(t), loseFirst: true}
 	if n := runOnceUnder(t, f); n != 1 {
 		t.Fatalf("the activity ran %d times, want 1", n)

@@ -149,6 +149,7 @@ const (
 // ---- continue-as-new ----
 
 func TestAuditCANOutstanding(t *testing.T) {
+	t.Parallel()
 	// Continue-as-new in a later turn while an activity, a timer (that fires during the next
 	// execution), a dequeue, an event wait and a sub-orchestration of the old execution are all
 	// still outstanding; their late completions reach the new execution and are dropped.
@@ -178,11 +179,11 @@ func TestAuditCANOutstanding(t *testing.T) {
 			g.start("CanOutstanding", i, canIn{0})
 			g.waitExec(i, 2, "ExternalSubscribed", 1)
 			g.waitHistory(child, "ExternalSubscribed", 1)
-			time.Sleep(300 * time.Millisecond)                // the old execution's 200 ms timer fires
+			g.waitOrchQueueEmpty()                            // the old execution's 200 ms timer fired and was taken
 			g.raise(child, "go", `"went"`)                    // the child completes: SubOrchCompleted for execution 1
 			g.waitHistory(child, "OrchestrationCompleted", 1) // (Client.Wait may take its 3 s fallback here)
 			a.release("can-out")                              // the old execution's activity finishes (if its lock was not stolen)
-			settle()
+			g.settle()
 			g.raise(i, "finish", `"fin"`)
 			g.waitExec(i, 2, "OrchestrationCompleted", 1)
 		},
@@ -222,6 +223,7 @@ func TestAuditCANOutstanding(t *testing.T) {
 }
 
 func TestAuditCANSameTurn(t *testing.T) {
+	t.Parallel()
 	// Continue-as-new in the turn that schedules an activity, a timer, a wait, a sub-orchestration
 	// and a detached start: all recorded, none carried out (no work items, no child, no detached
 	// instance); the wait gets its terminal breadcrumb, the activity its cancel request after.
@@ -252,7 +254,7 @@ func TestAuditCANSameTurn(t *testing.T) {
 			g.startRuntime()
 			g.start("CanSameTurn", i, canIn{0})
 			g.wait(i)
-			settle()
+			g.settle()
 			if n := runs.Load(); n != 0 {
 				g.t.Errorf("CountRun ran %d times; duroxide dispatches nothing a continue-as-new turn scheduled", n)
 			}
@@ -280,6 +282,7 @@ func TestAuditCANSameTurn(t *testing.T) {
 }
 
 func TestAuditCANAfterRace(t *testing.T) {
+	t.Parallel()
 	// A select won by a timer, then continue-as-new in the same turn: the losers get no
 	// dropped_future breadcrumbs (finalize_turn returns ContinueAsNew before
 	// collect_cancelled_from_context): the wait gets "orchestration_terminal", the activity
@@ -313,7 +316,7 @@ func TestAuditCANAfterRace(t *testing.T) {
 			g.raise(child, "go", `"went"`)
 			g.waitHistory(child, "OrchestrationCompleted", 1) // (Client.Wait may take its 3 s fallback here)
 			a.release("can-race")
-			settle()
+			g.settle()
 			g.raise(i, "finish", `"fin"`)
 			g.waitExec(i, 2, "OrchestrationCompleted", 1)
 		},
@@ -350,6 +353,7 @@ func TestAuditCANAfterRace(t *testing.T) {
 }
 
 func TestAuditCANMessages(t *testing.T) {
+	t.Parallel()
 	// Messages around a continue-as-new: two queue messages and an event reach execution 1's only
 	// turn (one message dequeued, one carried, the event lost); a queue message and an event sent
 	// while the ContinueAsNew item waits reach execution 2 after the carried one (the event, before
@@ -455,6 +459,7 @@ func TestAuditCANMessages(t *testing.T) {
 }
 
 func TestAuditCANChainVersions(t *testing.T) {
+	t.Parallel()
 	// Several continue-as-new in a row, each in the execution's first turn, across versions
 	// (latest 2.0.0 → explicit 1.0.0 → plain, i.e. latest 2.0.0 → explicit 2.0.0), with the custom
 	// status set, carried untouched, reset (no initial_custom_status afterwards).
@@ -524,6 +529,7 @@ func TestAuditCANChainVersions(t *testing.T) {
 }
 
 func TestAuditCANChild(t *testing.T) {
+	t.Parallel()
 	// A sub-orchestration continues as new: the next execution keeps the parent link
 	// (parent_instance, parent_id, parent_execution_id), as in shared/golden/duroxide-0.1.30.
 	p, c := "can-parent", "can-child"
@@ -572,7 +578,7 @@ func TestAuditCANChild(t *testing.T) {
 
 // ---- timers ----
 
-func TestAuditCANTimerZeroNegative(t *testing.T) {
+func TestAuditCANTimerZeroNegative(t *testing.T) { // not parallel: it compares two clock readings of one turn
 	// Zero and negative delays: a timer at "now" (duroxide's Duration is unsigned; the Node binding
 	// saturates a negative delay to 0), fired in its own later turn like any timer.
 	i := "timer-zero"
@@ -626,6 +632,7 @@ func TestAuditCANTimerZeroNegative(t *testing.T) {
 }
 
 func TestAuditCANTimerLoserFiresLater(t *testing.T) {
+	t.Parallel()
 	// A timer that lost a race leaves no breadcrumb; when it fires later, while the code waits on
 	// something else, its TimerFired is recorded in its own turn (an open schedule, no
 	// nondeterminism) and changes nothing else.
@@ -665,6 +672,7 @@ func TestAuditCANTimerLoserFiresLater(t *testing.T) {
 }
 
 func TestAuditCANTimersOneBatch(t *testing.T) {
+	t.Parallel()
 	// Three timers (300, 150, 200 ms) created in one turn all come due while the only
 	// orchestration slot is held: one batch, TimerFired in enqueue (creation) order, not fire order.
 	i, blk := "timer-batch", "timer-batch-blocker"
@@ -709,6 +717,7 @@ func TestAuditCANTimersOneBatch(t *testing.T) {
 }
 
 func TestAuditCANCarryLimit(t *testing.T) {
+	t.Parallel()
 	// 102 queue messages, none dequeued: the continue-as-new carries the first 100 in arrival
 	// order (MAX_CARRY_FORWARD_EVENTS), the rest are dropped.
 	i := "can-carry"

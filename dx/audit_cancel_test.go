@@ -116,8 +116,23 @@ func registerChildWaits(g *goldenEnv) {
 	})
 }
 
-// settle lets late messages (a cancelled child's SubOrchFailed, a released activity) land.
-func settle() { time.Sleep(400 * time.Millisecond) }
+// settle waits until late messages (a cancelled child's SubOrchFailed, a released activity) have
+// landed: the namespace is idle.
+func (g *goldenEnv) settle() { g.t.Helper(); waitIdle(g.ctx, g.t, g.p) }
+
+// waitOrchQueueEmpty waits until the orchestrator queue holds nothing: no message visible, delayed
+// (a timer not yet fired) or locked.
+func (g *goldenEnv) waitOrchQueueEmpty() {
+	g.t.Helper()
+	waitFor(g.t, "an empty orchestrator queue", func() bool {
+		st, err := g.p.GetQueueStats(g.ctx)
+		if err != nil {
+			g.t.Fatalf("queue stats: %v", err)
+		}
+		o := st.Orchestrator
+		return o.Visible == 0 && o.Delayed == 0 && o.Locked == 0 && o.LockedInstances == 0
+	})
+}
 
 type auditCase struct {
 	folder string
@@ -138,6 +153,7 @@ func runAuditCase(t *testing.T, c auditCase) {
 // ---- cases ----
 
 func TestAuditCancel(t *testing.T) {
+	t.Parallel()
 	const term = `"reason":"orchestration_terminal"`
 	const termFailed = `"reason":"orchestration_terminal_failed"`
 	cases := []auditCase{}
@@ -160,7 +176,7 @@ func TestAuditCancel(t *testing.T) {
 				g.cancel(i, "stop please")
 				g.wait(i)
 				b.free()
-				settle()
+				g.settle()
 			},
 		}, []auditInst{{id: i, name: "WaitOnActivity", status: "Failed", text: "canceled: stop please", events: []string{
 			aStarted(i, "WaitOnActivity", "null", "", 0),
@@ -187,7 +203,7 @@ func TestAuditCancel(t *testing.T) {
 				g.waitHistory(i, "TimerCreated", 1)
 				g.cancel(i, "stop timer")
 				g.wait(i)
-				settle()
+				g.settle()
 			},
 		}, []auditInst{{id: i, name: "WaitOnTimer", status: "Failed", text: "canceled: stop timer", events: []string{
 			aStarted(i, "WaitOnTimer", "null", "", 0),
@@ -212,7 +228,7 @@ func TestAuditCancel(t *testing.T) {
 				g.waitHistory(i, "ExternalSubscribed", 1)
 				g.cancel(i, "stop wait")
 				g.wait(i)
-				settle()
+				g.settle()
 			},
 		}, []auditInst{{id: i, name: "WaitOnEvent", status: "Failed", text: "canceled: stop wait", events: []string{
 			aStarted(i, "WaitOnEvent", "null", "", 0),
@@ -239,7 +255,7 @@ func TestAuditCancel(t *testing.T) {
 				g.waitHistory(c, "ExternalSubscribed", 1)
 				g.cancel(p, "stop tree")
 				g.wait(p, c)
-				settle()
+				g.settle()
 			},
 		}, []auditInst{
 			{id: p, name: "ParentWaits", status: "Failed", text: "canceled: stop tree", events: []string{
@@ -282,7 +298,7 @@ func TestAuditCancel(t *testing.T) {
 				g.cancel(r, "stop all")
 				g.wait(r, m, l)
 				b.free()
-				settle()
+				g.settle()
 			},
 		}, []auditInst{
 			{id: r, name: "TreeRoot", status: "Failed", text: "canceled: stop all", events: []string{
@@ -344,7 +360,7 @@ func TestAuditCancel(t *testing.T) {
 				g.cancel(s, "early sub stop")
 				g.startRuntime()
 				g.wait(e, a, s, d)
-				settle()
+				g.settle()
 				if n := b.calls.Load(); n != 0 {
 					g.t.Errorf("Block ran %d times; duroxide dispatches nothing a cancelled turn scheduled", n)
 				}
@@ -399,7 +415,7 @@ func TestAuditCancel(t *testing.T) {
 				g.wait(i)
 				g.cancel(i, "too late")
 				g.cancel("never-started", "ghost")
-				settle()
+				g.settle()
 			},
 		}, []auditInst{{id: i, name: "EchoOnce", status: "Completed", text: `"done"`, events: []string{
 			aStarted(i, "EchoOnce", "null", "", 0),
@@ -410,11 +426,12 @@ func TestAuditCancel(t *testing.T) {
 	}
 
 	for _, c := range cases {
-		t.Run(c.folder, func(t *testing.T) { runAuditCase(t, c) })
+		t.Run(c.folder, func(t *testing.T) { t.Parallel(); runAuditCase(t, c) })
 	}
 }
 
 func TestAuditSubOrchFailure(t *testing.T) {
+	t.Parallel()
 	const term = `"reason":"orchestration_terminal"`
 	cases := []auditCase{}
 
@@ -606,6 +623,6 @@ func TestAuditSubOrchFailure(t *testing.T) {
 	}
 
 	for _, c := range cases {
-		t.Run(c.folder, func(t *testing.T) { runAuditCase(t, c) })
+		t.Run(c.folder, func(t *testing.T) { t.Parallel(); runAuditCase(t, c) })
 	}
 }

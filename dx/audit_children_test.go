@@ -48,6 +48,7 @@ func raceExistingEvents(p, child, id string) []string {
 }
 
 func TestAuditChild(t *testing.T) {
+	t.Parallel()
 	var cases []auditCase
 
 	// 1. explicit child id of an instance that already Completed: the Start is dropped, the child
@@ -63,7 +64,7 @@ func TestAuditChild(t *testing.T) {
 				g.wait(c)
 				g.start(p, p, nil)
 				g.wait(p)
-				time.Sleep(150 * time.Millisecond) // late messages land
+				g.settle() // late messages land
 			},
 		}, []auditInst{
 			{id: p, name: p, status: "Completed", text: `"timeout"`, events: raceExistingEvents(p, "Quick", c)},
@@ -109,7 +110,7 @@ func TestAuditChild(t *testing.T) {
 				g.startRuntime()
 				g.start(p, p, nil)
 				g.wait(p)
-				time.Sleep(150 * time.Millisecond) // late messages land
+				g.settle() // late messages land
 			},
 		}, []auditInst{
 			{id: p, name: p, status: "Completed", text: `"timeout"`, events: raceExistingEvents(p, p, p)},
@@ -141,7 +142,7 @@ func TestAuditChild(t *testing.T) {
 				g.startRuntime()
 				g.start("DupParent", p, nil)
 				g.wait(p, c)
-				time.Sleep(150 * time.Millisecond) // late messages land
+				g.settle() // late messages land
 			},
 		}, []auditInst{
 			{id: p, name: "DupParent", status: "Completed", text: `"one"`, events: []string{
@@ -188,7 +189,7 @@ func TestAuditChild(t *testing.T) {
 				g.wait(ex)
 				g.start("Launcher", p, nil)
 				g.wait(p, ch)
-				time.Sleep(150 * time.Millisecond) // late messages land
+				g.settle() // late messages land
 				g.wait(fc)
 			},
 		}, []auditInst{
@@ -292,7 +293,7 @@ func TestAuditChild(t *testing.T) {
 	}
 
 	for _, c := range cases {
-		t.Run(c.folder, func(t *testing.T) { runAuditCase(t, c) })
+		t.Run(c.folder, func(t *testing.T) { t.Parallel(); runAuditCase(t, c) })
 	}
 }
 
@@ -300,6 +301,7 @@ func TestAuditChild(t *testing.T) {
 // is Running to the client (client/mod.rs get_orchestration_status: no terminal event in the
 // latest execution, a Started one => Running).
 func TestAuditChildCANStatus(t *testing.T) {
+	t.Parallel()
 	i := "can-status"
 	prog := goldenProgram{
 		register: func(g *goldenEnv) {

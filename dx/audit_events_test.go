@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,6 +36,7 @@ type eaEnv struct {
 	mu      sync.Mutex
 	gates   map[string]chan struct{}
 	blocked chan struct{}
+	slowRan atomic.Int32 // runs of Slow that returned
 }
 
 func (a *eaEnv) gate(key string) chan struct{} {
@@ -69,6 +71,22 @@ func (a *eaEnv) block(instance string, d time.Duration) {
 	}
 }
 
+// waitTimerDue waits until the instance's first timer is due: the clock has passed its fire_at_ms.
+func (a *eaEnv) waitTimerDue(instance string) {
+	a.t.Helper()
+	h, err := a.p.Read(a.ctx, instance)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	for _, ev := range h {
+		if tc, ok := ev.Kind.(provider.TimerCreatedEvent); ok {
+			waitFor(a.t, "the timer to be due", func() bool { return time.Now().UnixMilli() > int64(tc.FireAtMs) })
+			return
+		}
+	}
+	a.t.Fatalf("%s has no timer", instance)
+}
+
 func eaRegisterCommon(a *eaEnv) {
 	registerEcho(a.goldenEnv)
 	dx.RegisterActivity(a.rt, "Slow", func(ctx context.Context, ms int) (string, error) {
@@ -76,6 +94,7 @@ func eaRegisterCommon(a *eaEnv) {
 		case <-time.After(time.Duration(ms) * time.Millisecond):
 		case <-ctx.Done():
 		}
+		a.slowRan.Add(1)
 		return "slow done", nil
 	})
 	dx.RegisterActivity(a.rt, "Gate", func(ctx context.Context, key string) (string, error) {
@@ -220,6 +239,7 @@ func eaWinnerOf(sel dx.Awaitable, futs ...dx.Awaitable) int {
 }
 
 func TestAuditEvents(t *testing.T) {
+	t.Parallel()
 	// Orchestrations shared by several cases.
 	raceEvTimer := func(a *eaEnv) {
 		// RaceEv {"ms":N}: race(waitForEvent("approve"), timer N ms).
@@ -546,7 +566,7 @@ func TestAuditEvents(t *testing.T) {
 				a.start("EvQuirk", "ev-quirk", nil)
 				a.waitHistory("ev-quirk", "TimerCreated", 1)
 				a.block("blocker", 900*time.Millisecond)
-				time.Sleep(400 * time.Millisecond) // the first timer is due
+				a.waitTimerDue("ev-quirk") // the first timer is due (its TimerFired waits behind the blocker)
 				a.raise("ev-quirk", "x", `"v"`)
 				a.wait("ev-quirk")
 			},
@@ -640,7 +660,7 @@ func TestAuditEvents(t *testing.T) {
 			output: `{"winner":1,"value":null}`,
 			after: func(a *eaEnv) { // an event for a finished instance is dropped
 				a.raise("race-ev-timeout", "approve", `"late"`)
-				time.Sleep(300 * time.Millisecond)
+				a.settle() // the late event was taken and dropped
 			},
 		},
 	}
@@ -751,7 +771,10 @@ func TestAuditEvents(t *testing.T) {
 				eaCompleted(6, `{"winner":1,"value":null}`),
 			},
 			output: `{"winner":1,"value":null}`,
-			after:  func(a *eaEnv) { time.Sleep(800 * time.Millisecond) },
+			after: func(a *eaEnv) { // the cancelled Slow returns; its result is not recorded
+				waitFor(a.t, "the cancelled activity to return", func() bool { return a.slowRan.Load() > 0 })
+				a.settle()
+			},
 		},
 		eaCase{
 			// Select of two activities (one worker slot, oldest first): Echo wins, Slow is cancelled.

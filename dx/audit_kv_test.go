@@ -3,7 +3,7 @@ package dx_test
 // Audit: key-value store and custom status, compared with what duroxide 0.1.30 would store.
 // Expected histories derived by hand from duroxide's source (alpinevm/duroxide @ 23063eb, 0.1.29+)
 // and checked against the recorded rows (testdata/golden/11-custom-status-and-kv,
-// /work/shared/golden/duroxide-0.1.30 golden-main):
+// and duroxide 0.1.30's own golden-main recordings, kept outside this repository):
 //   - lib.rs set_custom_status / reset_custom_status / set_kv_value / clear_kv_value /
 //     clear_all_kv_values (3193-3330): one positional event per call, no turn boundary;
 //     set_kv_value stamps kv_metadata[key] = now_ms (3239-3241), so
@@ -97,6 +97,7 @@ type kvOut struct {
 }
 
 func TestAuditKVRegression(t *testing.T) {
+	t.Parallel()
 	// KV set / overwrite / clear (also of a missing key) / clear-all in one turn and across turns,
 	// custom status set twice (same value) in one turn and again in a later turn, reset + set in
 	// one turn, KV reads of another instance (key, missing key, missing instance), continue-as-new
@@ -226,6 +227,7 @@ func TestAuditKVRegression(t *testing.T) {
 // ---- discrepancies ----
 
 func TestAuditKVLimitViolation(t *testing.T) {
+	t.Parallel()
 	// validate_limits runs after the turn's terminal event is in the delta and only appends an
 	// OrchestrationFailed: a completing turn stores Completed THEN Failed; a failing turn two
 	// Failed events; a waiting turn gets no terminal breadcrumb. The custom-status check looks at
@@ -265,7 +267,7 @@ func TestAuditKVLimitViolation(t *testing.T) {
 				g.start(n, strings.ToLower(n), nil)
 			}
 			g.wait("limdone", "limerr", "limwait", "limact", "limcsreset")
-			settle()
+			g.settle()
 		},
 	}
 	failed := func(id, name string, mid []string, tail ...string) canInst {
@@ -302,6 +304,7 @@ func TestAuditKVLimitViolation(t *testing.T) {
 }
 
 func TestAuditKVLimitDropsOrchestratorItems(t *testing.T) {
+	t.Parallel()
 	// A child that exceeds a limit in its completing turn: duroxide clears orchestrator_items, so
 	// neither its SubOrchCompleted/Failed reaches the parent nor its detached start is made. The
 	// parent keeps waiting until the driver cancels it (after the child is terminal + 400 ms).
@@ -326,14 +329,14 @@ func TestAuditKVLimitDropsOrchestratorItems(t *testing.T) {
 			g.startRuntime()
 			g.start("KvlParent", p, nil)
 			g.wait(c)
-			settle()
+			g.settle()
 			if st, err := g.c.Status(g.ctx, p); err == nil && st.Terminal() {
 				g.t.Logf("%s is already %s before the driver cancels it: the limit-failed child notified it", p, st.State)
 			} else {
 				g.cancel(p, "stop")
 			}
 			g.wait(p)
-			settle()
+			g.settle()
 		},
 	}
 	runCanCase(t, "kv03-limit-child", prog, []canInst{
@@ -354,6 +357,7 @@ func TestAuditKVLimitDropsOrchestratorItems(t *testing.T) {
 }
 
 func TestAuditKVKeyCount(t *testing.T) {
+	t.Parallel()
 	// duroxide counts keys as kv_snapshot (previous executions) + this turn's delta: 100 keys in
 	// each of two turns pass (200 stored); a clear-all in an earlier turn of the execution does
 	// not lower the count, so 150 carried keys + 1 new key fails after the clear-all.
@@ -431,6 +435,7 @@ func TestAuditKVKeyCount(t *testing.T) {
 }
 
 func TestAuditKVPruneOwnKeys(t *testing.T) {
+	t.Parallel()
 	// prune_kv_values_updated_before compares kv_metadata, which set_kv_value stamps with the wall
 	// clock: a cutoff after now prunes keys this execution wrote, in this turn or (re-stamped on
 	// replay) an earlier one.
@@ -472,6 +477,7 @@ func TestAuditKVPruneOwnKeys(t *testing.T) {
 }
 
 func TestAuditKVFromInstanceLineSeparator(t *testing.T) {
+	t.Parallel()
 	// serde_json writes U+2028 / U+2029 raw; Go's encoding/json always escapes them (\u2028).
 	// KVFromInstance's input (key) and result (value) texts are therefore not byte-identical.
 	src, i := "kvu-src", "kvu"

@@ -130,9 +130,11 @@ func one(in canInst, events ...string) canInst {
 // ---- poison and unregistered handlers ----
 
 func TestAuditPoisonUnregistered(t *testing.T) {
+	t.Parallel()
 	// 1. An activity no node registers: abandoned with backoff, poison on fetch max_attempts+1;
 	// the poison ActivityFailed aborts the orchestration with the Poison details themselves.
 	t.Run("p01-activity-unregistered", func(t *testing.T) {
+		t.Parallel()
 		i := "poison-act"
 		msg := `{"ActivityExecute":{"instance":"poison-act","execution_id":1,"id":2,"name":"Missing","input":"\"x\""}}`
 		d := pPoison(3, 2, pActivityType(i, "Missing", 2), msg)
@@ -159,6 +161,7 @@ func TestAuditPoisonUnregistered(t *testing.T) {
 	// 2. An orchestration no node registers, started without a version: the provider's item
 	// version is "unknown", and the poison path records it in OrchestrationStarted and metadata.
 	t.Run("p02-orchestration-unregistered", func(t *testing.T) {
+		t.Parallel()
 		i := "poison-orch"
 		msg := `[{"StartOrchestration":{"instance":"poison-orch","orchestration":"MissingOrch","input":"null","version":null,"parent_instance":null,"parent_id":null,"execution_id":1}}]`
 		d := pPoison(3, 2, pOrchType(i), msg)
@@ -179,6 +182,7 @@ func TestAuditPoisonUnregistered(t *testing.T) {
 	// 3. A sub-orchestration no node registers: the poisoned child tells its parent
 	// (SubOrchFailed with the Poison details), which aborts with those details.
 	t.Run("p03-suborchestration-unregistered", func(t *testing.T) {
+		t.Parallel()
 		p, c := "poison-parent", "poison-parent::sub::2"
 		msg := `[{"StartOrchestration":{"instance":"poison-parent::sub::2","orchestration":"MissingChild","input":"null","version":null,"parent_instance":"poison-parent","parent_id":2,"parent_execution_id":1,"execution_id":1}}]`
 		d := pPoison(3, 2, pOrchType(c), msg)
@@ -213,9 +217,11 @@ func TestAuditPoisonUnregistered(t *testing.T) {
 // ---- panics ----
 
 func TestAuditPoisonPanics(t *testing.T) {
+	t.Parallel()
 	// 4. An orchestration that panics after scheduling more work in the same turn: Panicked with
 	// the panic message; the panicking poll's new schedules are not recorded.
 	t.Run("p04-orchestration-panic", func(t *testing.T) {
+		t.Parallel()
 		i := "panic-orch"
 		runPoisonCase(t, "p04-orchestration-panic", goldenProgram{
 			register: func(g *goldenEnv) {
@@ -233,7 +239,7 @@ func TestAuditPoisonPanics(t *testing.T) {
 				g.startRuntime()
 				g.start("PanicsLate", i, nil)
 				g.waitUpTo(5*time.Second, i)
-				settle()
+				g.settle()
 			},
 		}, []canInst{one(canInst{id: i, name: "PanicsLate", status: "Failed", text: "orchestration panicked: boom"},
 			aStarted(i, "PanicsLate", "null", "", 0),
@@ -247,6 +253,7 @@ func TestAuditPoisonPanics(t *testing.T) {
 	// failure, Application{ActivityFailed, "task <id> panicked with message \"kaboom\""}; the
 	// orchestration sees that text. The task id varies, so kind and text shape are checked.
 	t.Run("p05-activity-panic", func(t *testing.T) {
+		t.Parallel()
 		g := newPoisonEnv(t, -1, false)
 		dx.RegisterActivity(g.rt, "Boom", func(context.Context, dx.Raw) (dx.Raw, error) { panic("kaboom") })
 		dx.Register(g.rt, "CallsBoom", func(ctx dx.Context, _ dx.Raw) (dx.Raw, error) {
@@ -287,9 +294,11 @@ func TestAuditPoisonPanics(t *testing.T) {
 // ---- retry policy edge cases ----
 
 func TestAuditPoisonRetry(t *testing.T) {
+	t.Parallel()
 	// 6. A retried activity whose attempt times out: no further attempt; the dropped attempt is
 	// cancelled ("dropped_future") before the failure.
 	t.Run("p06-retry-attempt-timeout", func(t *testing.T) {
+		t.Parallel()
 		i := "retry-timeout"
 		var b *blocker
 		runPoisonCase(t, "p06-retry-attempt-timeout", goldenProgram{
@@ -305,7 +314,7 @@ func TestAuditPoisonRetry(t *testing.T) {
 				g.start("RetryTimesOut", i, nil)
 				g.waitUpTo(5*time.Second, i)
 				b.free() // the stolen lock is noticed only at the next renewal
-				settle()
+				g.settle()
 			},
 		}, []canInst{one(canInst{id: i, name: "RetryTimesOut", status: "Failed", text: "timeout: activity timed out"},
 			aStarted(i, "RetryTimesOut", "null", "", 0),
@@ -319,6 +328,7 @@ func TestAuditPoisonRetry(t *testing.T) {
 
 	// 7. A zero backoff schedules no timer between attempts.
 	t.Run("p07-retry-zero-backoff", func(t *testing.T) {
+		t.Parallel()
 		i := "retry-zero"
 		runPoisonCase(t, "p07-retry-zero-backoff", goldenProgram{
 			register: func(g *goldenEnv) {
@@ -347,6 +357,7 @@ func TestAuditPoisonRetry(t *testing.T) {
 // ---- corrupted history: FailedDeserialization poison ----
 
 func TestAuditPoisonCorruptHistory(t *testing.T) {
+	t.Parallel()
 	// 8. History that stops decoding (an event kind from a newer duroxide): abandoned with a 1 s
 	// backoff until attempt max_attempts+1, then OrchestrationFailed at the sentinel event_id 99999
 	// with Poison{FailedDeserialization{error}, message: error}, appended after the stored rows.
@@ -412,6 +423,7 @@ func TestAuditPoisonCorruptHistory(t *testing.T) {
 // ---- display texts ----
 
 func TestAuditPoisonDisplayTexts(t *testing.T) {
+	t.Parallel()
 	msg := "bad replay"
 	cases := []struct {
 		d    provider.ErrorDetails

@@ -51,6 +51,7 @@ type sessStep struct {
 // ---- ActivityScheduled fields, sessions, an unserved tag ----
 
 func TestAuditSessFields(t *testing.T) {
+	t.Parallel()
 	// One instance: a plain activity, three activities on one session scheduled in one turn, one
 	// on a session with a tag; then it continues as new and uses the same session again.
 	i := "sess-fields"
@@ -87,8 +88,16 @@ func TestAuditSessFields(t *testing.T) {
 			g.start("SessUnserved", unserved, nil)
 			g.wait(i)
 			g.waitHistory(unserved, "ActivityScheduled", 1)
-			time.Sleep(300 * time.Millisecond)
-			// The tagged activity no worker serves stays queued: nothing more is recorded.
+			// The tagged activity no worker serves stays queued: nothing more is recorded. First
+			// the store is quiet (nothing to fetch or running but that one queued item), then the check.
+			waitFor(g.t, "only the unserved activity left", func() bool {
+				st, err := g.p.GetQueueStats(g.ctx)
+				if err != nil {
+					g.t.Fatalf("queue stats: %v", err)
+				}
+				o, w := st.Orchestrator, st.Worker
+				return o.Visible == 0 && o.Locked == 0 && o.LockedInstances == 0 && w.Locked == 0 && w.Unlocked == 1
+			})
 			if h, err := g.p.Read(g.ctx, unserved); err != nil || len(h) != 2 {
 				g.t.Errorf("%s: want 2 events while its activity stays queued, got %d (%v)", unserved, len(h), err)
 			}
@@ -97,7 +106,7 @@ func TestAuditSessFields(t *testing.T) {
 			}
 			g.cancel(unserved, "nobody serves cpu")
 			g.wait(unserved)
-			settle()
+			g.settle()
 		},
 	}
 	sched := func(inst string, exec, id int, input, extra string) string {
@@ -144,6 +153,7 @@ func TestAuditSessFields(t *testing.T) {
 // ---- session affinity: two workers, one store ----
 
 func TestAuditSessAffinity(t *testing.T) {
+	t.Parallel()
 	// Two runtimes (distinct NodeIDs) on one store. Every activity of a session runs on the node
 	// that claimed the session first, across turns, fan-outs and continue-as-new (sqlite.rs
 	// 1830-1950: the sessions row is keyed by session_id and owned until its lock expires).
@@ -159,7 +169,7 @@ func TestAuditSessAffinity(t *testing.T) {
 			mu.Lock()
 			ran[sess] = append(ran[sess], node)
 			mu.Unlock()
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // work that takes a little while
 			return node, nil
 		})
 		dx.Register(rt, "Affine", func(ctx dx.Context, in sessStep) (string, error) {
@@ -240,6 +250,7 @@ func registerPre(g *goldenEnv, versions ...string) {
 }
 
 func TestAuditSessVersions(t *testing.T) {
+	t.Parallel()
 	// Latest among 1.0.0 < 2.0.0-alpha.2 < 2.0.0-alpha.10 is 2.0.0-alpha.10 (numeric prerelease
 	// identifiers compare numerically). Versions show only in OrchestrationStarted.version.
 	i, child, det := "ver-pre", "ver-pre::sub::3", "ver-detached"
@@ -309,12 +320,14 @@ func startMsg(inst, version, input, parent string, parentID int) string {
 }
 
 func TestAuditSessVersionUnregistered(t *testing.T) {
+	t.Parallel()
 	poisonText := func(inst string) string {
 		return "poison: orchestration " + inst + " exceeded 3 attempts (max 2)"
 	}
 	// 1. Client start with an explicit version nobody registers: abandoned with backoff, then
 	// poison; the poison path records OrchestrationStarted with the requested version.
 	t.Run("u01-start", func(t *testing.T) {
+		t.Parallel()
 		i := "ver-missing"
 		d := pPoison(3, 2, pOrchType(i), "["+startMsg(i, "3.0.0", `{"step":5}`, "", 0)+"]")
 		runPoisonCase(t, "u01-start", goldenProgram{
@@ -333,6 +346,7 @@ func TestAuditSessVersionUnregistered(t *testing.T) {
 	// 2. The same with build metadata: semver 1.x's Version Eq/Ord include build metadata, so
 	// "1.0.0+meta" is not the registered "1.0.0" (BTreeMap::get misses): unregistered → poison.
 	t.Run("u02-start-build-metadata", func(t *testing.T) {
+		t.Parallel()
 		i := "ver-meta"
 		d := pPoison(3, 2, pOrchType(i), "["+startMsg(i, "1.0.0+meta", `{"step":5}`, "", 0)+"]")
 		runPoisonCase(t, "u02-start-build-metadata", goldenProgram{
@@ -352,6 +366,7 @@ func TestAuditSessVersionUnregistered(t *testing.T) {
 	// poisoned; the poison path sees the OLD execution's history (non-empty), so it appends
 	// OrchestrationFailed to execution 1 after OrchestrationContinuedAsNew; no execution 2.
 	t.Run("u03-continue-as-new", func(t *testing.T) {
+		t.Parallel()
 		i := "ver-can-missing"
 		msg := `[{"ContinueAsNew":{"instance":"ver-can-missing","orchestration":"Vx","input":"{\"step\":2}","version":"9.0.0","carry_forward_events":[]}}]`
 		d := pPoison(3, 2, pOrchType(i), msg)
@@ -373,6 +388,7 @@ func TestAuditSessVersionUnregistered(t *testing.T) {
 	// 4. A sub-orchestration on a version nobody registers: the child is poisoned with the
 	// requested version; the parent gets SubOrchFailed{Poison} and fails with those details.
 	t.Run("u04-suborchestration", func(t *testing.T) {
+		t.Parallel()
 		p, c := "ver-subpar", "ver-subpar::sub::2"
 		d := pPoison(3, 2, pOrchType(c), "["+startMsg(c, "9.9.9", `{"step":9}`, p, 2)+"]")
 		runPoisonCase(t, "u04-suborchestration", goldenProgram{
@@ -401,6 +417,7 @@ func TestAuditSessVersionUnregistered(t *testing.T) {
 // ---- build metadata in registrations ----
 
 func TestAuditSessVersionBuildMetadataLatest(t *testing.T) {
+	t.Parallel()
 	// duroxide registers 1.0.0+build.1 then 1.0.0+build.2 (strictly later under semver 1.x Ord,
 	// registry.rs:342-345) and Latest picks 1.0.0+build.2.
 	i := "ver-build"

@@ -19,6 +19,7 @@ import (
 // retried for ~0.2 s and a renewal failure cancelled the activity at once, so every result
 // finished in the outage ran again once its lock expired.)
 func TestRedisBlipReRunsNothingFinished(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a redis-server")
 	}
@@ -37,6 +38,7 @@ func TestRedisBlipReRunsNothingFinished(t *testing.T) {
 	var killedAt time.Time          // zero while Redis is up
 	var rerun []string              // activities that ran again after returning
 	finishedInOutage := 0
+	allStarted := make(chan struct{}) // closed when every activity has started once
 	opts := dx.Options{WorkerLockTimeout: 10 * time.Second, WorkerConcurrency: fans * width, OrchestrationConcurrency: 2,
 		PollTimeout: 500 * time.Millisecond, MinPollInterval: 5 * time.Millisecond, Logger: testLogger()}
 	rt := dx.NewRuntime(p, opts)
@@ -46,7 +48,13 @@ func TestRedisBlipReRunsNothingFinished(t *testing.T) {
 		if at, ok := finished[n]; ok {
 			rerun = append(rerun, fmt.Sprintf("%d (returned at %s, run %d)", n, at.Format("15:04:05.000"), started[n]))
 		}
+		if len(started) == fans*width && started[n] == 1 {
+			close(allStarted)
+		}
 		mu.Unlock()
+		// Every activity is running before the first returns (on a loaded machine some would
+		// otherwise start only after the kill, and not return before the restart the test waits for).
+		<-allStarted
 		// Like most activities it does not watch its context. The fan's activities start
 		// together and return from 4.5 s to 6.5 s; those still running at 5 s renew their locks
 		// (10 s) then, in the outage, which begins when the first one returns.

@@ -11,6 +11,7 @@ import (
 )
 
 func TestClientEventsStatusKVAndManagement(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	rt := dx.NewRuntime(p, testOptions())
 	type approval struct {
@@ -57,13 +58,10 @@ func TestClientEventsStatusKVAndManagement(t *testing.T) {
 		}
 		if exec == 1 {
 			// the second execution subscribes again: wait for its subscription before raising
-			for {
+			waitFor(t, "the second execution's subscription", func() bool {
 				h, _ := c.History(ctx, id, 2)
-				if len(h) > 0 && h[len(h)-1].EventType() == "ExternalSubscribed" {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+				return len(h) > 0 && h[len(h)-1].EventType() == "ExternalSubscribed"
+			})
 		}
 	}
 	out, err := dx.Result[string](ctx, c, id)
@@ -96,6 +94,7 @@ func TestClientEventsStatusKVAndManagement(t *testing.T) {
 }
 
 func TestClientRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	c := dx.NewClient(p)
 	ctx := context.Background()
@@ -119,6 +118,7 @@ func TestClientRefusesBadInput(t *testing.T) {
 }
 
 func TestFailedOrchestrationResult(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	rt := dx.NewRuntime(p, testOptions())
 	dx.RegisterActivity(rt, "Fail", func(ctx context.Context, m string) (string, error) { return "", errors.New(m) })
@@ -128,7 +128,7 @@ func TestFailedOrchestrationResult(t *testing.T) {
 	startRuntime(t, rt)
 	c := dx.NewClient(p)
 	ctx := waitCtx(t)
-	id, _ := c.Start(ctx, "O", nil)
+	id := mustStart(t, c, ctx, "O", nil)
 	_, err := dx.Result[string](ctx, c, id)
 	var de *dx.Error
 	if !errors.As(err, &de) || err.Error() != "broken" {

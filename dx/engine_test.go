@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,16 +28,37 @@ type sim struct {
 	kv       map[string]provider.KVEntry
 	last     turnOutput
 	clock    time.Time
-	eng      *engine // with simKeep: the engine kept from the previous turn
+	keep     bool    // run every turn on the engine kept from the previous turn (keepEngines)
+	eng      *engine // with keep: the engine kept from the previous turn
 }
 
-// simKeep runs the sims' turns on kept engines (the executor cache) instead of replaying; the
-// stored history is still replayed from scratch after every turn to check they agree.
-var simKeep bool
+// keptEngines holds the names of the tests whose sims run their turns on kept engines (the
+// executor cache) instead of replaying; the stored history is still replayed from scratch after
+// every turn to check they agree. Per test, so that tests may run in parallel.
+var keptEngines sync.Map
+
+// keepEngines makes the sims of t and of its subtests keep their engines.
+func keepEngines(t *testing.T) {
+	keptEngines.Store(t.Name(), true)
+	t.Cleanup(func() { keptEngines.Delete(t.Name()) })
+}
+
+// keepsEngines reports whether t or a test it runs under called keepEngines.
+func keepsEngines(t testing.TB) bool {
+	for name := t.Name(); ; name = name[:strings.LastIndex(name, "/")] {
+		if _, ok := keptEngines.Load(name); ok {
+			return true
+		}
+		if !strings.Contains(name, "/") {
+			return false
+		}
+	}
+}
 
 func newSim(t testing.TB) *sim {
 	rt := NewRuntime(nil, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), BlockingGuard: 2 * time.Second})
-	s := &sim{t: t, rt: rt, instance: "inst", exec: 1, kv: map[string]provider.KVEntry{}, clock: time.UnixMilli(1_700_000_000_000)}
+	s := &sim{t: t, rt: rt, instance: "inst", exec: 1, kv: map[string]provider.KVEntry{}, clock: time.UnixMilli(1_700_000_000_000),
+		keep: keepsEngines(t)}
 	rt.opts.Clock = func() time.Time { return s.clock }
 	return s
 }
@@ -48,7 +70,7 @@ func (s *sim) turn(msgs ...provider.WorkItem) turnOutput {
 	s.t.Helper()
 	item := &provider.OrchestrationItem{Instance: s.instance, ExecutionID: s.exec, History: s.history, Messages: msgs, KVSnapshot: s.kv}
 	env := s.env()
-	env.keep, env.cached = simKeep, s.eng
+	env.keep, env.cached = s.keep, s.eng
 	out := runTurn(env, item)
 	if out.plan != planAck {
 		s.t.Fatalf("turn plan %v, want ack", out.plan)
@@ -190,8 +212,7 @@ func timerIDs(evs []provider.Event) []uint64 {
 // TestKeptEngines runs the engine tests again with every turn on the engine kept from the previous
 // turn, as the executor cache does.
 func TestKeptEngines(t *testing.T) {
-	simKeep = true
-	defer func() { simKeep = false }()
+	keepEngines(t)
 	for name, test := range map[string]func(*testing.T){
 		"SelectSeveralLosers": TestSelectSeveralLosers, "SelectLoserCancelledInContinuingTurn": TestSelectLoserCancelledInContinuingTurn,
 		"BranchesSelectAndJoin": TestBranchesSelectAndJoin, "DeepNesting": TestDeepNesting, "ThousandFutureJoin": TestThousandFutureJoin,
@@ -203,6 +224,20 @@ func TestKeptEngines(t *testing.T) {
 		"WaitAgainAfterLostRace": TestWaitAgainAfterLostRace,
 	} {
 		t.Run(name, test)
+	}
+	t.Run("SimsKeep", func(t *testing.T) {
+		if !newSim(t).keep {
+			t.Fatal("a sim under TestKeptEngines does not keep its engines")
+		}
+	})
+}
+
+// TestSimsReplayByDefault: only the tests under TestKeptEngines keep engines, whatever runs
+// beside them.
+func TestSimsReplayByDefault(t *testing.T) {
+	t.Parallel()
+	if newSim(t).keep {
+		t.Fatal("a sim outside TestKeptEngines keeps its engines")
 	}
 }
 

@@ -96,6 +96,44 @@ func startRuntime(t testing.TB, rt *dx.Runtime) {
 	})
 }
 
+// waitIdle waits until p's namespace is idle (redisprovider.Provider.Idle: no orchestration turn
+// or activity running or ready) and no delayed item comes due within the next half second: the
+// messages a finished instance leaves behind (a cancelled child's reply, a late timer) have
+// landed and nothing more happens on its own soon. A check that nothing happened calls it first.
+func waitIdle(ctx context.Context, t *testing.T, p *redisprovider.Provider) {
+	t.Helper()
+	waitFor(t, "the namespace to be idle", func() bool {
+		st, err := p.Idle(ctx)
+		if err != nil {
+			t.Fatalf("idle: %v", err)
+		}
+		return st.Idle && (st.NextDue.IsZero() || time.Until(st.NextDue) > 500*time.Millisecond)
+	})
+}
+
+// mustStart starts an orchestration and returns its instance id; an error fails t.
+func mustStart(t testing.TB, c *dx.Client, ctx context.Context, name string, input any, opts ...dx.Option) string {
+	t.Helper()
+	id, err := c.Start(ctx, name, input, opts...)
+	if err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	return id
+}
+
+// recv waits for ch to deliver or close, failing t after 20 s.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		var zero T
+		return zero
+	}
+}
+
 func waitCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)

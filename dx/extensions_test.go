@@ -104,6 +104,7 @@ var (
 // TestRuntimeUsesExtensions: with a provider that offers them, the runtime acknowledges and fetches
 // in one call, fetches without histories, and reads a history only when it does not hold it.
 func TestRuntimeUsesExtensions(t *testing.T) {
+	t.Parallel()
 	p := newExtProvider(newProvider(t))
 	opts := testOptions()
 	// One orchestration dispatcher: with two, the other one may fetch an instance's next turn
@@ -149,6 +150,7 @@ func TestRuntimeUsesExtensions(t *testing.T) {
 // TestLiteFetchWithoutCacheReadsHistory: with the executor cache off, every turn of an existing
 // execution reads its history (and still produces the same result).
 func TestLiteFetchWithoutCacheReadsHistory(t *testing.T) {
+	t.Parallel()
 	p := newExtProvider(newProvider(t))
 	opts := testOptions()
 	opts.ExecutorCacheSize = -1
@@ -172,7 +174,7 @@ func TestLiteFetchWithoutCacheReadsHistory(t *testing.T) {
 	startRuntime(t, rt)
 	c := dx.NewClient(p)
 	ctx := waitCtx(t)
-	id, _ := c.Start(ctx, "Count", 0)
+	id := mustStart(t, c, ctx, "Count", 0)
 	if out, err := dx.Result[int](ctx, c, id); err != nil || out != 12 {
 		t.Fatalf("%d %v", out, err)
 	}

@@ -106,6 +106,15 @@ func faultBackend(t *testing.T) (addr, ns string, p *redisprovider.Provider) {
 	return addr, ns, p
 }
 
+// waitLockedWork waits until some orchestration turn or activity holds a lock: work is in progress.
+func waitLockedWork(t *testing.T, p *redisprovider.Provider) {
+	t.Helper()
+	waitFor(t, "work in progress", func() bool {
+		st, err := p.GetQueueStats(context.Background())
+		return err == nil && (st.Orchestrator.LockedInstances > 0 || st.Worker.Locked > 0)
+	})
+}
+
 func startChild(t *testing.T, addr, ns string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -184,6 +193,7 @@ func waitAll(t *testing.T, c *dx.Client, ids []string, within time.Duration) {
 }
 
 func TestSigkillMidTurnAndActivity(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
@@ -197,15 +207,15 @@ func TestSigkillMidTurnAndActivity(t *testing.T) {
 	victim := startChild(t, addr, ns)
 	startChild(t, addr, ns)
 	// Kill one process while both are busy.
-	for done := 0; done < n/3; {
-		time.Sleep(20 * time.Millisecond)
-		done = 0
+	waitFor(t, "a third of the chains done", func() bool {
+		done := 0
 		for _, id := range ids {
 			if st, _ := c.Status(context.Background(), id); st.Terminal() {
 				done++
 			}
 		}
-	}
+		return done >= n/3
+	})
 	if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +226,7 @@ func TestSigkillMidTurnAndActivity(t *testing.T) {
 }
 
 func TestSigkillWhileSurvivorIdle(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
@@ -224,9 +235,11 @@ func TestSigkillWhileSurvivorIdle(t *testing.T) {
 	victim := startChild(t, addr, ns)
 	survivor := startChild(t, addr, ns)
 	_ = survivor
-	time.Sleep(300 * time.Millisecond) // both idle and long-polling
+	// Lets both children reach their long poll (deliberate: there is nothing to observe, and a
+	// child still starting only makes the test weaker, never wrong).
+	time.Sleep(300 * time.Millisecond)
 	ids := startChains(t, c, 4)
-	time.Sleep(30 * time.Millisecond) // work in progress on both
+	waitLockedWork(t, p) // work in progress
 	if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -239,6 +252,7 @@ func TestSigkillWhileSurvivorIdle(t *testing.T) {
 // runtime works; the runtime reconnects by itself and every instance completes exactly once, so
 // nothing acknowledged was lost.
 func TestRedisRestartUnderLoad(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a redis-server")
 	}
@@ -255,11 +269,11 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 	startRuntime(t, rt)
 	c := dx.NewClient(p)
 	ids := startChains(t, c, 100)
-	time.Sleep(150 * time.Millisecond) // work in progress
+	waitLockedWork(t, p) // work in progress
 	done, _ := c.ListInstances(ctx, dx.StateCompleted)
 	t.Logf("killing Redis with %d of %d instances completed", len(done), len(ids))
 	srv.Kill()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // deliberate: Redis stays down a while
 	srv.Restart()
 	waitAll(t, c, ids, 60*time.Second)
 	checkExactlyOnce(t, p, ids, chainOutput)

@@ -92,6 +92,7 @@ func (f *flakyProvider) AbandonOrchestrationItem(ctx context.Context, token stri
 // TestRuntimeUnderInjectedFaults: provider calls fail at random, before running or (acks) after
 // committing; every instance still completes exactly once with an intact history.
 func TestRuntimeUnderInjectedFaults(t *testing.T) {
+	t.Parallel()
 	base := newProvider(t)
 	f := &flakyProvider{Provider: base, rnd: rand.New(rand.NewPCG(1, 2)), before: 0.05, lostAck: 0.05}
 	opts := faultOptions()

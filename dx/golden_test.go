@@ -8,6 +8,7 @@ package dx_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -27,11 +28,12 @@ import (
 
 const goldenDir = "testdata/golden"
 
-// sharedGoldenDir is where the recordings live outside the repository; the copies in goldenDir
-// must stay equal to it when it exists.
-const sharedGoldenDir = "../../shared/golden/runtime-0.1.29"
+// goldenSums lists every file of goldenDir with its SHA-256, as copied from the recordings
+// (duroxide's runtime-0.1.29 golden folder); TestGoldenCopiesUnchanged checks the copies against it.
+const goldenSums = goldenDir + "/SHA256SUMS"
 
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	entries, err := os.ReadDir(goldenDir)
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +46,7 @@ func TestGolden(t *testing.T) {
 		n++
 		folder := e.Name()
 		t.Run(folder, func(t *testing.T) {
+			t.Parallel() // each program and each mode runs on its own namespace, runtime and registrations
 			prog, ok := goldenPrograms[folder]
 			if !ok {
 				t.Fatalf("no Go program for golden folder %s: add one to goldenPrograms in golden_programs_test.go", folder)
@@ -53,10 +56,10 @@ func TestGolden(t *testing.T) {
 			// shows when the code really replays, which a kept instance never does.
 			// And once more through a provider offering the optional extensions (ack-and-fetch,
 			// lite fetches), with the cache on.
-			t.Run("replay", func(t *testing.T) { runGolden(t, filepath.Join(goldenDir, folder), prog, -1, false) })
+			t.Run("replay", func(t *testing.T) { t.Parallel(); runGolden(t, filepath.Join(goldenDir, folder), prog, -1, false) })
 			if folder != "19-nondeterminism" {
-				t.Run("cached", func(t *testing.T) { runGolden(t, filepath.Join(goldenDir, folder), prog, 0, false) })
-				t.Run("extensions", func(t *testing.T) { runGolden(t, filepath.Join(goldenDir, folder), prog, 0, true) })
+				t.Run("cached", func(t *testing.T) { t.Parallel(); runGolden(t, filepath.Join(goldenDir, folder), prog, 0, false) })
+				t.Run("extensions", func(t *testing.T) { t.Parallel(); runGolden(t, filepath.Join(goldenDir, folder), prog, 0, true) })
 			}
 		})
 	}
@@ -70,48 +73,50 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// TestGoldenCopiesMatchShared checks that testdata/golden still equals the shared recordings.
-func TestGoldenCopiesMatchShared(t *testing.T) {
-	if _, err := os.Stat(sharedGoldenDir); err != nil {
-		t.Skipf("%s not present: nothing to compare the copies with", sharedGoldenDir)
+// TestGoldenCopiesUnchanged checks that testdata/golden holds exactly the files SHA256SUMS lists,
+// unchanged: the recordings are copied, never edited. (To renew them, copy README.md and every
+// program.md, history.jsonl and result.json of the recordings, then run sha256sum over them.)
+func TestGoldenCopiesUnchanged(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(goldenSums)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var want []string
-	err := filepath.WalkDir(sharedGoldenDir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+	want := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		sum, name, ok := strings.Cut(line, "  ")
+		if !ok {
+			t.Fatalf("%s: bad line %q", goldenSums, line)
+		}
+		want[name] = sum
+	}
+	got := map[string]string{}
+	err = filepath.WalkDir(goldenDir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || path == goldenSums {
 			return err
 		}
-		rel, _ := filepath.Rel(sharedGoldenDir, path)
-		// Only what the test uses is copied.
-		base := filepath.Base(rel)
-		if rel == "README.md" || base == "program.md" || base == "history.jsonl" || base == "result.json" {
-			want = append(want, rel)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
 		}
+		rel, _ := filepath.Rel(goldenDir, path)
+		got[filepath.ToSlash(rel)] = fmt.Sprintf("%x", sha256.Sum256(b))
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	_ = filepath.WalkDir(goldenDir, func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			rel, _ := filepath.Rel(goldenDir, path)
-			got = append(got, rel)
+	for name, sum := range want {
+		switch g, ok := got[name]; {
+		case !ok:
+			t.Errorf("%s is missing", name)
+		case g != sum:
+			t.Errorf("%s differs from the recording", name)
 		}
-		return nil
-	})
-	slices.Sort(want)
-	slices.Sort(got)
-	if !slices.Equal(want, got) {
-		t.Errorf("file lists differ:\n shared: %v\n copies: %v", want, got)
 	}
-	for _, rel := range want {
-		a, errA := os.ReadFile(filepath.Join(sharedGoldenDir, rel))
-		b, errB := os.ReadFile(filepath.Join(goldenDir, rel))
-		if errA != nil || errB != nil {
-			continue // reported by the list comparison
-		}
-		if !bytes.Equal(a, b) {
-			t.Errorf("%s differs from %s: copy it again", filepath.Join(goldenDir, rel), filepath.Join(sharedGoldenDir, rel))
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("%s is not in %s: the copies hold only the recordings", name, goldenSums)
 		}
 	}
 }
@@ -743,6 +748,7 @@ func sorted(s []string) []string {
 // TestGoldenComparator checks the comparison itself: it ignores only what varies and reports every
 // other difference.
 func TestGoldenComparator(t *testing.T) {
+	t.Parallel()
 	hist := func(lines ...string) []jsonObject {
 		var out []jsonObject
 		for _, l := range lines {

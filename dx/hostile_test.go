@@ -43,6 +43,7 @@ func hostileWait(t *testing.T, c *dx.Client, id string, d time.Duration) (dx.Sta
 // is parked) is refused: before, the Call and the KV write were recorded at the next turn, the
 // activity ran, and once the executor cache was dropped the instance failed as nondeterministic.
 func TestHostileStaleContextRefused(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	var stale dx.Context
 	parked := make(chan struct{}, 1)
@@ -72,26 +73,32 @@ func TestHostileStaleContextRefused(t *testing.T) {
 	if _, err := c.Start(ctx, "Holder", "", dx.WithInstanceID("holder")); err != nil {
 		t.Fatal(err)
 	}
-	for h, _ := c.History(ctx, "holder", 0); len(h) < 2; h, _ = c.History(ctx, "holder", 0) {
-		time.Sleep(20 * time.Millisecond)
+	waitFor(t, "the holder waits for go", func() bool { h, _ := c.History(ctx, "holder", 0); return len(h) >= 2 })
+	if err := c.RaiseEvent(ctx, "holder", "go", "1"); err != nil {
+		t.Fatal(err)
 	}
-	_ = c.RaiseEvent(ctx, "holder", "go", "1")
-	<-parked
-	time.Sleep(300 * time.Millisecond)
+	recv(t, parked, "the holder to park")
+	waitIdle(ctx, t, p)                           // the turn that stashed the context is acknowledged
 	f := dx.Call[string](stale, "Greet", "stray") // off the orchestration's goroutine, outside its turn
 	stale.SetKV("stray", "yes")
 	if _, err := f.Await(stale); err == nil {
 		t.Error("Await of the stray future succeeded")
 	}
-	_ = c.EnqueueEvent(ctx, "holder", "poke", 1) // gives the instance a turn
-	time.Sleep(500 * time.Millisecond)
+	if err := c.EnqueueEvent(ctx, "holder", "poke", 1); err != nil { // gives the instance a turn
+		t.Fatal(err)
+	}
+	waitIdle(ctx, t, p) // that turn ran
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_ = rt.Shutdown(sctx) // drops the executor cache
+	if err := rt.Shutdown(sctx); err != nil { // drops the executor cache
+		t.Fatal(err)
+	}
 	cancel()
 	rt2 := dx.NewRuntime(p, testOptions())
 	reg(rt2)
 	startRuntime(t, rt2)
-	_ = c.RaiseEvent(ctx, "holder", "go2", "2")
+	if err := c.RaiseEvent(ctx, "holder", "go2", "2"); err != nil {
+		t.Fatal(err)
+	}
 	st, err := hostileWait(t, c, "holder", 5*time.Second)
 	kv, _ := c.KVAll(ctx, "holder")
 	if st.State != dx.StateCompleted || kv["stray"] != "" {
@@ -103,6 +110,7 @@ func TestHostileStaleContextRefused(t *testing.T) {
 // Negative durations in dx.Options: Start refuses them (before, it started, and every fetch then
 // failed forever, or the session loop spun at 1 ms).
 func TestHostileNegativeOptionsRefused(t *testing.T) {
+	t.Parallel()
 	for name, o := range map[string]dx.Options{
 		"OrchestrationLockTimeout": {OrchestrationLockTimeout: -time.Second},
 		"WorkerLockTimeout":        {WorkerLockTimeout: -time.Second},
@@ -122,6 +130,7 @@ func TestHostileNegativeOptionsRefused(t *testing.T) {
 // U+FFFD inside work items while the store's keys kept them: the instance stayed Running, or the
 // orchestration became poison).
 func TestHostileNonUTF8Refused(t *testing.T) {
+	t.Parallel()
 	rt, c, p := hostileRuntime(t, testOptions())
 	if err := dx.Register(rt, "b\xffd", func(ctx dx.Context, s string) (string, error) { return s, nil }); !errors.Is(err, dx.ErrInvalidInput) {
 		t.Errorf("Register with a non-UTF-8 name: %v, want ErrInvalidInput", err)
@@ -144,6 +153,7 @@ func TestHostileNonUTF8Refused(t *testing.T) {
 // Join/Select with a future of another instance are refused like Await (before, they read the other
 // engine's state from this goroutine and hung forever).
 func TestHostileForeignFutureInJoinSelect(t *testing.T) {
+	t.Parallel()
 	rt, c, _ := hostileRuntime(t, testOptions())
 	var foreign atomic.Pointer[dx.Future[string]]
 	dx.Register(rt, "Holder", func(ctx dx.Context, s string) (string, error) {
@@ -161,10 +171,8 @@ func TestHostileForeignFutureInJoinSelect(t *testing.T) {
 	})
 	startRuntime(t, rt)
 	ctx := waitCtx(t)
-	_, _ = c.Start(ctx, "Holder", "", dx.WithInstanceID("holder"))
-	for foreign.Load() == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	mustStart(t, c, ctx, "Holder", "", dx.WithInstanceID("holder"))
+	waitFor(t, "the holder's future", func() bool { return foreign.Load() != nil })
 	for _, mode := range []string{"join", "select"} {
 		if _, err := c.Start(ctx, "UseForeign", mode, dx.WithInstanceID("use-"+mode)); err != nil {
 			t.Fatal(err)
@@ -173,7 +181,7 @@ func TestHostileForeignFutureInJoinSelect(t *testing.T) {
 			t.Errorf("%s with another instance's future: no error, instance stuck %s (%v)", mode, st.State, err)
 		}
 	}
-	_, _ = c.Start(ctx, "Hello", "x", dx.WithInstanceID("after"))
+	mustStart(t, c, ctx, "Hello", "x", dx.WithInstanceID("after"))
 	if st, err := hostileWait(t, c, "after", 3*time.Second); err != nil {
 		t.Errorf("afterwards an unrelated Hello does not run either (state %s, %v): the dispatchers are hung", st.State, err)
 	}
@@ -182,10 +190,11 @@ func TestHostileForeignFutureInJoinSelect(t *testing.T) {
 // runtime.Goexit in orchestration code (t.FailNow, a helper that calls it) fails the instance
 // (before, it completed with an empty, non-JSON output).
 func TestHostileGoexitFails(t *testing.T) {
+	t.Parallel()
 	rt, c, _ := hostileRuntime(t, testOptions())
 	dx.Register(rt, "Exit", func(ctx dx.Context, s string) (string, error) { runtime.Goexit(); return "", nil })
 	startRuntime(t, rt)
-	_, _ = c.Start(waitCtx(t), "Exit", "", dx.WithInstanceID("exit"))
+	mustStart(t, c, waitCtx(t), "Exit", "", dx.WithInstanceID("exit"))
 	st, err := hostileWait(t, c, "exit", 5*time.Second)
 	if st.State == dx.StateCompleted {
 		t.Errorf("runtime.Goexit in orchestration code: Completed with output %q (%v); want Failed", st.Output, err)
@@ -206,9 +215,7 @@ func TestHostileStartCtxEndStops(t *testing.T) {
 		if _, err := c.Start(waitCtx(t), "WaitEv", "never", dx.WithInstanceID("parked")); err != nil {
 			t.Fatal(err)
 		}
-		for h, _ := c.History(waitCtx(t), "parked", 0); len(h) < 2; h, _ = c.History(waitCtx(t), "parked", 0) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitFor(t, "the instance to wait", func() bool { h, _ := c.History(waitCtx(t), "parked", 0); return len(h) >= 2 })
 		cancel()
 		deadline := time.Now().Add(10 * time.Second)
 		for err := rt.Start(context.Background()); err != nil; err = rt.Start(context.Background()) {
@@ -237,6 +244,7 @@ func TestHostileStartCtxEndStops(t *testing.T) {
 // returned it), dx's own validation errors match dx.ErrInvalidInput, and ListInstances refuses an
 // unknown state (before, an empty list).
 func TestHostileTypedErrors(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	c := dx.NewClient(p)
 	ctx := waitCtx(t)
@@ -260,6 +268,7 @@ func TestHostileTypedErrors(t *testing.T) {
 // An empty tag or session id fails the call's future with ErrInvalidInput (duroxide accepts them;
 // this store cannot route them): before, an empty tag made the store refuse the whole turn's ack.
 func TestHostileEmptyTagRefused(t *testing.T) {
+	t.Parallel()
 	rt, c, _ := hostileRuntime(t, testOptions())
 	dx.Register(rt, "Tagged", func(ctx dx.Context, _ string) (string, error) {
 		_, errTag := dx.Call[string](ctx, "Greet", "x", dx.WithTag("")).Await(ctx)
@@ -282,6 +291,7 @@ func TestHostileEmptyTagRefused(t *testing.T) {
 // A nil context is refused with an error (ErrInvalidInput), not a panic, by the client, the
 // runtime's Start and the provider; Shutdown(nil) waits like a context without deadline.
 func TestHostileNilContext(t *testing.T) {
+	t.Parallel()
 	rt, c, _ := hostileRuntime(t, testOptions())
 	var nilCtx context.Context
 	calls := map[string]func() error{

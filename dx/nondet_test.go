@@ -102,6 +102,7 @@ func eventTypes(h []provider.Event) string {
 // instance fails with a nondeterminism error; under HoldOnNondeterminism nothing is written, the
 // turn is held, and its next try (a fresh replay, the cache dropped) goes on as a restart would.
 func TestReplayCheckRateCatchesCachedNondeterminism(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts func(*dx.Options)
@@ -224,6 +225,7 @@ func (d *deployment) events() string {
 // holds the instance (nothing written, never poison however often it is tried); rolling back to
 // the code that wrote the history resumes it, with a clean history.
 func TestHoldOnNondeterminismResumesAfterRollback(t *testing.T) {
+	t.Parallel()
 	d := newDeployment(t)
 	ctx := waitCtx(t)
 	m, logs := &countingMetrics{}, newRecordingHandler()
@@ -266,6 +268,7 @@ func TestHoldOnNondeterminismResumesAfterRollback(t *testing.T) {
 
 // By default the same bad deploy fails the instance for good, as duroxide does, and says so.
 func TestNondeterminismFailsByDefault(t *testing.T) {
+	t.Parallel()
 	d := newDeployment(t)
 	m, logs := &countingMetrics{}, newRecordingHandler()
 	o := testOptions()
@@ -287,6 +290,7 @@ func TestNondeterminismFailsByDefault(t *testing.T) {
 }
 
 func TestReplayCheckOptionsRefused(t *testing.T) {
+	t.Parallel()
 	for name, o := range map[string]dx.Options{
 		"ReplayCheckRate above 1": {ReplayCheckRate: 1.5},
 		"ReplayCheckRate NaN":     {ReplayCheckRate: math.NaN()},

@@ -14,6 +14,7 @@ import (
 // An activity that returns dx.Permanent runs once under a RetryPolicy of 3 attempts, and the
 // orchestration sees errors.Is(err, dx.ErrPermanent).
 func TestPermanentActivityErrorNotRetried(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	rt := dx.NewRuntime(p, testOptions())
 	var runs atomic.Int32
@@ -71,6 +72,7 @@ func (h recordKeys) WithGroup(string) slog.Handler { return h }
 // The logs name the provider's delivery count "delivery" and a RetryPolicy's attempt
 // "retry_attempt"; no record says just "attempt".
 func TestRetryLogKeys(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	var recs []map[string]any
 	h := recordKeys{mu: &sync.Mutex{}, recs: &recs}

@@ -18,6 +18,7 @@ import (
 )
 
 func TestHelloEndToEnd(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	rt := dx.NewRuntime(p, testOptions())
 	dx.RegisterActivity(rt, "Greet", func(ctx context.Context, name string) (string, error) {
@@ -53,6 +54,7 @@ func waitStatus(t *testing.T, c *dx.Client, id string) dx.Status {
 }
 
 func TestShutdownDrainsInflightActivity(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	rt := dx.NewRuntime(p, testOptions())
 	started := make(chan struct{})
@@ -60,7 +62,7 @@ func TestShutdownDrainsInflightActivity(t *testing.T) {
 	dx.RegisterActivity(rt, "Slow", func(ctx context.Context, _ dx.Raw) (string, error) {
 		runs.Add(1)
 		close(started)
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // work that takes a while: Shutdown must wait for it
 		return "done", nil
 	})
 	dx.Register(rt, "O", func(ctx dx.Context, _ dx.Raw) (string, error) {
@@ -71,8 +73,8 @@ func TestShutdownDrainsInflightActivity(t *testing.T) {
 	if err := rt.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	id, _ := c.Start(ctx, "O", nil)
-	<-started
+	id := mustStart(t, c, ctx, "O", nil)
+	recv(t, started, "the activity to start")
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rt.Shutdown(sctx); err != nil {
@@ -90,6 +92,7 @@ func TestShutdownDrainsInflightActivity(t *testing.T) {
 }
 
 func TestShutdownDeadlineAbandonsForAnotherNode(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	opts := testOptions()
 	opts.WorkerLockTimeout = time.Minute // only an abandon can hand it over quickly
@@ -115,10 +118,8 @@ func TestShutdownDeadlineAbandonsForAnotherNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := dx.NewClient(p)
-	id, _ := c.Start(ctx, "O", nil)
-	for runs.Load() == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	id := mustStart(t, c, ctx, "O", nil)
+	waitFor(t, "the activity to run", func() bool { return runs.Load() > 0 })
 	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	if err := rt.Shutdown(sctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -138,6 +139,7 @@ func TestShutdownDeadlineAbandonsForAnotherNode(t *testing.T) {
 }
 
 func TestActivityLockRenewedWhileRunning(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	opts := testOptions()
 	opts.WorkerLockTimeout = time.Second // renewed every 500 ms: a loaded machine may delay a renewal a little
@@ -158,13 +160,14 @@ func TestActivityLockRenewedWhileRunning(t *testing.T) {
 	})
 	startRuntime(t, rt)
 	c := dx.NewClient(p)
-	id, _ := c.Start(waitCtx(t), "O", nil)
+	id := mustStart(t, c, waitCtx(t), "O", nil)
 	if st := waitStatus(t, c, id); st.State != dx.StateCompleted || runs.Load() != 1 {
 		t.Fatalf("state %s runs %d err %v", st.State, runs.Load(), st.Err)
 	}
 }
 
 func TestSelectLoserActivityIsCancelled(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	opts := testOptions()
 	opts.WorkerLockTimeout = time.Second // a stolen lock is noticed at the next renewal
@@ -184,7 +187,7 @@ func TestSelectLoserActivityIsCancelled(t *testing.T) {
 	})
 	startRuntime(t, rt)
 	c := dx.NewClient(p)
-	id, _ := c.Start(waitCtx(t), "O", nil)
+	id := mustStart(t, c, waitCtx(t), "O", nil)
 	if st := waitStatus(t, c, id); st.Output != `"timer"` {
 		t.Fatalf("output %s", st.Output)
 	}
@@ -197,6 +200,7 @@ func TestSelectLoserActivityIsCancelled(t *testing.T) {
 }
 
 func TestActivityPanicFailsActivity(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	rt := dx.NewRuntime(p, testOptions())
 	dx.RegisterActivity(rt, "Boom", func(ctx context.Context, _ dx.Raw) (string, error) { panic("kaboom") })
@@ -211,7 +215,7 @@ func TestActivityPanicFailsActivity(t *testing.T) {
 	})
 	startRuntime(t, rt)
 	c := dx.NewClient(p)
-	id, _ := c.Start(waitCtx(t), "O", nil)
+	id := mustStart(t, c, waitCtx(t), "O", nil)
 	// As in duroxide: an ordinary activity failure, worded like its task join error.
 	if st := waitStatus(t, c, id); st.Output != `"ActivityFailed: task 2 panicked with message \"kaboom\""` {
 		t.Fatalf("output %s err %v", st.Output, st.Err)
@@ -219,6 +223,7 @@ func TestActivityPanicFailsActivity(t *testing.T) {
 }
 
 func TestMixedDeploymentHandlerOnOneNode(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	opts := testOptions()
 	opts.UnregisteredBackoffMax = 100 * time.Millisecond
@@ -226,8 +231,12 @@ func TestMixedDeploymentHandlerOnOneNode(t *testing.T) {
 	old := dx.NewRuntime(p, opts) // knows neither the orchestration nor the activity
 	startRuntime(t, old)
 	c := dx.NewClient(p)
-	id, _ := c.Start(waitCtx(t), "New", nil)
-	time.Sleep(200 * time.Millisecond) // the old node abandons it with backoff
+	id := mustStart(t, c, waitCtx(t), "New", nil)
+	// The old node takes it first and abandons it with backoff.
+	waitFor(t, "an abandon with backoff", func() bool {
+		st, err := p.GetQueueStats(waitCtx(t))
+		return err == nil && st.Orchestrator.Delayed > 0
+	})
 	next := dx.NewRuntime(p, opts)
 	dx.RegisterActivity(next, "A", func(context.Context, dx.Raw) (int, error) { return 7, nil })
 	dx.Register(next, "New", func(ctx dx.Context, _ dx.Raw) (int, error) { return dx.Call[int](ctx, "A", nil).Await(ctx) })
@@ -238,6 +247,7 @@ func TestMixedDeploymentHandlerOnOneNode(t *testing.T) {
 }
 
 func TestUnregisteredOrchestrationBecomesPoison(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	opts := testOptions()
 	opts.MaxAttempts = 3
@@ -245,7 +255,7 @@ func TestUnregisteredOrchestrationBecomesPoison(t *testing.T) {
 	rt := dx.NewRuntime(p, opts)
 	startRuntime(t, rt)
 	c := dx.NewClient(p)
-	id, _ := c.Start(waitCtx(t), "Missing", nil)
+	id := mustStart(t, c, waitCtx(t), "Missing", nil)
 	st := waitStatus(t, c, id)
 	if st.State != dx.StateFailed || !strings.Contains(st.Err.Error(), "poison") {
 		t.Fatalf("state %s err %v", st.State, st.Err)
@@ -256,6 +266,7 @@ func TestUnregisteredOrchestrationBecomesPoison(t *testing.T) {
 }
 
 func TestCancelInstanceCascades(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	opts := testOptions()
 	opts.WorkerLockTimeout = time.Second // a stolen lock is noticed at the next renewal
@@ -277,14 +288,8 @@ func TestCancelInstanceCascades(t *testing.T) {
 	startRuntime(t, rt)
 	c := dx.NewClient(p)
 	ctx := waitCtx(t)
-	id, _ := c.Start(ctx, "Parent", nil)
-	for {
-		st, _ := c.Status(ctx, "the-child")
-		if st.State == dx.StateRunning {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	id := mustStart(t, c, ctx, "Parent", nil)
+	waitFor(t, "the child to run", func() bool { st, _ := c.Status(ctx, "the-child"); return st.State == dx.StateRunning })
 	if err := c.Cancel(ctx, id, "stop it"); err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +340,7 @@ func TestNoGoroutinesOutliveShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := dx.NewClient(p)
-	id, _ := c.Start(ctx, "O", 20)
+	id := mustStart(t, c, ctx, "O", 20)
 	if st := waitStatus(t, c, id); st.Output != "20" {
 		t.Fatalf("output %s", st.Output)
 	}
@@ -351,6 +356,7 @@ func TestNoGoroutinesOutliveShutdown(t *testing.T) {
 }
 
 func TestActivityInputThatDoesNotDecodeFailsOnce(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	rt := dx.NewRuntime(p, testOptions())
 	var runs atomic.Int32
@@ -364,7 +370,7 @@ func TestActivityInputThatDoesNotDecodeFailsOnce(t *testing.T) {
 	})
 	startRuntime(t, rt)
 	c := dx.NewClient(p)
-	id, _ := c.Start(waitCtx(t), "O", nil)
+	id := mustStart(t, c, waitCtx(t), "O", nil)
 	st := waitStatus(t, c, id)
 	if st.State != dx.StateFailed || !strings.Contains(st.Err.Error(), "input does not decode") || runs.Load() != 0 {
 		t.Fatalf("state %s err %v runs %d", st.State, st.Err, runs.Load())
@@ -372,6 +378,7 @@ func TestActivityInputThatDoesNotDecodeFailsOnce(t *testing.T) {
 }
 
 func TestSessionCapPerRuntime(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	opts := testOptions()
 	opts.MaxSessionsPerRuntime = 1
@@ -385,7 +392,7 @@ func TestSessionCapPerRuntime(t *testing.T) {
 				peak.Store(a)
 			}
 		}
-		time.Sleep(30 * time.Millisecond)
+		time.Sleep(30 * time.Millisecond) // work that takes a while, so that sessions would overlap
 		if n, _ := running.Load(session); n.(*atomic.Int32).Add(-1) == 0 {
 			active.Add(-1)
 		}
@@ -403,7 +410,7 @@ func TestSessionCapPerRuntime(t *testing.T) {
 	})
 	startRuntime(t, rt)
 	c := dx.NewClient(p)
-	id, _ := c.Start(waitCtx(t), "O", nil)
+	id := mustStart(t, c, waitCtx(t), "O", nil)
 	if st := waitStatus(t, c, id); st.Output != "9" {
 		t.Fatalf("state %s output %s err %v", st.State, st.Output, st.Err)
 	}
@@ -415,6 +422,7 @@ func TestSessionCapPerRuntime(t *testing.T) {
 // TestPayloadsOverTheStoreLimit: a result the store refuses fails the activity, and a turn the
 // store refuses fails the orchestration with an Infrastructure error; neither runs forever.
 func TestPayloadsOverTheStoreLimit(t *testing.T) {
+	t.Parallel()
 	ctx := waitCtx(t)
 	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: miniredis.RunT(t).Addr(), Namespace: "limits",
 		MaxPayloadBytes: 2000, Logger: quietLogger})
@@ -435,8 +443,8 @@ func TestPayloadsOverTheStoreLimit(t *testing.T) {
 	})
 	startRuntime(t, rt)
 	c := dx.NewClient(p)
-	a, _ := c.Start(ctx, "BigResult", nil)
-	b, _ := c.Start(ctx, "BigStatus", nil)
+	a := mustStart(t, c, ctx, "BigResult", nil)
+	b := mustStart(t, c, ctx, "BigStatus", nil)
 	if st := waitStatus(t, c, a); st.State != dx.StateFailed || !strings.Contains(st.Err.Error(), "refused by the store") {
 		t.Fatalf("big result: %s %v", st.State, st.Err)
 	}

@@ -15,6 +15,7 @@ import (
 // (the provider's StartIfAbsentEnqueuer makes the check and the enqueue one step). No runtime
 // runs, so every start stays queued: only the queued start tells the second one apart.
 func TestStartSameIDConcurrently(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	a, b := dx.NewClient(p), dx.NewClient(p)
 	ctx := waitCtx(t)
@@ -50,6 +51,7 @@ func TestStartSameIDConcurrently(t *testing.T) {
 // Start of a running or completed instance fails with ErrInstanceExists (naming the id); once the
 // instance is deleted the id starts again.
 func TestStartExistingAndDeleted(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	rt := dx.NewRuntime(p, testOptions())
 	dx.Register(rt, "Waits", func(ctx dx.Context, _ string) (string, error) {
@@ -103,6 +105,7 @@ type plainProvider struct{ provider.Provider }
 // Without StartIfAbsentEnqueuer, Start checks and then enqueues: an existing instance is refused,
 // but two starts of an id before its first turn both return nil (the first one enqueued runs).
 func TestStartWithoutStartIfAbsent(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	c := dx.NewClient(plainProvider{p})
 	ctx := waitCtx(t)

@@ -1,6 +1,6 @@
 package dx_test
 
-// The runtime's silent traps, made loud (issue 21, traps 1, 3 and 4): an external event raised
+// The runtime's silent traps, made loud (DESIGN.md D5 for early events): an external event raised
 // before the orchestration waits for it, an unregistered name, and misuse of the API. Each test
 // fails without the change it names.
 
@@ -107,6 +107,7 @@ func historyHas(t *testing.T, p provider.Provider, id string, pred func(provider
 // unchanged), and now logged at warning level and counted once per event, when its turn is stored:
 // never again when later turns replay it (executor cache off) or run on the kept engine (cache on).
 func TestTrapEarlyEventWarnsOnce(t *testing.T) {
+	t.Parallel()
 	for _, cache := range []int{0, -1} {
 		t.Run(fmt.Sprintf("cache=%d", cache), func(t *testing.T) {
 			p := newProvider(t)
@@ -176,6 +177,7 @@ func TestTrapEarlyEventWarnsOnce(t *testing.T) {
 // Trap 3: an unregistered orchestration, version or activity is logged once per name at warning
 // level, with the names this runtime registers (before: a warning per attempt that listed nothing).
 func TestTrapUnregisteredWarnsOncePerName(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	var logs logCapture
 	m := &countingMetrics{}
@@ -234,6 +236,7 @@ func TestTrapUnregisteredWarnsOncePerName(t *testing.T) {
 
 // The registered names in the warning are sorted and cut after 20.
 func TestTrapUnregisteredWarningTruncatesNames(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	var logs logCapture
 	o := testOptions()
@@ -261,6 +264,7 @@ func TestTrapUnregisteredWarningTruncatesNames(t *testing.T) {
 // Trap 3: an item that became poison for want of a handler fails with duroxide's details, unchanged,
 // while the runtime's log and metric say "not registered".
 func TestTrapUnregisteredPoisonSaysNotRegistered(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	var logs logCapture
 	m := &countingMetrics{}
@@ -319,6 +323,7 @@ func noPanic(t *testing.T, what string, f func() error) error {
 // or typed-nil provider (before: the runtime started and a background goroutine died with SIGSEGV;
 // the client panicked at its first call), nil runtime and client.
 func TestTrapNilProviderRuntimeClient(t *testing.T) {
+	t.Parallel()
 	var typedNil *redisprovider.Provider
 	ctx := context.Background()
 	for name, p := range map[string]provider.Provider{"nil": nil, "typed nil": typedNil} {
@@ -368,6 +373,7 @@ func TestTrapNilProviderRuntimeClient(t *testing.T) {
 // after Start) instead of a panic; one refused before Start also fails Start, so a program that
 // ignores Register's result learns it at once.
 func TestTrapRegistrationErrors(t *testing.T) {
+	t.Parallel()
 	orch := func(dx.Context, dx.Raw) (string, error) { return "", nil }
 	act := func(context.Context, dx.Raw) (string, error) { return "", nil }
 	for name, reg := range map[string]func(rt *dx.Runtime) error{
@@ -428,6 +434,7 @@ func TestTrapRegistrationErrors(t *testing.T) {
 // Trap 4: an invalid retry policy fails the call's future with ErrInvalidInput (before, a negative
 // Timeout silently meant none).
 func TestTrapInvalidRetryPolicy(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	rt := dx.NewRuntime(p, testOptions())
 	for _, err := range []error{

@@ -21,6 +21,7 @@ const readmeACL = "on >s3cret resetkeys ~{orders:* resetchannels -@all +@read +@
 // orchestration (enqueue, long-polling fetches, ack, activity, reads, admin, delete) without a
 // permission error, and that user cannot touch other namespaces.
 func TestReadmeACLIsEnough(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -40,12 +41,20 @@ func TestReadmeACLIsEnough(t *testing.T) {
 			t.Fatalf("%s as the README's ACL user: %v", what, err)
 		}
 	}
+	type fetched struct {
+		it  *provider.LockedOrchestrationItem
+		err error
+	}
+	got := make(chan fetched, 1)
 	go func() {
-		time.Sleep(200 * time.Millisecond)
-		must("enqueue", p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.StartOrchestration{
-			Instance: "o-1", Orchestration: "O", Input: "{}", ExecutionID: 1}}, 0))
+		it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 5*time.Second, nil) // waits first: BLPOP
+		got <- fetched{it, err}
 	}()
-	it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 5*time.Second, nil) // waits first: BLPOP
+	waitOrchWaiters(t, p, 1)
+	must("enqueue", p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.StartOrchestration{
+		Instance: "o-1", Orchestration: "O", Input: "{}", ExecutionID: 1}}, 0))
+	f := <-got
+	it, err := f.it, f.err
 	must("fetch", err)
 	if it == nil {
 		t.Fatal("fetch returned nothing")

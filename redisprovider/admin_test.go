@@ -146,6 +146,7 @@ func admIndexed(t *testing.T, p *redisprovider.Provider, id string) []string {
 }
 
 func TestAdminListInstancesPage(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
 	var ids []string
@@ -244,6 +245,7 @@ func TestAdminListInstancesPage(t *testing.T) {
 // Ids sharing one score are ordered by their bytes; a page resumes after a cursor id that was
 // removed from the index meanwhile.
 func TestAdminListInstancesPageTies(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	skipFsck(t) // the index is written by hand, without instances
 	ctx := context.Background()
@@ -270,6 +272,7 @@ func TestAdminListInstancesPageTies(t *testing.T) {
 }
 
 func TestAdminInspection(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
 	before := uint64(time.Now().UnixMilli())
@@ -337,6 +340,7 @@ func TestAdminInspection(t *testing.T) {
 
 // DeleteInstance counts exactly what it removes and leaves no key of the tree behind.
 func TestAdminDeleteExactCounts(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
 	const root, child, other = "cnt-root", "cnt-child", "cnt-other"
@@ -422,6 +426,7 @@ func TestAdminDeleteExactCounts(t *testing.T) {
 // let it recreate the instance; a worker's lock from before the delete cannot ack either; the id
 // is reusable afterwards.
 func TestAdminForceDeleteUnderLock(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
 	const id = "locked-del"
@@ -491,6 +496,7 @@ func TestAdminForceDeleteUnderLock(t *testing.T) {
 }
 
 func TestAdminDeleteAtomicRefusals(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
 	admCreate(t, p, "ref-done", "", []int{1}, provider.StatusCompleted)
@@ -528,6 +534,7 @@ func TestAdminDeleteAtomicRefusals(t *testing.T) {
 }
 
 func TestAdminPrune(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
 	const id = "prune-exact"
@@ -595,6 +602,7 @@ func TestAdminPrune(t *testing.T) {
 }
 
 func TestAdminDeleteBulk(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
 	admCreate(t, p, "bulk-c", "", []int{1}, provider.StatusCompleted)
@@ -613,7 +621,7 @@ func TestAdminDeleteBulk(t *testing.T) {
 	if err != nil || r != (provider.DeleteInstanceResult{InstancesDeleted: 3, ExecutionsDeleted: 3, EventsDeleted: 6}) {
 		t.Fatalf("bulk delete by ids = %+v, %v", r, err)
 	}
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(5 * time.Millisecond) // lets the server clock move on: bulk-late gets a later creation time
 	admCreate(t, p, "bulk-late", "", []int{1}, provider.StatusCompleted)
 
 	r, err = p.DeleteInstanceBulk(ctx, provider.InstanceFilter{Limit: 2, CompletedBeforeMs: cutoff})
@@ -670,6 +678,7 @@ func admCreateMany(t *testing.T, p *redisprovider.Provider, spec map[string][2]s
 // Bulk delete walks the terminal status indexes page by page: eligible roots behind more than a
 // page of ineligible entries are found, and a large tree is deleted in one call.
 func TestAdminDeleteBulkAcrossPages(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
 	// A completed root whose tree holds a running instance, with 520 completed children.

@@ -43,6 +43,7 @@ func newProxiedProvider(t *testing.T) (*redisprovider.Provider, *redisprovider.P
 // committed ack as ErrInvalidLockToken: go-redis must not re-send the script by itself, and the
 // provider's own retry carries the call's attempt id.
 func TestLostReplyIsNotAppliedTwice(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p, direct, proxy := newProxiedProvider(t)
 	const inst = "lost-reply"
@@ -115,6 +116,7 @@ func TestLostReplyIsNotAppliedTwice(t *testing.T) {
 // retryable ErrOutcomeUnknown (and was applied once); a write that cannot reach Redis at all is
 // retryable without that kind.
 func TestOutcomeUnknownAndNeverSent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p, direct, proxy := newProxiedProvider(t)
 	proxy.dropReplies(100, "always-lost")
@@ -139,6 +141,7 @@ func TestOutcomeUnknownAndNeverSent(t *testing.T) {
 // run's reply: an ack that committed reports success, not ErrInvalidLockToken. A fresh id is a
 // new call. An id over 128 bytes is refused.
 func TestCallerAttemptID(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p, direct, proxy := newProxiedProvider(t)
 	const inst = "caller-attempt"

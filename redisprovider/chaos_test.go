@@ -259,6 +259,7 @@ func (c *chaosProc) kill() {
 }
 
 func TestChaos(t *testing.T) {
+	t.Parallel()
 	if mode := os.Getenv(chaosModeEnv); mode != "" {
 		chaosChild(mode)
 		return
@@ -323,7 +324,7 @@ func TestChaos(t *testing.T) {
 	}
 	t.Logf("busy phase: %d orchestrations completed, %d processes killed", len(ids), killed)
 
-	// Phase 2: IDLE TAKEOVER (issue 11 item 0). The survivors are idle; a holder process takes
+	// Phase 2: IDLE TAKEOVER (DESIGN.md S5). The survivors are idle; a holder process takes
 	// the next orchestration turn (or activity) and is killed holding it. The survivors must take
 	// the work over once its lock expires.
 	if os.Getenv("DXREDIS_CHAOS_SKIP_IDLE") == "1" {
@@ -367,7 +368,7 @@ func TestChaos(t *testing.T) {
 				limit := killedAt.Add(15 * time.Second)
 				for !completed(id) {
 					if time.Now().After(limit) {
-						t.Fatalf("IDLE TAKEOVER PHASE (issue 11 item 0): %s (%s) was held by a killed process and "+
+						t.Fatalf("IDLE TAKEOVER PHASE: %s (%s) was held by a killed process and "+
 							"idle survivors did not take it over within 15 s (lock timeout %v, poll %v)", id, mode, chaosLock, chaosPoll)
 					}
 					time.Sleep(50 * time.Millisecond)

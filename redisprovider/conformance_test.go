@@ -8,6 +8,8 @@ import (
 
 // TestConformance runs the whole provider validation suite on the test backend (miniredis by
 // default; see backend()).
+// Not parallel: its long_polling category checks latencies, and runs with nothing beside it (its
+// other categories run in parallel).
 func TestConformance(t *testing.T) {
 	conformance.Run(t, redisFactory{})
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // Go computes everything that needs JSON and passes it to the scripts as plain strings
-// (principle 1); the helpers here do that and turn script replies back into values.
+// (DESIGN.md S1); the helpers here do that and turn script replies back into values.
 
 func invalid(op, format string, args ...any) error {
 	return provider.NewPermanentError(op, fmt.Sprintf(format, args...)).WithKind(provider.ErrInvalidInput)

@@ -12,6 +12,7 @@ import (
 // common duroxide_version, and decodes to the event it was; an event of another instance or
 // execution is kept whole, and another version stays.
 func TestStoredEventRoundTrip(t *testing.T) {
+	t.Parallel()
 	src := uint64(2)
 	for _, inst := range []string{"hello-1", `a"b\c`, "日本", "a,b:c{d}", `"instance_id":"x"`} {
 		for _, e := range []provider.Event{

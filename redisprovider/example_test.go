@@ -32,8 +32,14 @@ func Example() {
 
 	// p is a provider.Provider: hand it to a runtime and a client.
 	c := dx.NewClient(p)
-	id, _ := c.Start(ctx, "Checkout", map[string]int{"cents": 1250}, dx.WithInstanceID("order-7"))
-	st, _ := c.Status(ctx, id)
+	id, err := c.Start(ctx, "Checkout", map[string]int{"cents": 1250}, dx.WithInstanceID("order-7"))
+	if err != nil {
+		panic(err)
+	}
+	st, err := c.Status(ctx, id)
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println(p.Name(), id, st.State) // no runtime here, so it has not started yet
 	// Output: redis order-7 NotFound
 }

@@ -140,10 +140,11 @@ func (l *loadRun) verify(t *testing.T) {
 	}
 }
 
-// TestRestartLosesNothingAcknowledged (issue 11, item 8): Redis with appendfsync always is
+// TestRestartLosesNothingAcknowledged (DESIGN.md S10): Redis with appendfsync always is
 // SIGKILLed under load and restarted from its directory. Nothing the provider acknowledged is
 // lost, and the same provider goes on by itself (no restart of the process, no reconnect call).
 func TestRestartLosesNothingAcknowledged(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 	ctx := context.Background()
 	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: srv.Addr(), Namespace: "restart", Logger: quietLogger})
@@ -159,7 +160,7 @@ func TestRestartLosesNothingAcknowledged(t *testing.T) {
 	for i := range kills {
 		load.waitCalls(t, 200, 20*time.Second)
 		srv.Kill()
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // deliberate: the server stays down a while
 		srv.Restart()
 		took := load.waitCalls(t, 1, 20*time.Second)
 		t.Logf("kill %d: first successful call %v after the restart", i+1, took.Round(time.Millisecond))
@@ -170,11 +171,12 @@ func TestRestartLosesNothingAcknowledged(t *testing.T) {
 	checkFsck(t, p)
 }
 
-// TestSentinelFailoverWithWaitReplicas (issue 11, item 8): a primary, a replica and a Sentinel on
+// TestSentinelFailoverWithWaitReplicas (DESIGN.md S10): a primary, a replica and a Sentinel on
 // loopback. With Options.WaitReplicas 1, a write the replica did not acknowledge fails with
 // ErrNotReplicated; after the primary is SIGKILLed and Sentinel promotes the replica, the same
 // provider goes on by itself and nothing it acknowledged is lost.
 func TestSentinelFailoverWithWaitReplicas(t *testing.T) {
+	t.Parallel()
 	fast := []string{"--repl-diskless-sync-delay", "0"} // a new replica syncs at once
 	primary := redistest.Start(t, fast...)
 	replica := redistest.Start(t, append(fast, "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port))...)
@@ -233,7 +235,7 @@ func TestSentinelFailoverWithWaitReplicas(t *testing.T) {
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(within); !cond(); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(5 * time.Millisecond) { // polling cond
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}

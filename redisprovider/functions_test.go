@@ -85,11 +85,12 @@ func (h *flakyLoad) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return next
 }
 
-// TestFunctionsKeptWhenANodeIsDownAtStart (issue 11, item 7): when the library cannot be loaded
+// TestFunctionsKeptWhenANodeIsDownAtStart: when the library cannot be loaded
 // on one server at start because it is unreachable (one cluster node down), the provider keeps
 // Redis Functions (each node loads the library on its first call) instead of falling back to
 // EVALSHA for the rest of its life.
 func TestFunctionsKeptWhenANodeIsDownAtStart(t *testing.T) {
+	t.Parallel()
 	needFunctions(t)
 	ctx := context.Background()
 	h := &flakyLoad{}
@@ -113,10 +114,11 @@ func TestFunctionsKeptWhenANodeIsDownAtStart(t *testing.T) {
 	}
 }
 
-// TestOlderReleaseLibrariesAreDeleted (issue 11, item 7): loading the library deletes the
+// TestOlderReleaseLibrariesAreDeleted: loading the library deletes the
 // libraries of older dxredis releases, and only those: newer releases and libraries whose
 // release it cannot tell stay.
 func TestOlderReleaseLibrariesAreDeleted(t *testing.T) {
+	t.Parallel()
 	needFunctions(t)
 	ctx := context.Background()
 	client := testClient(t, nil)

@@ -42,11 +42,12 @@ func peerProvider(t testing.TB, p *redisprovider.Provider, opts redisprovider.Op
 	return q
 }
 
-// TestIdleSurvivorTakesOverCrashedHoldersWork (issue 11, item 0): providers A and B share a
+// TestIdleSurvivorTakesOverCrashedHoldersWork (DESIGN.md S5): providers A and B share a
 // namespace; A is idle, looping on fetch with a 1 s poll; B fetches an item (orchestration, then
 // activity) and dies without acking. A must get the item soon after B's 1 s lock expires, although
 // nothing wakes it: an idle fetcher that skips its script must still learn about locks taken since.
 func TestIdleSurvivorTakesOverCrashedHoldersWork(t *testing.T) {
+	t.Parallel()
 	const lock, poll, bound = time.Second, time.Second, 5 * time.Second
 	ctx := context.Background()
 	tags := provider.TagFilterDefaultOnly()
@@ -134,10 +135,11 @@ func (refuseBlocking) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	return next
 }
 
-// TestFailingBlockingWaitDoesNotSpin (issue 11, item 1): when the blocking wait itself fails (an
+// TestFailingBlockingWaitDoesNotSpin (DESIGN.md S6): when the blocking wait itself fails (an
 // ACL forbidding BLPOP, a full maxclients, a dial failure on the blocking pool only), a fetch must
 // not loop on its script: it returns a retryable error after a bounded number of calls.
 func TestFailingBlockingWaitDoesNotSpin(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(t)
 	refused := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
@@ -169,10 +171,11 @@ func TestFailingBlockingWaitDoesNotSpin(t *testing.T) {
 	}
 }
 
-// TestGivenBackWakeTokenExpires (issue 11, item 7): a token handed back by a waiter that left
+// TestGivenBackWakeTokenExpires (DESIGN.md S6): a token handed back by a waiter that left
 // re-creates the wake list; the list must keep its TTL, so that a token nobody takes cannot stay
 // forever (every later waiter would wake once for nothing).
 func TestGivenBackWakeTokenExpires(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
 	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
@@ -197,10 +200,11 @@ func TestGivenBackWakeTokenExpires(t *testing.T) {
 	t.Fatal("the token was not given back")
 }
 
-// TestWakeReachesCompatibleFetcher (issue 11, item 2): two orchestration fetchers with disjoint
+// TestWakeReachesCompatibleFetcher (DESIGN.md S6): two orchestration fetchers with disjoint
 // capability filters wait; work for one of them arrives. The wake-up must reach the fetcher that
 // can take it, every time, not whichever waited longest.
 func TestWakeReachesCompatibleFetcher(t *testing.T) {
+	t.Parallel()
 	const rounds, poll, bound = 20, 10 * time.Second, 3 * time.Second
 	p := newTestProvider(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -27,6 +27,7 @@ func ids(events []provider.Event) []uint64 {
 // TestHistoryCacheReusesOnlyMatchingPrefixes: a cached prefix is used only when the stored bytes
 // still start with it; anything else is decoded from scratch, so the cache is never wrong.
 func TestHistoryCacheReusesOnlyMatchingPrefixes(t *testing.T) {
+	t.Parallel()
 	c := newHistoryCache(1 << 20)
 	h12 := cacheLine(t, 1) + cacheLine(t, 2)
 	if ev, err := c.decode("i", 1, h12); err != nil || len(ev) != 2 {
@@ -57,6 +58,7 @@ func TestHistoryCacheReusesOnlyMatchingPrefixes(t *testing.T) {
 }
 
 func TestHistoryCacheEvictsByBytes(t *testing.T) {
+	t.Parallel()
 	line := cacheLine(t, 1)
 	c := newHistoryCache(8 * len(line))
 	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"} {

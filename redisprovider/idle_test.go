@@ -12,6 +12,7 @@ import (
 // Idle (the virtual clock's view of a partition): idle while nothing is locked, ready or already
 // due, with the earliest delayed item as its next due time.
 func TestIdle(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
 	want := func(when string, idle bool, due bool) redisprovider.IdleState {

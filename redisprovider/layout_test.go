@@ -90,6 +90,7 @@ func layoutKeys(t *testing.T, p *redisprovider.Provider, keys ...string) []strin
 // execution's record is in the instance hash, its output is read from the terminal event, and its
 // event ids (1..n) need no id set. Everything the management API reports stays the same.
 func TestFinishedInstanceKeepsTwoKeys(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(t)
 	ks := p.Keyspace()
@@ -138,6 +139,7 @@ func TestFinishedInstanceKeepsTwoKeys(t *testing.T) {
 // An output the history does not hold (metadata differing from the terminal event, or not valid
 // UTF-8) is stored in its own key and read back exactly; a later turn clearing it removes it.
 func TestOutputNotInHistoryKeepsItsKey(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(t)
 	ks := p.Keyspace()
@@ -175,6 +177,7 @@ func TestOutputNotInHistoryKeepsItsKey(t *testing.T) {
 // Event ids 1, 2, 3, ... need no id set; duplicates are still refused with nothing written, and
 // the first id out of sequence starts the set, after which every earlier id stays a duplicate.
 func TestEventIDsDenseThenSet(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(t)
 	ks := p.Keyspace()
@@ -237,6 +240,7 @@ func TestEventIDsDenseThenSet(t *testing.T) {
 // An append out of sequence on dense ids starts the id set as an ack does, and appends to the
 // hash's execution add no execution keys.
 func TestAppendOutOfSequenceOnDenseIDs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(t)
 	ks := p.Keyspace()
@@ -264,6 +268,7 @@ func TestAppendOutOfSequenceOnDenseIDs(t *testing.T) {
 // executions stay described, an older execution keeps refusing its duplicates, prune and delete
 // find every key.
 func TestContinueAsNewKeepsEveryExecution(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(t)
 	ks := p.Keyspace()
@@ -335,6 +340,7 @@ func TestContinueAsNewKeepsEveryExecution(t *testing.T) {
 // A finished execution's completed time stays when later turns touch the instance (the instance
 // hash leaves it implied by updated until then), and moves when the execution finishes again.
 func TestCompletedTimeSurvivesLaterTurns(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(t)
 	const id = "done"
@@ -366,7 +372,7 @@ func TestCompletedTimeSurvivesLaterTurns(t *testing.T) {
 	raise := provider.WorkItem{Kind: provider.ExternalRaised{Instance: id, Name: "e", Data: "{}"}}
 	step := func(status string) {
 		t.Helper()
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // lets the server clock move on: each step gets a later time
 		layoutEnqueue(t, p, raise)
 		if err := layoutTurn(t, p, id, 1, nil, provider.ExecutionMetadata{Status: status, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}); err != nil {
 			t.Fatal(err)
@@ -389,6 +395,7 @@ func TestCompletedTimeSurvivesLaterTurns(t *testing.T) {
 // An ack-and-fetch of a turn of thousands of events commits the same on either side of the
 // size where the script stops copying its arguments at once (about 4,000 arguments).
 func TestLargeAckAndFetch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(t)
 	for _, n := range []uint64{1990, 2100} {
@@ -429,6 +436,7 @@ func TestLargeAckAndFetch(t *testing.T) {
 // output key, events with their duroxide_version) keeps working: it is described, its
 // duplicates are refused, it finishes and is deleted whole.
 func TestInstanceOfThePreviousLayout(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(t)
 	ks, c := p.Keyspace(), p.Client()
@@ -492,6 +500,7 @@ func TestInstanceOfThePreviousLayout(t *testing.T) {
 // A lite fetch sends a small history whole (one GET instead of the caller's ReadForReplay) unless
 // the instance has KV; a larger history, or one with KV, is left out as before.
 func TestLiteFetchSendsSmallHistoriesWhole(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(t)
 	md := layoutRunning()

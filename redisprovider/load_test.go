@@ -51,6 +51,7 @@ func (c *loadCounter) take() []string {
 // EVALSHA scripts where FUNCTION is missing) sends none of them again: tools such as dxctl create
 // a provider per call, and re-sending ~20 KB of Lua each time costs the server for nothing.
 func TestNewDoesNotReloadLoadedScripts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	addr := os.Getenv("DXREDIS_TEST_ADDR")
 	if addr == "" {

@@ -16,6 +16,7 @@ import (
 // still work (they free memory), and writes fail with a retryable error; once memory is back,
 // writes work again. Both ways of running scripts: Functions and EVALSHA.
 func TestOutOfMemory(t *testing.T) {
+	t.Parallel()
 	for _, disableFunctions := range []bool{false, true} {
 		name := map[bool]string{false: "functions", true: "evalsha"}[disableFunctions]
 		t.Run(name, func(t *testing.T) {

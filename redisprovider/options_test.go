@@ -40,9 +40,10 @@ func selfSigned(t *testing.T) (server, client *tls.Config) {
 		&tls.Config{RootCAs: pool}
 }
 
-// TestOptionsConnectWithACLUserAndTLS (issue 11, item 7): an ACL user and TLS need no hand-built
+// TestOptionsConnectWithACLUserAndTLS: an ACL user and TLS need no hand-built
 // client; both the script connections and the blocking ones use them.
 func TestOptionsConnectWithACLUserAndTLS(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	serverTLS, clientTLS := selfSigned(t)
 	mr := miniredis.NewMiniRedis()
@@ -61,20 +62,29 @@ func TestOptionsConnectWithACLUserAndTLS(t *testing.T) {
 		t.Fatalf("New with the ACL user over TLS: %v", err)
 	}
 	defer p.Close()
+	type fetched struct {
+		it  *provider.LockedOrchestrationItem
+		err error
+	}
+	got := make(chan fetched, 1)
 	go func() {
-		time.Sleep(200 * time.Millisecond) // the fetch below is waiting on the blocking connection
-		_ = p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.StartOrchestration{
-			Instance: "i", Orchestration: "O", Input: "{}", ExecutionID: 1}}, 0)
+		it, err := p.FetchOrchestrationItem(ctx, time.Second, 5*time.Second, nil)
+		got <- fetched{it, err}
 	}()
-	it, err := p.FetchOrchestrationItem(ctx, time.Second, 5*time.Second, nil)
-	if err != nil || it == nil {
-		t.Fatalf("long-polling fetch with the ACL user over TLS: %v %v", it, err)
+	waitOrchWaiters(t, p, 1) // the fetch is waiting on the blocking connection
+	if err := p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.StartOrchestration{
+		Instance: "i", Orchestration: "O", Input: "{}", ExecutionID: 1}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if f := <-got; f.err != nil || f.it == nil {
+		t.Fatalf("long-polling fetch with the ACL user over TLS: %v %v", f.it, f.err)
 	}
 }
 
 // A caller's short deadline is honoured against a server that accepts connections and never
 // answers (before, calls waited out go-redis's 3 s read timeout and New its 5 s).
 func TestShortDeadlineHonouredOnHungServer(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ func withPolicy(t *testing.T, policy string) *miniredis.Miniredis {
 }
 
 func TestNewRefusesEvictingPolicy(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	mr := withPolicy(t, "allkeys-lru")
 	_, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Logger: quietLogger})
@@ -53,6 +54,7 @@ func TestNewRefusesEvictingPolicy(t *testing.T) {
 }
 
 func TestNewRejectsBadNamespaceAndUnreachableServer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	if _, err := redisprovider.New(ctx, redisprovider.Options{Namespace: "a{b}"}); !errors.Is(err, provider.ErrInvalidInput) {
 		t.Fatalf("bad namespace: got %v", err)
@@ -67,7 +69,7 @@ func TestNewRejectsBadNamespaceAndUnreachableServer(t *testing.T) {
 
 // TestScriptsRecoverAfterFlush: a server restart (or SCRIPT FLUSH) forgets loaded scripts; the
 // provider must go on working without help.
-func TestScriptsRecoverAfterFlush(t *testing.T) {
+func TestScriptsRecoverAfterFlush(t *testing.T) { // not parallel: it flushes the scripts of a server other tests may share
 	p := newTestProvider(t)
 	ctx := context.Background()
 	if err := p.Client().ScriptFlush(ctx).Err(); err != nil {
@@ -87,6 +89,7 @@ func TestScriptsRecoverAfterFlush(t *testing.T) {
 }
 
 func TestClosedProviderFailsPermanently(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	_ = p.Close()
 	_, err := p.FetchOrchestrationItem(context.Background(), time.Second, 0, nil)
@@ -96,6 +99,7 @@ func TestClosedProviderFailsPermanently(t *testing.T) {
 }
 
 func TestContextCancelledIsNotRetryable(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -108,6 +112,7 @@ func TestContextCancelledIsNotRetryable(t *testing.T) {
 // TestLongPollOrchestration: a waiting fetch returns as soon as work is enqueued, returns nothing
 // after its poll timeout, ends when its delayed work comes due, and ends on Close.
 func TestLongPollOrchestration(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
 	start := func(id string) provider.WorkItem {
@@ -118,7 +123,7 @@ func TestLongPollOrchestration(t *testing.T) {
 		it, _ := p.FetchOrchestrationItem(ctx, time.Second, 10*time.Second, nil)
 		got <- it
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitOrchWaiters(t, p, 1)
 	if err := p.EnqueueForOrchestrator(ctx, start("woken"), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +149,8 @@ func TestLongPollOrchestration(t *testing.T) {
 		_, _ = p.FetchOrchestrationItem(ctx, time.Second, 30*time.Second, nil)
 		close(done)
 	}()
+	// Deliberate: lets the fetch block (the filter the first fetch registered is still there, so
+	// there is nothing new to observe; a Close that comes first ends the fetch just the same).
 	time.Sleep(100 * time.Millisecond)
 	_ = p.Close()
 	select {
@@ -157,6 +164,7 @@ func TestLongPollOrchestration(t *testing.T) {
 // delayed work existed) must learn the new due time; otherwise a 300 ms timer would wait out the
 // 20 s poll.
 func TestDelayedEnqueueWakesWaiters(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
 	got := make(chan *provider.LockedOrchestrationItem, 2)
@@ -166,7 +174,7 @@ func TestDelayedEnqueueWakesWaiters(t *testing.T) {
 			got <- it
 		}()
 	}
-	time.Sleep(200 * time.Millisecond)
+	waitOrchWaiters(t, p, 1)
 	start := provider.WorkItem{Kind: provider.StartOrchestration{Instance: "t", Orchestration: "O", Input: "{}", ExecutionID: 1}}
 	if err := p.EnqueueForOrchestrator(ctx, start, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
@@ -183,7 +191,7 @@ func TestDelayedEnqueueWakesWaiters(t *testing.T) {
 
 // TestIdleFetcherCostsOneCommandPerPoll: an idle fetcher's repeated polls cost one BLPOP each
 // (after the first poll's script), and work arriving between polls is still found at once.
-func TestIdleFetcherCostsOneCommandPerPoll(t *testing.T) {
+func TestIdleFetcherCostsOneCommandPerPoll(t *testing.T) { // not parallel: idle polls skip the script only within a time window
 	ctx := context.Background()
 	mr := miniredis.RunT(t)
 	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: mr.Addr(), Namespace: "idle", Logger: quietLogger})
@@ -240,7 +248,7 @@ func TestIdleFetcherCostsOneCommandPerPoll(t *testing.T) {
 // poll (FetchOptions.NextPoll), registers that wait in its script, so the next fetch starts with
 // its BLPOP; work enqueued in between still ends that wait at once (no lost wake-up). Both queues;
 // each case runs on a server of its own, so that no earlier registration or token helps.
-func TestAckFetchPreparesTheNextWait(t *testing.T) {
+func TestAckFetchPreparesTheNextWait(t *testing.T) { // not parallel: the prepared wait holds only within a time window
 	ctx := context.Background()
 	tags := provider.TagFilterDefaultOnly()
 	// One queue's calls: enqueue item n, fetch (the lock token, "" when nothing came), and
@@ -347,6 +355,7 @@ func TestAckFetchPreparesTheNextWait(t *testing.T) {
 // TestStatusIndexFollowsInstances: ListInstancesByStatus sees an instance under exactly its
 // current status, from its first ack on.
 func TestStatusIndexFollowsInstances(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
 	byStatus := func(status string) []string {
@@ -406,6 +415,7 @@ func (o *countingObserver) ObserveCall(_ context.Context, op string, _ time.Dura
 
 // TestObserverSeesEveryScriptCall: Options.Observer is told about each call, with its error.
 func TestObserverSeesEveryScriptCall(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	obs := &countingObserver{calls: map[string]int{}}
 	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: miniredis.RunT(t).Addr(), Logger: quietLogger, Observer: obs})
@@ -432,6 +442,7 @@ func TestObserverSeesEveryScriptCall(t *testing.T) {
 // TestNegativeDurationsRejected: a negative delay, extension or poll timeout is bad input, with
 // nothing written, on the orchestration side as on the worker side.
 func TestNegativeDurationsRejected(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
 	start := provider.WorkItem{Kind: provider.StartOrchestration{Instance: "n", Orchestration: "O", Input: "{}", ExecutionID: 1}}
@@ -455,6 +466,7 @@ func TestNegativeDurationsRejected(t *testing.T) {
 // TestDropNamespaceDeletesOnlyItsKeys: DropNamespace removes every key of its namespace and none
 // of another's on the same server.
 func TestDropNamespaceDeletesOnlyItsKeys(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	addr := miniredis.RunT(t).Addr()
 	if backend() == "redis" {

@@ -14,6 +14,7 @@ import (
 // Under FUNCTION the library keeps the keys it derived from the last call's prefix: calls of two
 // namespaces on one server, interleaved, must each see only their own keys.
 func TestInterleavedNamespacesKeepTheirKeys(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, b := newTestProvider(t), newTestProvider(t) // on Redis: one server, two namespaces
 	ns := map[*redisprovider.Provider]string{a: "a", b: "b"}
@@ -61,6 +62,7 @@ func TestInterleavedNamespacesKeepTheirKeys(t *testing.T) {
 // reading it; an activity queued twice keeps the entry of the item not acked, so that cancelling
 // the activity still finds it.
 func TestWorkerActivityIndexAfterAck(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := t.Context()
 	ks := p.Keyspace()
@@ -87,6 +89,7 @@ func TestWorkerActivityIndexAfterAck(t *testing.T) {
 // An append outside a turn that adds an execution under a fetch's lock makes the lock's note of
 // the current execution stale: the ack must see the appended execution (here its event id 1).
 func TestAppendUnderLockThenAck(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(t)
 	const id = "appended"
@@ -114,6 +117,7 @@ func TestAppendUnderLockThenAck(t *testing.T) {
 // counts its delivery when it is reclaimed, an abandon unless it ignores the attempt. A message
 // that arrived during the lock was not delivered by it.
 func TestOrchestrationAttemptsCountedWhenTheLockEnds(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(t)
 	const id = "attempts"
@@ -153,6 +157,7 @@ func TestOrchestrationAttemptsCountedWhenTheLockEnds(t *testing.T) {
 // A session-aware fetch takes plain items with one command while no session has items, and
 // still finds session items, in FIFO order with the plain ones, once some exist.
 func TestWorkerSessionAwareFetchOrder(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	owner := wSess("A", time.Minute)
 	wEnqueue(t, p, wAct("i", 1, "", ""), wAct("i", 2, "", ""))
@@ -170,6 +175,7 @@ func TestWorkerSessionAwareFetchOrder(t *testing.T) {
 // twice in the batch, tags, a session, a second instance, and a waiting fetcher to wake; and for a
 // batch larger than one command's chunk of arguments.
 func TestWorkerBatchEnqueueMatchesOneByOne(t *testing.T) {
+	t.Parallel()
 	mixed := [][6]string{ // json, instance, execution, activity id, session, tag
 		{`{"a":1}`, "i", "1", "1", "", ""},
 		{`{"a":2}`, "i", "1", "2", "", ""},

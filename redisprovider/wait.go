@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Long polling (principle 6). A fetch runs its script; when nothing is eligible the script
+// Long polling (DESIGN.md S6). A fetch runs its script; when nothing is eligible the script
 // reports when delayed work or a held lock next comes due, and the fetch blocks (one BLPOP on
 // its wake lists) until a wake token arrives, that time comes, the poll timeout passes, ctx ends
 // or the provider closes.

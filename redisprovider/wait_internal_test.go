@@ -10,7 +10,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 )
 
-// TestTokenDeliveredAsWaiterLeavesIsGivenBack (issue 11, item 7): a wake token that reaches a
+// TestTokenDeliveredAsWaiterLeavesIsGivenBack (DESIGN.md S6): a wake token that reaches a
 // waiter's BLPOP just as the waiter gives up (its ctx ends) must go back to the list for another
 // waiter, not vanish with the waiter.
 func TestTokenDeliveredAsWaiterLeavesIsGivenBack(t *testing.T) {

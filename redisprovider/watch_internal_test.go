@@ -13,6 +13,7 @@ import (
 // TestWatchStatusGoroutineEndsWithClose: the subscriber goroutine does not outlive Close, and a
 // watch after Close starts nothing.
 func TestWatchStatusGoroutineEndsWithClose(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	p, err := New(context.Background(), Options{Addr: mr.Addr(), Namespace: "watch", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -40,6 +41,7 @@ func TestWatchStatusGoroutineEndsWithClose(t *testing.T) {
 // returned at once, and a client's first Wait could miss the finish and sleep out its 3 s
 // polling fallback).
 func TestWatchStatusFirstWatchIsSubscribed(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	for i := range 30 {
 		p, err := New(context.Background(), Options{Addr: mr.Addr(), Namespace: "watch", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

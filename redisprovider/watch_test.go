@@ -43,6 +43,7 @@ func woken(ch <-chan struct{}, d time.Duration) bool {
 // TestWatchStatusWakesOnFinishAndCustomStatus: the ack that finishes an instance, and the one
 // that changes its custom status, wake its watchers; an ack that changes neither does not.
 func TestWatchStatusWakesOnFinishAndCustomStatus(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	done, stopDone := p.WatchStatus("w-done")
 	defer stopDone()
@@ -71,6 +72,7 @@ func TestWatchStatusWakesOnFinishAndCustomStatus(t *testing.T) {
 
 // TestWatchStatusSharesOneConnection: many watches, one subscriber connection per provider.
 func TestWatchStatusSharesOneConnection(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	for i := range 50 {
 		_, stop := p.WatchStatus(fmt.Sprintf("many-%d", i))

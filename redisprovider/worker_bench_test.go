@@ -2,7 +2,7 @@ package redisprovider_test
 
 // Worker benchmarks: a fetch+ack cycle, and the cost of a fetch with 10,000 items ahead of it that
 // its filters exclude (another tag, or sessions another owner holds) compared with an empty queue:
-// principle 4 says these must cost the same. Run on real Redis with
+// DESIGN.md S4 says these must cost the same. Run on real Redis with
 // DXREDIS_TEST_ADDR=127.0.0.1:6379 go test ./redisprovider -run '^$' -bench Worker
 
 import (

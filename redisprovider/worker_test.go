@@ -187,6 +187,7 @@ func wEval(t *testing.T, p *redisprovider.Provider, body string, args ...any) an
 }
 
 func TestWorkerLuaKeysMatchGo(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ks := p.Keyspace()
 	const (
@@ -223,6 +224,7 @@ func TestWorkerLuaKeysMatchGo(t *testing.T) {
 }
 
 func TestWorkerFIFOAndRedeliveryOrder(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	for i := uint64(1); i <= 5; i++ {
 		wEnqueue(t, p, wAct("inst-"+fmt.Sprint(i%2), i, "", ""))
@@ -243,6 +245,7 @@ func TestWorkerFIFOAndRedeliveryOrder(t *testing.T) {
 }
 
 func TestWorkerTagFilterModes(t *testing.T) {
+	t.Parallel()
 	// Items: 1 untagged, 2 gpu, 3 cpu, 4 untagged, 5 tpu, 6 gpu.
 	tags := []string{"", "gpu", "cpu", "", "tpu", "gpu"}
 	cases := []struct {
@@ -280,6 +283,7 @@ func TestWorkerTagFilterModes(t *testing.T) {
 }
 
 func TestWorkerTagFilterNoneDoesNotTouchRedis(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	p, err := redisprovider.New(t.Context(), redisprovider.Options{Addr: mr.Addr(), Namespace: "t", Logger: quietLogger})
 	if err != nil {
@@ -298,6 +302,7 @@ func TestWorkerTagFilterNoneDoesNotTouchRedis(t *testing.T) {
 }
 
 func TestWorkerInvalidTagFilters(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	noTags, err := provider.TagFilterTags()
 	if err == nil {
@@ -315,6 +320,7 @@ func TestWorkerInvalidTagFilters(t *testing.T) {
 }
 
 func TestWorkerBadInput(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := t.Context()
 	bad := map[string]provider.WorkItem{
@@ -367,6 +373,7 @@ func TestWorkerBadInput(t *testing.T) {
 }
 
 func TestWorkerAckCompletionLandsInOrchestratorQueue(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := t.Context()
 	const inst = "orch-1"
@@ -425,7 +432,7 @@ func TestWorkerAckCompletionLandsInOrchestratorQueue(t *testing.T) {
 	wNoQueueKeys(t, p)
 }
 
-func TestWorkerLockExpiryAndRenew(t *testing.T) {
+func TestWorkerLockExpiryAndRenew(t *testing.T) { // not parallel: it acts within a lock's few hundred ms
 	p := newTestProvider(t)
 	ctx := t.Context()
 	const lock = 250 * time.Millisecond
@@ -435,7 +442,7 @@ func TestWorkerLockExpiryAndRenew(t *testing.T) {
 	if a.AttemptCount != 1 || b.AttemptCount != 1 {
 		t.Fatalf("attempts %d, %d; want 1, 1", a.AttemptCount, b.AttemptCount)
 	}
-	time.Sleep(150 * time.Millisecond)
+	time.Sleep(150 * time.Millisecond) // lets time pass, less than the lock: b is renewed while valid
 	if err := p.RenewWorkItemLock(ctx, b.LockToken, time.Second); err != nil {
 		t.Fatalf("renew: %v", err)
 	}
@@ -460,7 +467,7 @@ func TestWorkerLockExpiryAndRenew(t *testing.T) {
 	wNoQueueKeys(t, p)
 }
 
-func TestWorkerAbandonDelayAndAttempts(t *testing.T) {
+func TestWorkerAbandonDelayAndAttempts(t *testing.T) { // not parallel: it acts within a lock's few hundred ms
 	p := newTestProvider(t)
 	ctx := t.Context()
 	wEnqueue(t, p, wAct("i", 1, "gpu", ""), wAct("i", 2, "gpu", ""))
@@ -478,7 +485,7 @@ func TestWorkerAbandonDelayAndAttempts(t *testing.T) {
 	if w := wFetch(t, p, wLongLock, nil, gpu); w != nil {
 		t.Fatalf("got item %d before the delay passed", wID(t, w))
 	}
-	time.Sleep(350 * time.Millisecond)
+	time.Sleep(350 * time.Millisecond) // lets time pass: the abandon delay runs out
 	it = wFetch(t, p, wLongLock, nil, gpu)
 	if wID(t, it) != 1 || it.AttemptCount != 2 || it.Item.Kind.(provider.ActivityExecute).Tag == nil {
 		t.Fatalf("after delay: item %d attempt %d", wID(t, it), it.AttemptCount)
@@ -522,6 +529,7 @@ func wSessionRecord(t *testing.T, p *redisprovider.Provider, sid string) (owner 
 }
 
 func TestWorkerSessionRouting(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := t.Context()
 	def := provider.TagFilterDefaultOnly()
@@ -579,7 +587,7 @@ func TestWorkerSessionRouting(t *testing.T) {
 	wWantKind(t, err, provider.ErrInvalidInput, "renew_session_lock with an empty owner id")
 }
 
-func TestWorkerSessionExpiryTakeoverAndCleanup(t *testing.T) {
+func TestWorkerSessionExpiryTakeoverAndCleanup(t *testing.T) { // not parallel: it acts within a lock's few hundred ms
 	p := newTestProvider(t)
 	ctx := t.Context()
 	def := provider.TagFilterDefaultOnly()
@@ -590,7 +598,7 @@ func TestWorkerSessionExpiryTakeoverAndCleanup(t *testing.T) {
 	if w := wFetch(t, p, wLongLock, wSess("B", time.Minute), def); w != nil {
 		t.Fatalf("B got %d while A holds the session", wID(t, w))
 	}
-	time.Sleep(slock + 100*time.Millisecond)
+	time.Sleep(slock + 100*time.Millisecond) // lets time pass: A's session lock expires
 	if n, _ := p.RenewSessionLock(ctx, []string{"A"}, time.Minute, time.Minute); n != 0 {
 		t.Fatalf("renew of an expired session = %d, want 0", n)
 	}
@@ -616,7 +624,7 @@ func TestWorkerSessionExpiryTakeoverAndCleanup(t *testing.T) {
 		t.Fatalf("cleanup = %d, want 0 (B's session lock is valid)", n)
 	}
 	// Once B's session lock expires, the item-less session is removed and anyone can claim it again.
-	time.Sleep(block + 100*time.Millisecond)
+	time.Sleep(block + 100*time.Millisecond) // lets time pass: B's session lock expires
 	if n, _ := p.CleanupOrphanedSessions(ctx, time.Minute); n != 1 {
 		t.Fatalf("cleanup = %d, want 1", n)
 	}
@@ -629,12 +637,12 @@ func TestWorkerSessionExpiryTakeoverAndCleanup(t *testing.T) {
 	}
 }
 
-func TestWorkerSessionLockValidItemLockExpired(t *testing.T) {
+func TestWorkerSessionLockValidItemLockExpired(t *testing.T) { // not parallel: it acts within a lock's few hundred ms
 	p := newTestProvider(t)
 	def := provider.TagFilterDefaultOnly()
 	wEnqueue(t, p, wAct("i", 1, "", "s"))
 	wFetch(t, p, 200*time.Millisecond, wSess("A", time.Minute), def)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // lets time pass: the item lock (200 ms) expires
 	if w := wFetch(t, p, wLongLock, wSess("B", time.Minute), def); w != nil {
 		t.Fatalf("B got %d; the session still belongs to A", wID(t, w))
 	}
@@ -647,7 +655,7 @@ func TestWorkerSessionLockValidItemLockExpired(t *testing.T) {
 	}
 }
 
-func TestWorkerSessionLastActivity(t *testing.T) {
+func TestWorkerSessionLastActivity(t *testing.T) { // not parallel: it acts within a lock's few hundred ms
 	p := newTestProvider(t)
 	ctx := t.Context()
 	def := provider.TagFilterDefaultOnly()
@@ -655,7 +663,7 @@ func TestWorkerSessionLastActivity(t *testing.T) {
 	wEnqueue(t, p, wAct("i", 1, "", "s"), wAct("i", 2, "", "t"))
 	a := wFetch(t, p, wLongLock, wSess("A", time.Minute), def)
 	b := wFetch(t, p, wLongLock, wSess("A", time.Minute), def)
-	time.Sleep(idle + 50*time.Millisecond)
+	time.Sleep(idle + 50*time.Millisecond) // lets time pass: the sessions go idle
 	if n, _ := p.RenewSessionLock(ctx, []string{"A"}, time.Minute, idle); n != 0 {
 		t.Fatalf("renew of idle sessions = %d, want 0", n)
 	}
@@ -678,6 +686,7 @@ func TestWorkerSessionLastActivity(t *testing.T) {
 }
 
 func TestWorkerCancellation(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := t.Context()
 	cancel := func(inst string, exec, act uint64) int64 {
@@ -721,7 +730,7 @@ func TestWorkerCancellation(t *testing.T) {
 	if n := wEval(t, p, `return wq_delete_instance(ARGV[2])`, "x").(int64); n != 0 {
 		t.Fatalf("second wq_delete_instance = %d, want 0", n)
 	}
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // lets the server clock move on (ms scores)
 	wWantIDs(t, "other instance", wDrain(t, p, wSess("A", time.Minute), provider.TagFilterAny()), 1)
 	wNoQueueKeys(t, p)
 
@@ -734,7 +743,7 @@ func TestWorkerCancellation(t *testing.T) {
 	}
 }
 
-func TestWorkerLongPoll(t *testing.T) {
+func TestWorkerLongPoll(t *testing.T) { // not parallel: it checks that an immediate fetch returns at once
 	p := newTestProvider(t)
 	ctx := t.Context()
 	def := provider.TagFilterDefaultOnly()
@@ -769,7 +778,7 @@ func TestWorkerLongPoll(t *testing.T) {
 			it, err := p.FetchWorkItem(ctx, wLongLock, 5*time.Second, nil, def)
 			done <- res{it, err, time.Since(start)}
 		}()
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond) // lets the fetch block: one that has not blocked yet finds the item at once (the test then proves less, never fails wrongly)
 		wEnqueue(t, p, wAct("lp", 1, "", ""))
 		r := <-done
 		if r.err != nil || wID(t, r.it) != 1 || r.at > 2*time.Second {
@@ -885,6 +894,7 @@ func TestWorkerLongPoll(t *testing.T) {
 }
 
 func TestWorkerConcurrentFetchNoDuplicates(t *testing.T) {
+	t.Parallel()
 	p := newTestProvider(t)
 	ctx := t.Context()
 	const items, workers = 60, 8
@@ -939,6 +949,7 @@ func TestWorkerConcurrentFetchNoDuplicates(t *testing.T) {
 // TestWorkerScriptsParse loads every script (the provider does it in New) and checks the worker
 // scripts' headers.
 func TestWorkerScriptsParse(t *testing.T) {
+	t.Parallel()
 	newTestProvider(t)
 	for _, name := range dxredis.ScriptNames() {
 		if !strings.HasPrefix(name, "work_") {
@@ -960,6 +971,7 @@ func TestWorkerScriptsParse(t *testing.T) {
 // pushes no token, and a fetcher blocked in a long poll (plain, tagged, Any, with a session
 // config) is woken at once by the item it may take.
 func TestWorkerWakeOnlyWhereFetchersWait(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	p := newTestProvider(t)
 	ks := p.Keyspace()

@@ -74,7 +74,7 @@ local function fail(code, msg) return redis.error_reply('DX_' .. code .. ' ' .. 
 -- run) with the same attempt key, KEYS[2]: a run that finds the key returns the reply stored there
 -- by the run that succeeded and changes nothing; a successful run stores its reply (an integer)
 -- for ATTEMPT_TTL_MS, longer than redisprovider retries (attemptWindow). Error replies are not
--- stored: a failed run wrote nothing (principle 8). The first try of a call passes its key with a
+-- stored: a failed run wrote nothing (DESIGN.md S8). The first try of a call passes its key with a
 -- trailing '!': no earlier run can exist, so it skips the GET. Cost: one SET on success (and one
 -- GET on a retry).
 local ATTEMPT_TTL_MS = '20000'
@@ -642,7 +642,7 @@ local function zrank_after(key, score_text, member)
   end
 end
 
--- Retention (principle 7), O(depth) per ack. An instance is settled when it is Completed or
+-- Retention (DESIGN.md S7), O(depth) per ack. An instance is settled when it is Completed or
 -- Failed and so is its whole subtree: each instance hash counts in 'open' its direct children
 -- that are not settled. When an instance's settled state changes, its parent's count moves by
 -- one, which may change the parent's state, and so on up (tree_settle_changed): O(depth), never

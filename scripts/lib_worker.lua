@@ -291,7 +291,7 @@ function WQ.note(at)
   WQ.NEXT = cur
 end
 
--- Fetch housekeeping (principle 5): reclaim expired item locks, make due items visible (waking
+-- Fetch housekeeping (DESIGN.md S5): reclaim expired item locks, make due items visible (waking
 -- fetchers for them), release expired sessions; at most BATCH of each. Skipped before the gate's
 -- time (see WQ.note), recomputed after each run.
 function WQ.maintain(now)

@@ -37,7 +37,7 @@ local gate = tonumber(redis.call('GET', K_OQ_NEXT))
 local housekeeping = gate == nil or gate <= now
 if not housekeeping then OQ_NEXT = gate end
 if housekeeping then
-  -- Reclaim expired instance locks (principle 5: no background process needed).
+  -- Reclaim expired instance locks (DESIGN.md S5: no background process needed).
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_LOCKED, '-inf', now_s(), 'LIMIT', '0', '100')) do
     oq_unlock(id, now, true)
   end
