@@ -112,7 +112,7 @@ func waitIdle(ctx context.Context, t *testing.T, p *redisprovider.Provider) {
 }
 
 // mustStart starts an orchestration and returns its instance id; an error fails t.
-func mustStart(t testing.TB, c *dx.Client, ctx context.Context, name string, input any, opts ...dx.Option) string {
+func mustStart(t testing.TB, c *dx.Client, ctx context.Context, name string, input any, opts ...dx.StartOption) string {
 	t.Helper()
 	id, err := c.Start(ctx, name, input, opts...)
 	if err != nil {
