@@ -47,7 +47,7 @@ type registry struct {
 	mu            sync.RWMutex
 	orchestration map[string][]orchVersion // sorted by version, ascending
 	activities    map[string]activityFunc
-	signatures    map[string]signature // types of the handles orchestrations were registered through
+	signatures    map[string]signature    // types of the handles orchestrations were registered through
 	mocks         map[string]activityFunc // dxtest's mocks (internal/dxhook), run instead of activities
 }
 
