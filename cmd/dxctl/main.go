@@ -240,7 +240,7 @@ func (a *app) checkNotEmpty(ctx context.Context) error {
 		return err
 	}
 	if n == 0 {
-		return fmt.Errorf("namespace %q holds nothing at %s: check --ns (or DXCTL_NS) and --addr (or DXCTL_ADDR)", a.ns, a.addr)
+		return fmt.Errorf("namespace %q holds nothing at %s: check --ns (or DXCTL_NS; dxctl namespaces lists them) and --addr (or DXCTL_ADDR)", a.ns, a.addr)
 	}
 	return nil
 }
