@@ -1,7 +1,6 @@
 // Command dxctl inspects and administers a dxredis namespace: list instances (pending starts
-// included) and the namespaces of a server, show one instance with its
-// executions and history, queue depths and ages, system metrics, and delete, purge, prune or drop
-// the whole namespace. Through the dx client it also starts instances, raises events, enqueues
+// included) and the namespaces of a server, show one instance with its executions and history,
+// queue depths and ages, system metrics, and delete, purge, prune or drop the whole namespace. Through the dx client it also starts instances, raises events, enqueues
 // messages, cancels instances and waits for them to finish. "dxctl web" serves all of this as a
 // browser console (package web).
 //
