@@ -58,11 +58,14 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	item := &locked.Item
 	// The logger with the item's attributes is built only when a record is logged: most turns
 	// log nothing above Debug.
+	// Once the turn ran, it names the execution and version it resolved (an item's may be 0 and
+	// "unknown"): the logger is built again with them, so that no record repeats an attribute.
 	var logger *slog.Logger
+	logExec, logVersion := item.ExecutionID, item.Version
 	log := func() *slog.Logger {
 		if logger == nil {
-			logger = rt.opts.Logger.With("instance", item.Instance, "execution", item.ExecutionID,
-				"orchestration", item.OrchestrationName, "version", item.Version, "delivery", locked.AttemptCount)
+			logger = rt.opts.Logger.With("instance", item.Instance, "execution", logExec,
+				"orchestration", item.OrchestrationName, "version", logVersion, "delivery", locked.AttemptCount)
 		}
 		return logger
 	}
@@ -125,6 +128,12 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 		return nil, time.Time{}
 	}
 	out := runTurn(env, item)
+	if out.exec != 0 && out.exec != logExec {
+		logExec, logger = out.exec, nil
+	}
+	if out.version != "" && out.version != logVersion {
+		logVersion, logger = out.version, nil
+	}
 	kept := false
 	defer func() {
 		if !kept && out.eng != nil {
@@ -177,20 +186,20 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	rt.opts.Metrics.Count(MetricTurns, 1, labels)
 	switch o.result {
 	case turnCompleted:
-		log().Debug("dx: orchestration completed", "execution", out.exec, "version", out.version)
+		log().Debug("dx: orchestration completed")
 	case turnFailed:
 		lvl := slog.LevelWarn
 		if _, app := o.details.Kind.(provider.ApplicationError); !app {
 			lvl = slog.LevelError
 		}
-		log().Log(bg, lvl, "dx: orchestration failed", "execution", out.exec, "version", out.version, "error", displayMessage(o.details))
+		log().Log(bg, lvl, "dx: orchestration failed", "error", displayMessage(o.details))
 	case turnContinuedAsNew:
-		log().Debug("dx: orchestration continued as new", "execution", out.exec, "version", out.version)
+		log().Debug("dx: orchestration continued as new")
 	case turnCancelled:
-		log().Info("dx: orchestration cancelled", "execution", out.exec, "reason", o.reason)
+		log().Info("dx: orchestration cancelled", "reason", o.reason)
 	default:
 		if rt.opts.Logger.Enabled(bg, slog.LevelDebug) {
-			log().Debug("dx: orchestration turn", "execution", out.exec, "version", out.version, "events", len(out.ack.HistoryDelta))
+			log().Debug("dx: orchestration turn", "events", len(out.ack.HistoryDelta))
 		}
 	}
 	return next, nextAt

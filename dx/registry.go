@@ -10,7 +10,25 @@ import (
 	"unicode/utf8"
 
 	"github.com/Masterminds/semver/v3"
+
+	"github.com/duroxide-go/dxredis/internal/dxhook"
 )
+
+func init() {
+	dxhook.MockActivity = func(v any, name string, fn func(context.Context, string) (string, error)) error {
+		rt, _ := v.(*Runtime)
+		if rt == nil || name == "" || fn == nil {
+			return fmt.Errorf("dx: mock activity %q needs a runtime, a name and a function (%w)", name, ErrInvalidInput)
+		}
+		rt.reg.mu.Lock()
+		defer rt.reg.mu.Unlock()
+		if rt.reg.mocks == nil {
+			rt.reg.mocks = map[string]activityFunc{}
+		}
+		rt.reg.mocks[name] = fn
+		return nil
+	}
+}
 
 // orchestrationFunc is an orchestration after its input and output were bound to JSON.
 type orchestrationFunc func(ctx Context, input string) (string, error)
@@ -29,7 +47,8 @@ type registry struct {
 	mu            sync.RWMutex
 	orchestration map[string][]orchVersion // sorted by version, ascending
 	activities    map[string]activityFunc
-	signatures    map[string]signature // types of the handles orchestrations were registered through
+	signatures    map[string]signature    // types of the handles orchestrations were registered through
+	mocks         map[string]activityFunc // dxtest's mocks (internal/dxhook), run instead of activities
 }
 
 func newRegistry() *registry {
@@ -219,6 +238,9 @@ func compareVersions(a, b *semver.Version) int {
 func (r *registry) activity(name string) (activityFunc, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	if fn, ok := r.mocks[name]; ok {
+		return fn, true
+	}
 	fn, ok := r.activities[name]
 	return fn, ok
 }

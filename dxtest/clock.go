@@ -75,9 +75,10 @@ func (e *Env) runDueCallbacks() bool {
 // declares the instance stuck (another goroutine of the test may still be about to send something).
 const stuckAfter = 500 * time.Millisecond
 
-// waitFor polls done until it holds, moving the clock when skip is set, and fails the test on a
-// misconfiguration, on an instance that can no longer move, or after the timeout.
-func (e *Env) waitFor(what, instance string, skip bool, done func() bool) {
+// waitFor polls done until it holds, moving the clock whenever nothing else can happen (every wait
+// does), and fails the test on a misconfiguration, on an instance that can no longer move, or
+// after the timeout.
+func (e *Env) waitFor(what, instance string, done func() bool) {
 	e.t.Helper()
 	deadline := time.Now().Add(e.timeout)
 	var stuckSince time.Time
@@ -92,34 +93,32 @@ func (e *Env) waitFor(what, instance string, skip bool, done func() bool) {
 		if len(problems) > 0 {
 			e.t.Fatalf("dxtest: while waiting for %s: %s", what, strings.Join(problems, "; "))
 		}
-		if skip {
-			idle, next, err := e.idle()
-			if err != nil {
-				e.t.Fatalf("dxtest: reading the queues: %v", err)
+		idle, next, err := e.idle()
+		if err != nil {
+			e.t.Fatalf("dxtest: reading the queues: %v", err)
+		}
+		if idle && done() {
+			return // it happened before the store went idle: no need to move the clock
+		}
+		e.mu.Lock()
+		if len(e.callbacks) > 0 && (next.IsZero() || e.callbacks[0].at.Before(next)) {
+			next = e.callbacks[0].at
+		}
+		e.mu.Unlock()
+		switch {
+		case idle && !next.IsZero():
+			stuckSince = time.Time{}
+			e.setTime(next)
+			continue
+		case idle:
+			if stuckSince.IsZero() {
+				stuckSince = time.Now()
+			} else if time.Since(stuckSince) > stuckAfter {
+				e.t.Fatalf("dxtest: while waiting for %s: nothing is running or scheduled, so it can never happen\n%s",
+					what, e.describe(instance))
 			}
-			if idle && done() {
-				return // it happened before the store went idle: no need to move the clock
-			}
-			e.mu.Lock()
-			if len(e.callbacks) > 0 && (next.IsZero() || e.callbacks[0].at.Before(next)) {
-				next = e.callbacks[0].at
-			}
-			e.mu.Unlock()
-			switch {
-			case idle && !next.IsZero():
-				stuckSince = time.Time{}
-				e.setTime(next)
-				continue
-			case idle:
-				if stuckSince.IsZero() {
-					stuckSince = time.Now()
-				} else if time.Since(stuckSince) > stuckAfter {
-					e.t.Fatalf("dxtest: while waiting for %s: nothing is running or scheduled, so it can never happen\n%s",
-						what, e.describe(instance))
-				}
-			default:
-				stuckSince = time.Time{}
-			}
+		default:
+			stuckSince = time.Time{}
 		}
 		if time.Now().After(deadline) {
 			e.t.Fatalf("dxtest: timed out after %v waiting for %s\n%s", e.timeout, what, e.describe(instance))

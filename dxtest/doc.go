@@ -14,9 +14,14 @@
 //		if got.ID != "r-1" { ... }
 //	}
 //
-// Time stands still until a wait (Wait, Result, Err) finds nothing left to do but wait for a timer;
-// then the clock jumps to that timer. Events the code waits for are raised from the test once the
-// code waits (WaitForEventWait, WaitForCustomStatus), or at a virtual time with After.
+// Time stands still until a wait (Wait, Result, Err, WaitForEventWait, WaitForCustomStatus) finds
+// nothing left to do but wait for a timer or a retry's backoff; then the clock jumps to it. Events
+// the code waits for are raised from the test once the code waits (WaitForEventWait,
+// WaitForCustomStatus), or at a virtual time with After. An event raised while nothing waits for
+// it is dropped by the runtime, and fails the test at its end (AllowDroppedEvents allows it).
+//
+// A mock (OnActivity) overrides the activity registered under its name, so a test registers the
+// real activities as the program does and mocks the ones it controls.
 //
 // Every turn is compared with fresh replays of the stored history (dx.Options.ReplayCheckRate), so
 // orchestration code that reads time.Now, ranges over a map or draws random numbers fails its test

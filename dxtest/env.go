@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +45,8 @@ type Env struct {
 	mocks     map[string]*ActivityMock
 	callbacks []callback
 	problems  []string
+	dropped   []string // external events dropped for want of a waiter, as the runtime logged them
+	nDropped  int      // and as it counted them (MetricDroppedEvents)
 }
 
 type callback struct {
@@ -59,6 +62,7 @@ type config struct {
 	start         time.Time
 	timeout       time.Duration
 	noReplayCheck bool
+	allowDropped  bool
 }
 
 // WithRuntimeOptions sets the runtime's options (for instance WorkerTagFilter). Fields left zero get
@@ -73,6 +77,13 @@ func WithRuntimeOptions(o dx.Options) Option { return func(c *config) { c.runtim
 // needs the production default (no checks), or when the checks' cost (five runs of each turn)
 // matters.
 func WithoutReplayCheck() Option { return func(c *config) { c.noReplayCheck = true } }
+
+// AllowDroppedEvents lets the test pass when an external event is dropped for want of a waiter.
+// By default a test fails at its end, naming the instance and the event, when a RaiseEvent came
+// before the orchestration waited for the name (or after its wait ended): the runtime drops such
+// an event, as duroxide does, and a test that raises one usually has a race. Raise it after
+// env.WaitForEventWait, or use dx.Dequeue with env.Enqueue for messages that may come early.
+func AllowDroppedEvents() Option { return func(c *config) { c.allowDropped = true } }
 
 // WithStartTime sets the virtual clock's start (default: the real time when New is called).
 func WithStartTime(t time.Time) Option { return func(c *config) { c.start = t } }
@@ -125,6 +136,7 @@ func New(t testing.TB, opts ...Option) *Env {
 	if ro.Logger == nil {
 		ro.Logger = log
 	}
+	ro.Logger = slog.New(&dropWatch{env: e, next: ro.Logger.Handler()})
 	if ro.ReplayCheckRate == 0 && !cfg.noReplayCheck {
 		ro.ReplayCheckRate = 1
 	}
@@ -140,6 +152,9 @@ func New(t testing.TB, opts ...Option) *Env {
 	ro.Clock = e.Now
 	e.Runtime = dx.NewRuntime(p, ro)
 	e.Client = dx.NewClient(p)
+	if !cfg.allowDropped {
+		t.Cleanup(e.checkDropped) // runs after e.stop: every turn is over
+	}
 	t.Cleanup(e.stop) // runs before the provider and miniredis close (cleanups run last-in first-out)
 	return e
 }
@@ -238,7 +253,8 @@ func (e *Env) Wait(instance string) dx.Status {
 	e.t.Helper()
 	e.ensureStarted()
 	var st dx.Status
-	e.waitFor(fmt.Sprintf("instance %s to finish", instance), instance, true, func() bool {
+	e.waitFor(fmt.Sprintf("instance %s to finish", instance), instance, func() bool {
+		e.t.Helper()
 		st = e.Status(instance)
 		return st.Terminal()
 	})
@@ -281,11 +297,13 @@ func (e *Env) CustomStatus(instance string) string {
 	return ""
 }
 
-// WaitForCustomStatus waits, without moving the clock, until the instance's custom status is want.
+// WaitForCustomStatus waits until the instance's custom status is want. Like Wait, it moves the
+// virtual clock when nothing else can happen (a retry's backoff, a timer before the status is set).
 func (e *Env) WaitForCustomStatus(instance, want string) {
 	e.t.Helper()
 	e.ensureStarted()
-	e.waitFor(fmt.Sprintf("custom status %q on %s", want, instance), instance, false, func() bool {
+	e.waitFor(fmt.Sprintf("custom status %q on %s", want, instance), instance, func() bool {
+		e.t.Helper()
 		st := e.Status(instance)
 		if st.Terminal() && (st.CustomStatus == nil || *st.CustomStatus != want) {
 			e.t.Fatalf("dxtest: instance %s finished (%s) while a test waited for custom status %q (it is %s)",
@@ -295,12 +313,14 @@ func (e *Env) WaitForCustomStatus(instance, want string) {
 	})
 }
 
-// WaitForEventWait waits, without moving the clock, until the instance waits for the external
-// event name (dx.WaitEvent), so that RaiseEvent will be delivered.
+// WaitForEventWait waits until the instance waits for the external event name (dx.WaitEvent), so
+// that RaiseEvent will be delivered. Like Wait, it moves the virtual clock when nothing else can
+// happen (a retry's backoff, a timer before the wait), and not once the wait is pending.
 func (e *Env) WaitForEventWait(instance, name string) {
 	e.t.Helper()
 	e.ensureStarted()
-	e.waitFor(fmt.Sprintf("%s to wait for event %q", instance, name), instance, false, func() bool {
+	e.waitFor(fmt.Sprintf("%s to wait for event %q", instance, name), instance, func() bool {
+		e.t.Helper()
 		if st := e.Status(instance); st.Terminal() {
 			e.t.Fatalf("dxtest: instance %s finished (%s) while a test waited for it to wait for event %q",
 				instance, describeEnd(st), name)
@@ -435,6 +455,11 @@ func (w *watch) Count(name string, n int64, l dx.Labels) {
 		w.env.problem(fmt.Sprintf("orchestration %q version %q is nondeterministic: an instance is held (dx.HoldOnNondeterminism; the runtime's log names the event, DXTEST_LOG=1 shows it)",
 			l.Orchestration, l.Version))
 	}
+	if name == dx.MetricDroppedEvents {
+		w.env.mu.Lock()
+		w.env.nDropped += int(n)
+		w.env.mu.Unlock()
+	}
 	if w.next != nil {
 		w.next.Count(name, n, l)
 	}
@@ -444,4 +469,71 @@ func (w *watch) Observe(name string, d time.Duration, l dx.Labels) {
 	if w.next != nil {
 		w.next.Observe(name, d, l)
 	}
+}
+
+// checkDropped fails the test when the runtime dropped an external event (see AllowDroppedEvents).
+func (e *Env) checkDropped() {
+	e.mu.Lock()
+	dropped, n := slices.Clone(e.dropped), e.nDropped
+	e.mu.Unlock()
+	for len(dropped) < n {
+		dropped = append(dropped, "an external event") // counted, but its log record was not seen
+	}
+	for _, d := range dropped {
+		e.t.Errorf("dxtest: %s was dropped: the orchestration was not waiting for it (raised before its dx.WaitEvent, or after the wait ended). "+
+			"Raise it after env.WaitForEventWait, or use dx.Dequeue and env.Enqueue for messages that may come early; "+
+			"dxtest.AllowDroppedEvents() lets a test drop events", d)
+	}
+}
+
+// dropWatch is the runtime's log handler: it notes the external events the runtime drops (its
+// "dx: external event dropped" warning, with the instance and event attributes) and passes every
+// record on to the logger it wraps.
+type dropWatch struct {
+	env      *Env
+	next     slog.Handler
+	instance string // from WithAttrs
+}
+
+func (h *dropWatch) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn || h.next.Enabled(ctx, l)
+}
+
+func (h *dropWatch) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "dx: external event dropped") {
+		instance, event := h.instance, ""
+		r.Attrs(func(a slog.Attr) bool {
+			switch a.Key {
+			case "instance":
+				instance = a.Value.String()
+			case "event":
+				event = a.Value.String()
+			}
+			return true
+		})
+		h.env.mu.Lock()
+		h.env.dropped = append(h.env.dropped, fmt.Sprintf("external event %q raised on instance %s", event, instance))
+		h.env.mu.Unlock()
+	}
+	if !h.next.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.next.Handle(ctx, r)
+}
+
+func (h *dropWatch) WithAttrs(as []slog.Attr) slog.Handler {
+	c := *h
+	c.next = h.next.WithAttrs(as)
+	for _, a := range as {
+		if a.Key == "instance" {
+			c.instance = a.Value.String()
+		}
+	}
+	return &c
+}
+
+func (h *dropWatch) WithGroup(name string) slog.Handler {
+	c := *h
+	c.next = h.next.WithGroup(name)
+	return &c
 }

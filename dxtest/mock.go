@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/internal/dxhook"
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -27,10 +28,11 @@ type ActivityMock struct {
 	inputs  []string
 }
 
-// OnActivity registers a mock for the activity name on env.Runtime, or returns the one already
-// registered (OnActivity, the function, mocks an activity handle with typed answers). An activity is either registered with dx.RegisterActivity or mocked, not both, and
-// a new mock is registered before the environment starts (the runtime refuses registrations
-// after Start).
+// OnActivity mocks the activity name on env.Runtime, or returns the mock of that name already made
+// (OnActivity, the function, mocks an activity handle with typed answers). A mock overrides the
+// activity registered under that name with dx.RegisterActivity, before or after, for this
+// environment only: a test registers the real activities, as the program does, and mocks the one
+// it needs to control.
 func (e *Env) OnActivity(name string) *ActivityMock {
 	e.t.Helper()
 	e.mu.Lock()
@@ -41,8 +43,12 @@ func (e *Env) OnActivity(name string) *ActivityMock {
 	}
 	e.mu.Unlock()
 	if !ok {
-		if err := dx.RegisterActivity(e.Runtime, name, m.call); err != nil {
-			e.t.Fatalf("dxtest: OnActivity(%q): %v: an activity is either registered or mocked (mock it in every test that needs it instead of registering it), and mocked before the environment starts", name, err)
+		call := func(ctx context.Context, input string) (string, error) {
+			out, err := m.call(ctx, dx.Raw(input))
+			return string(out), err
+		}
+		if err := dxhook.MockActivity(e.Runtime, name, call); err != nil {
+			e.t.Fatalf("dxtest: OnActivity(%q): %v", name, err)
 		}
 	}
 	return m

@@ -68,7 +68,10 @@ type Options struct {
 	MaxPayloadBytes int
 	// Observer, when set, is told about every script call (for metrics and traces); see Observer.
 	Observer Observer
-	// Logger receives warnings (dropped orphan messages, recovered scripts). Default slog.Default().
+	// Logger receives warnings (dropped orphan messages, recovered scripts), and at Debug level
+	// go-redis's own lines (a failed dial, ...), which go-redis would print on stderr: go-redis has
+	// one logger per process, so they go to the newest provider still open (see redislog.go; call
+	// redis.SetLogger after the first New to send them elsewhere). Default slog.Default().
 	Logger *slog.Logger
 }
 

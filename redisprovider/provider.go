@@ -55,6 +55,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		return nil, provider.NewPermanentError("new", err.Error()).WithKind(provider.ErrInvalidInput)
 	}
 	p := &Provider{keys: keys, opts: opts, closed: make(chan struct{}), nudge: make(chan struct{}), history: newHistoryCache(opts.HistoryCacheBytes)}
+	routeGoRedisLog(p) // until Close
 	p.rdb, p.ownRDB = opts.Client, opts.Client == nil
 	if p.ownRDB {
 		// MaxRetries -1 (in clientOptions): go-redis would re-send a script whose reply was lost
@@ -206,6 +207,7 @@ func (p *Provider) Close() error {
 	var errs []error
 	p.once.Do(func() {
 		close(p.closed)
+		unrouteGoRedisLog(p)
 		if err := p.hub.close(); err != nil && !errors.Is(err, redis.ErrClosed) {
 			errs = append(errs, err)
 		}

@@ -287,7 +287,7 @@ func (a *app) wait(ctx context.Context, instance string) error {
 		t.row("Execution:", out.ExecutionID)
 		t.row("Status:", out.Status)
 		if st.State == dx.StateCompleted {
-			t.row("Output:", st.Output)
+			t.row("Output:", render(st.Output))
 		}
 		if out.Error != nil {
 			t.row("Error:", *out.Error)

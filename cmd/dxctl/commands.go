@@ -27,8 +27,9 @@ var commands = append([]command{
 		usage:   "[--status S] [--limit N] [--cursor C]",
 		summary: "List instances (oldest first) with their status, orchestration and times.",
 		details: `Without --status every instance is listed by creation time; with it, the instances whose
-current status is S (Running, Completed, Failed, ContinuedAsNew; any case), least recently
-updated first.
+current status is S (Pending, Running, Completed, Failed, ContinuedAsNew; any case), least
+recently updated first. Pending instances (started, their start queued, not run by a runtime
+yet) come first, on the first page; CREATED is when their start was queued.
 At most --limit rows are printed; when more remain, the last line gives the --cursor that
 continues the listing (in JSON: "next_cursor"). Each page costs O(limit) on the server.`,
 		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
@@ -44,6 +45,23 @@ continues the listing (in JSON: "next_cursor"). Each page costs O(limit) on the 
 					return err
 				}
 				return a.instances(ctx, s, *limit, *cursor)
+			}
+		},
+	},
+	{
+		name:    "namespaces",
+		usage:   "[--max-keys N]",
+		summary: "List the namespaces on the server (--ns is not needed), with their instance counts.",
+		details: `A namespace is found by its key "{<ns>:0}:seq", created by its first start or message. The
+server's keyspace is SCANned (every primary of a cluster), at most --max-keys keys per node;
+a listing cut short there says so.`,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			maxKeys := fs.Int("max-keys", 1_000_000, "scan at most `N` keys per server")
+			return func(ctx context.Context, a *app, _ []string) error {
+				if *maxKeys <= 0 {
+					return usagef("namespaces: --max-keys must be positive")
+				}
+				return a.namespaces(ctx, *maxKeys)
 			}
 		},
 	},
@@ -175,8 +193,12 @@ server's whole keyspace (every primary's, on a cluster) for the namespace's keys
 	},
 }, clientCommands...)
 
+// statusPending is the status dxctl gives an instance whose start is queued but not run yet (it
+// has no instance record; redisprovider.ListPendingStarts).
+const statusPending = "Pending"
+
 // statuses are the values of --status.
-var statuses = []string{provider.StatusRunning, provider.StatusCompleted, provider.StatusFailed, provider.StatusContinuedAsNew}
+var statuses = []string{statusPending, provider.StatusRunning, provider.StatusCompleted, provider.StatusFailed, provider.StatusContinuedAsNew}
 
 // canonicalStatus returns the status named s (any case; "" for none) or says which exist.
 func canonicalStatus(s string) (string, error) {
@@ -227,11 +249,26 @@ func (a *app) instances(ctx context.Context, status string, limit int, cursor st
 	if err := a.open(ctx); err != nil {
 		return err
 	}
-	ids, next, err := a.p.ListInstancesPage(ctx, cursor, limit, status)
-	if err != nil {
-		return err
+	var rows []web.Instance
+	if cursor == "" && (status == "" || status == statusPending) {
+		// Starts queued but not run yet have no instance record; they come first, on the first page.
+		pending, err := a.p.ListPendingStarts(ctx, limit)
+		if err != nil {
+			return err
+		}
+		for _, ps := range pending {
+			rows = append(rows, web.Instance{ID: ps.InstanceID, Status: statusPending, Orchestration: ps.Orchestration,
+				Version: ps.Version, CreatedAt: ps.QueuedAt, Parent: ps.ParentInstanceID})
+		}
 	}
-	rows := make([]web.Instance, 0, len(ids))
+	var ids []string
+	var next string
+	if status != statusPending {
+		var err error
+		if ids, next, err = a.p.ListInstancesPage(ctx, cursor, limit, status); err != nil {
+			return err
+		}
+	}
 	for _, id := range ids {
 		info, err := a.p.GetInstanceInfo(ctx, id)
 		if errors.Is(err, provider.ErrNotFound) {
@@ -250,7 +287,11 @@ func (a *app) instances(ctx context.Context, status string, limit int, cursor st
 	}
 	t := newTable(a.stdout, "INSTANCE", "STATUS", "ORCHESTRATION", "VERSION", "EXEC", "CREATED", "UPDATED", "PARENT")
 	for _, r := range rows {
-		t.row(r.ID, r.Status, r.Orchestration, r.Version, r.Execution, msTime(r.CreatedAt), msTime(r.UpdatedAt), dash(r.Parent))
+		exec := fmt.Sprint(r.Execution)
+		if r.Status == statusPending {
+			exec = "-"
+		}
+		t.row(r.ID, r.Status, dash(r.Orchestration), dash(r.Version), exec, msTime(r.CreatedAt), msTime(r.UpdatedAt), dash(r.Parent))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -260,6 +301,44 @@ func (a *app) instances(ctx context.Context, status string, limit int, cursor st
 	}
 	if next != "" {
 		fmt.Fprintf(a.stdout, "more: dxctl %s instances%s --limit %d --cursor %s\n", a.connectionArgs(), statusArg(status), limit, shellQuote(next))
+	}
+	return nil
+}
+
+func (a *app) namespaces(ctx context.Context, maxKeys int) error {
+	if err := a.connect(ctx); err != nil {
+		return err
+	}
+	found, complete, err := redisprovider.ListNamespaces(ctx, a.p.Client(), maxKeys)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		type ns struct {
+			Name      string `json:"namespace"`
+			Instances int64  `json:"instances"`
+		}
+		out := struct {
+			Namespaces []ns `json:"namespaces"`
+			Complete   bool `json:"complete"`
+		}{[]ns{}, complete}
+		for _, n := range found {
+			out.Namespaces = append(out.Namespaces, ns{n.Name, n.Instances})
+		}
+		return a.printJSON(out)
+	}
+	t := newTable(a.stdout, "NAMESPACE", "INSTANCES")
+	for _, n := range found {
+		t.row(n.Name, n.Instances)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(found) == 0 {
+		fmt.Fprintln(a.stdout, "(no namespaces)")
+	}
+	if !complete {
+		fmt.Fprintf(a.stdout, "(stopped after %d keys per server: more may exist; raise --max-keys)\n", maxKeys)
 	}
 	return nil
 }
@@ -386,8 +465,11 @@ func (a *app) show(ctx context.Context, id string, exec uint64) error {
 	if held != "" {
 		t.row("Held:", held+" (since "+heldSince.Format(time.RFC3339)+"; it resumes when a runtime whose code replays its history takes it)")
 	}
-	if info.Output != nil {
-		t.row("Output:", shorten(*info.Output, 120))
+	switch {
+	case info.Output != nil && info.Status == provider.StatusFailed:
+		t.row("Error:", shorten(*info.Output, 200))
+	case info.Output != nil:
+		t.row("Output:", shorten(render(*info.Output), 120))
 	}
 	for _, e := range history {
 		if f, ok := e.Kind.(provider.OrchestrationFailedEvent); ok {
@@ -407,7 +489,7 @@ func (a *app) show(ctx context.Context, id string, exec uint64) error {
 	case cs.Status == nil:
 		t.row("Custom status:", fmt.Sprintf("(cleared, version %d)", cs.Version))
 	default:
-		t.row("Custom status:", fmt.Sprintf("%s (version %d)", shorten(*cs.Status, 120), cs.Version))
+		t.row("Custom status:", fmt.Sprintf("%s (version %d)", shorten(render(*cs.Status), 120), cs.Version))
 	}
 	t.row("KV keys:", len(kv))
 	if err := t.flush(); err != nil {
@@ -417,7 +499,7 @@ func (a *app) show(ctx context.Context, id string, exec uint64) error {
 		fmt.Fprintln(w)
 		t = newTable(w, "KEY", "VALUE")
 		for _, k := range slices.Sorted(maps.Keys(kv)) {
-			t.row(shorten(k, 60), shorten(kv[k], 100))
+			t.row(shorten(k, 60), shorten(render(kv[k]), 100))
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -427,8 +509,11 @@ func (a *app) show(ctx context.Context, id string, exec uint64) error {
 	t = newTable(w, "EXECUTION", "STATUS", "STARTED", "COMPLETED", "EVENTS", "OUTPUT")
 	for _, x := range execs {
 		out := "-"
-		if x.Output != nil {
-			out = shorten(*x.Output, 60)
+		switch {
+		case x.Output != nil && x.Status == provider.StatusFailed:
+			out = "error: " + shorten(*x.Output, 60)
+		case x.Output != nil:
+			out = shorten(render(*x.Output), 60)
 		}
 		t.row(x.ExecutionID, x.Status, msTime(x.StartedAt), msTime(x.CompletedAt), x.EventCount, out)
 	}

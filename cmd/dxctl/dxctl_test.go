@@ -239,7 +239,7 @@ func TestInstances(t *testing.T) {
 	f.populate()
 	out := f.ok("instances")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 5 || !strings.HasPrefix(lines[0], "INSTANCE") {
+	if len(lines) != 6 || !strings.HasPrefix(lines[0], "INSTANCE") {
 		t.Fatalf("instances:\n%s", out)
 	}
 	// Aligned columns: STATUS starts at the same offset on every line. (Every instance, in
@@ -251,13 +251,17 @@ func TestInstances(t *testing.T) {
 		if len(l) <= col || l[col-1] != ' ' || l[col] == ' ' {
 			t.Fatalf("line %d %q: STATUS column not at %d\n%s", i+1, l, col, out)
 		}
+		if strings.HasPrefix(l, "order-2::sub::2 ") && (!strings.Contains(l, "order-2") || !strings.Contains(l, "Running")) {
+			t.Fatalf("child line %q", l)
+		}
 	}
 	slices.Sort(ids)
-	if want := []string{"order-1", "order-2", "order-2::sub::2", "report-7"}; !slices.Equal(ids, want) {
+	if want := []string{"order-1", "order-2", "order-2::sub::2", "queued-1", "report-7"}; !slices.Equal(ids, want) {
 		t.Fatalf("instances %v, want %v\n%s", ids, want, out)
 	}
-	if !strings.Contains(lines[4], "order-2") || !strings.Contains(lines[4], "Running") {
-		t.Fatalf("child line %q", lines[4])
+	// Pending starts come first.
+	if !strings.HasPrefix(lines[1], "queued-1 ") || !strings.Contains(lines[1], "Pending") || !strings.Contains(lines[1], "Report") {
+		t.Fatalf("pending line %q", lines[1])
 	}
 
 	out = f.ok("instances", "--status", "Completed")
@@ -295,8 +299,8 @@ func TestInstances(t *testing.T) {
 	if err := json.Unmarshal([]byte(f.ok("--json", "instances", "--limit", "3")), &js); err != nil {
 		t.Fatal(err)
 	}
-	if len(js.Instances) != 3 || js.Next == "" || js.Instances[0].ID != "order-1" || js.Instances[0].Output == nil ||
-		*js.Instances[0].Output != `"ok"` || js.Instances[1].Status != "Failed" {
+	if len(js.Instances) != 4 || js.Next == "" || js.Instances[0].Status != "Pending" || js.Instances[1].ID != "order-1" ||
+		js.Instances[1].Output == nil || *js.Instances[1].Output != `"ok"` || js.Instances[2].Status != "Failed" {
 		t.Fatalf("instances --json: %+v", js)
 	}
 	// Global flags are accepted after the command too.
@@ -488,8 +492,8 @@ func TestDeletePurgePrune(t *testing.T) {
 	if out := f.ok("purge", "--completed-before", "0s"); !regexpLine(out, `^instances\s+1$`) {
 		t.Fatalf("purge 0s:\n%s", out)
 	}
-	if out := f.ok("instances"); !strings.Contains(out, "(no instances)") {
-		t.Fatalf("instances after deleting everything:\n%s", out)
+	if out := f.ok("instances"); strings.Count(strings.TrimSpace(out), "\n") != 1 || !regexpLine(out, `^queued-1\s+Pending\s`) {
+		t.Fatalf("instances after deleting everything but a queued start:\n%s", out)
 	}
 }
 
@@ -620,7 +624,7 @@ func TestVersion(t *testing.T) {
 func TestUnknownStatus(t *testing.T) {
 	f := newFixture(t)
 	f.populate()
-	f.fails("unknown status \"Nope\": want one of Running, Completed, Failed, ContinuedAsNew", "instances", "--status", "Nope")
+	f.fails("unknown status \"Nope\": want one of Pending, Running, Completed, Failed, ContinuedAsNew", "instances", "--status", "Nope")
 	// Case does not matter; the listing shows the canonical name.
 	if out := f.ok("instances", "--status", "completed"); !strings.Contains(out, "order-1") || strings.Contains(out, "order-2") {
 		t.Fatalf("instances --status completed:\n%s", out)

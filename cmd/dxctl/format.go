@@ -126,19 +126,33 @@ func eventDetails(e provider.Event) string {
 	return strings.Join(parts, " ")
 }
 
-// value renders a JSON value: strings as they are (payloads are usually JSON text), quoted
-// when empty or holding spaces or control characters; anything else as compact JSON.
+// value renders a field of an event's JSON by dxctl's one rule for values (render): a string
+// field as render shows its text, anything else as compact JSON.
 func value(raw json.RawMessage) string {
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
-		if s == "" || strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
-			return strconv.Quote(s)
-		}
-		return s
+		return render(s)
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
 		return string(raw)
 	}
 	return buf.String()
+}
+
+// render is dxctl's one rendering of a stored value (a payload, an output, an event's field, a
+// custom status, a KV value), in show, its history and wait: text that is JSON as compact JSON
+// (a JSON string keeps its quotes: "released res-1"); any other text as it is, Go-quoted when
+// empty or holding spaces or control characters. --json prints values exactly as stored.
+func render(s string) string {
+	if json.Valid([]byte(s)) {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, []byte(s)); err == nil {
+			return buf.String()
+		}
+	}
+	if s == "" || strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
 }

@@ -1,6 +1,6 @@
-// Command dxctl inspects and administers a dxredis namespace: list instances, show one with its
-// executions and history, queue depths and ages, system metrics, and delete, purge, prune or drop
-// the whole namespace. Through the dx client it also starts instances, raises events, enqueues
+// Command dxctl inspects and administers a dxredis namespace: list instances (pending starts
+// included) and the namespaces of a server, show one instance with its executions and history,
+// queue depths and ages, system metrics, and delete, purge, prune or drop the whole namespace. Through the dx client it also starts instances, raises events, enqueues
 // messages, cancels instances and waits for them to finish. "dxctl web" serves all of this as a
 // browser console (package web).
 //
@@ -240,7 +240,7 @@ func (a *app) checkNotEmpty(ctx context.Context) error {
 		return err
 	}
 	if n == 0 {
-		return fmt.Errorf("namespace %q holds nothing at %s: check --ns (or DXCTL_NS) and --addr (or DXCTL_ADDR)", a.ns, a.addr)
+		return fmt.Errorf("namespace %q holds nothing at %s: check --ns (or DXCTL_NS; dxctl namespaces lists them) and --addr (or DXCTL_ADDR)", a.ns, a.addr)
 	}
 	return nil
 }

@@ -1,0 +1,128 @@
+package redisprovider
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// PendingStart is an instance whose start is queued but has not run yet: no runtime has
+// acknowledged its first turn, so it has no instance record (GetInstanceInfo says ErrNotFound and
+// ListInstances leaves it out) while the orchestrator queue counts its start message.
+type PendingStart struct {
+	InstanceID       string
+	Orchestration    string
+	Version          string // "" when the start names none (the runtime picks the latest)
+	ParentInstanceID string // a sub-orchestration's parent
+	QueuedAt         uint64 // ms since the epoch: when the start message became visible
+	Locked           bool   // a runtime is running its first turn now
+}
+
+// pendingScan bounds how many instances of each orchestrator index ListPendingStarts looks at.
+const pendingScan = 1000
+
+// ListPendingStarts returns up to limit instances whose start is queued and not yet run, oldest
+// first. It looks at the first 1000 instances of each orchestrator index (ready, delayed, locked),
+// a few round trips, and reads the queues without a lock: an instance may start meanwhile.
+func (p *Provider) ListPendingStarts(ctx context.Context, limit int) ([]PendingStart, error) {
+	const op = "list_pending_starts"
+	if limit <= 0 {
+		return nil, invalid(op, "limit must be positive")
+	}
+	pre := p.keys.Prefix(0)
+	pins, err := p.rdb.SMembers(ctx, pre+"oq:pins").Result()
+	if err != nil {
+		return nil, p.mapErr(op, err)
+	}
+	indexes := []string{pre + "oq:ready:-", pre + "oq:due", pre + "oq:locked"}
+	for _, pin := range pins {
+		if pin != "-" {
+			indexes = append(indexes, pre+"oq:ready:"+pin)
+		}
+	}
+	pipe := p.rdb.Pipeline()
+	ranges := make([]*redis.StringSliceCmd, len(indexes))
+	for i, k := range indexes {
+		ranges[i] = pipe.ZRange(ctx, k, 0, pendingScan-1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, p.mapErr(op, err)
+	}
+	locked := map[string]bool{}
+	var ids []string
+	for i, r := range ranges {
+		for _, id := range r.Val() {
+			if indexes[i] == pre+"oq:locked" {
+				locked[id] = true
+			}
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	pipe = p.rdb.Pipeline()
+	exists := make([]*redis.IntCmd, len(ids))
+	msgs := make([]*redis.MapStringStringCmd, len(ids))
+	vis := make([]*redis.ZSliceCmd, len(ids))
+	for i, id := range ids {
+		exists[i] = pipe.Exists(ctx, p.keys.Instance(id))
+		msgs[i] = pipe.HGetAll(ctx, p.keys.Messages(id))
+		vis[i] = pipe.ZRangeWithScores(ctx, p.keys.MessageVisibility(id), 0, -1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, p.mapErr(op, err)
+	}
+	type found struct {
+		PendingStart
+		seq uint64
+	}
+	var out []found
+	for i, id := range ids {
+		if exists[i].Val() > 0 {
+			continue
+		}
+		for field, typ := range msgs[i].Val() {
+			if !strings.HasPrefix(field, "t") || typ != "S" {
+				continue
+			}
+			seq := field[1:]
+			var w provider.WorkItem
+			if err := json.Unmarshal([]byte(msgs[i].Val()["m"+seq]), &w); err != nil {
+				continue
+			}
+			s, ok := w.Kind.(provider.StartOrchestration)
+			if !ok {
+				continue
+			}
+			ps := PendingStart{InstanceID: id, Orchestration: s.Orchestration, Locked: locked[id]}
+			if s.Version != nil {
+				ps.Version = *s.Version
+			}
+			if s.ParentInstance != nil {
+				ps.ParentInstanceID = *s.ParentInstance
+			}
+			for _, z := range vis[i].Val() {
+				if z.Member == seq {
+					ps.QueuedAt = uint64(z.Score)
+				}
+			}
+			n, _ := strconv.ParseUint(seq, 10, 64)
+			out = append(out, found{ps, n})
+			break
+		}
+	}
+	slices.SortFunc(out, func(a, b found) int { return cmp.Compare(a.seq, b.seq) })
+	res := make([]PendingStart, 0, min(limit, len(out)))
+	for _, f := range out[:min(limit, len(out))] {
+		res = append(res, f.PendingStart)
+	}
+	return res, nil
+}
