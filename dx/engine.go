@@ -17,45 +17,9 @@ import (
 // The engine walks the history: before each event it polls the code if something was delivered since
 // the last poll; a schedule event must match the oldest emitted action (else nondeterminism), a
 // completion event delivers its result. Actions left over after the walk are new work: they become
-// history events with the next event ids, in emission order. Matching history and code is in
-// matching.go; turn.go is what surrounds a turn (the start event, the fetched messages) and ack.go
-// builds what its ack commits.
-
-// actionKind is the kind of an emitted action.
-type actionKind int
-
-const (
-	actActivity actionKind = iota
-	actTimer
-	actWait
-	actDequeue
-	actSubOrch
-	actDetached
-	actCustomStatus
-	actKVSet
-	actKVClear
-	actKVClearAll
-	actContinueAsNew
-)
-
-// action is one durable operation emitted by orchestration code.
-type action struct {
-	kind      actionKind
-	name      string
-	input     string
-	sessionID *string
-	tag       *string
-	instance  string  // sub-orchestration or detached instance; "" = automatic sub-orchestration id
-	version   *string // sub-orchestration, detached or continue-as-new version
-	fireAtMs  uint64
-	status    *string // custom status (nil = reset)
-	key       string
-	value     string
-	updatedMs uint64
-
-	fut        *future // the future that receives the completion; nil for positional-only actions
-	scheduleID uint64  // event id of the matching schedule event, once bound
-}
+// history events with the next event ids, in emission order. What each kind of action does is in its
+// file (action.go); matching history and code is in matching.go; turn.go is what surrounds a turn
+// (the start event, the fetched messages) and ack.go builds what its ack commits.
 
 // engine runs one turn of one execution.
 type engine struct {
@@ -79,24 +43,16 @@ type engine struct {
 	running *coroutine
 
 	replaying bool
-	emitted   []*action // emitted and not yet matched, oldest first
-	actions   []*action // every action of this turn, in emission order
-	nextID    uint64    // next event id for new events
+	emitted   []action // emitted and not yet matched, oldest first
+	actions   []action // every action of this turn, in emission order
+	nextID    uint64   // next event id for new events
 	delta     []provider.Event
-	pending   []*action // new actions this turn (become work items)
+	pending   []action // new actions this turn (become work items)
 
 	bySchedule map[uint64]*future
 
-	// external events: subscriptions per name in binding order, arrivals per name
-	extSubs      map[string][]*action
-	extArrivals  map[string][]string
-	extCancelled map[uint64]bool // subscriptions with a cancellation breadcrumb in history
-	lostEvents   []string        // this turn's new external events no wait received, by name (logged after the ack)
-	// queue (dequeue_event): subscriptions in binding order, arrivals per name
-	queueSubs      []*action
-	queueArrivals  map[string][]string
-	queueCancelled map[uint64]bool
-	queueResolved  map[uint64]bool
+	waits waitState  // event waits (action_wait.go)
+	queue queueState // dequeues (action_dequeue.go)
 
 	customStatus *string
 	kv           map[string]string
@@ -107,7 +63,7 @@ type engine struct {
 
 	cancels  []*future // futures cancelled by code this turn, in cancellation order
 	mismatch *mismatch // the schedule the code no longer reproduced, when that failed the turn
-	dropped  []*action // activities and sub-orchestrations whose cancellation is new this turn
+	dropped  []action  // actions whose cancellation by the code is recorded this turn
 
 	parentInstance *string
 	parentID       *uint64
@@ -117,7 +73,7 @@ type engine struct {
 	out        *coroutine // the orchestration function's coroutine
 	abortErr   *provider.ErrorDetails
 	teardown   bool // the turn is over: durable operations are ignored
-	continueAs *action
+	continueAs *continueAsNew
 }
 
 // turnResult is what a turn decided.
@@ -140,7 +96,7 @@ type outcome struct {
 	output  string
 	details provider.ErrorDetails
 	reason  string // cancel reason
-	can     *action
+	can     *continueAsNew
 	panic   []byte // stack of a panic, for the log
 }
 
@@ -169,7 +125,7 @@ func (e *engine) newEvent(source *uint64, kind provider.EventKind) provider.Even
 
 // emit records an action of the running code. During teardown (a branch unwinding, the turn over)
 // nothing is recorded.
-func (e *engine) emit(a *action) {
+func (e *engine) emit(a action) {
 	if e.teardown {
 		return
 	}
@@ -230,11 +186,8 @@ func (e *engine) resume() outcome {
 // and decides the outcome.
 func (e *engine) settle() outcome {
 	main := e.out
-	// Dequeues the code cancelled stop taking messages before new subscriptions are bound.
 	for _, f := range e.cancels {
-		if f.act != nil && f.act.kind == actDequeue && f.act.scheduleID != 0 {
-			e.queueCancelled[f.act.scheduleID] = true
-		}
+		f.act.withdrawn(e)
 	}
 	e.convert()
 	// Quiescence, as duroxide's run_quiescence_loop: while the turn converts new actions, one of
@@ -333,17 +286,6 @@ func (e *engine) newCoroutine(parent *coroutine) *coroutine {
 	return co
 }
 
-const subOrchAutoPrefix = "sub::"
-
-// childInstanceID is the real instance id of a sub-orchestration recorded as instance: automatic
-// ids ("sub::N") are prefixed with the parent's id, explicit ids are used as given.
-func childInstanceID(parent, recorded string) string {
-	if len(recorded) >= len(subOrchAutoPrefix) && recorded[:len(subOrchAutoPrefix)] == subOrchAutoPrefix {
-		return parent + "::" + recorded
-	}
-	return recorded
-}
-
 // finalize applies duroxide's outcome precedence: cancel > continue-as-new > the function's return
 // > continue; records the cancellations the code made (dropped futures) for the last two.
 func (e *engine) finalize() outcome {
@@ -387,8 +329,8 @@ func (e *engine) allEvents() []provider.Event {
 func (e *engine) allFutures() []*future {
 	var fs []*future
 	for _, a := range e.actions {
-		if a.fut != nil {
-			fs = append(fs, a.fut)
+		if f := a.base().fut; f != nil {
+			fs = append(fs, f)
 		}
 	}
 	for _, co := range e.cos {

@@ -190,7 +190,7 @@ func (e *engine) continueTurn(env turnEnv, completions []provider.WorkItem) turn
 	e.persisted = len(e.history)
 	e.delta, e.pending, e.cancels, e.dropped = nil, nil, nil, nil
 	e.abortErr, e.continueAs = nil, nil
-	e.lostEvents = nil
+	e.waits.lost = nil
 	e.kept = true
 	e.clock = env.clock
 	e.prepCompletions(completions)
@@ -199,15 +199,7 @@ func (e *engine) continueTurn(env turnEnv, completions []provider.WorkItem) turn
 
 // commit records that the turn's ack succeeded: its events are now part of the stored history.
 func (e *engine) commit() {
-	// A wait the code dropped this turn stops holding an arrival slot from the next turn on: a
-	// replay marks it where it applies the breadcrumb (apply), which a kept engine never does for
-	// the breadcrumbs it recorded itself. Not earlier: within the turn that drops it, duroxide
-	// still counts it (an event in the same batch goes to it).
-	for i := range e.delta {
-		if _, ok := e.delta[i].Kind.(provider.ExternalSubscribedCancelledEvent); ok && e.delta[i].SourceEventID != nil {
-			e.extCancelled[*e.delta[i].SourceEventID] = true
-		}
-	}
+	e.waits.commit(e.delta)
 	e.history = append(e.history[:e.persisted], e.delta...) // amortized O(delta): reuses capacity
 	e.persisted = len(e.history)
 	e.delta = nil
@@ -218,9 +210,8 @@ func newEngine(env turnEnv, instance string, exec uint64, name, version, input s
 	e := &engine{
 		instance: instance, executionID: exec, name: name, version: version, input: input,
 		clock: env.clock, guard: env.guard, logBase: env.logger, persisted: len(history), history: history, nextID: 1,
-		bySchedule: map[uint64]*future{}, extSubs: map[string][]*action{}, extArrivals: map[string][]string{},
-		extCancelled: map[uint64]bool{}, queueArrivals: map[string][]string{}, queueCancelled: map[uint64]bool{},
-		queueResolved: map[uint64]bool{}, kv: map[string]string{}, kvUpdated: map[string]uint64{}, kvBase: map[string]bool{},
+		bySchedule: map[uint64]*future{}, waits: newWaitState(), queue: newQueueState(),
+		kv: map[string]string{}, kvUpdated: map[string]uint64{}, kvBase: map[string]bool{},
 	}
 	if n := len(history); n > 0 {
 		e.nextID = history[n-1].EventID + 1

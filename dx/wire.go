@@ -143,14 +143,6 @@ func describeActivity(name, input string, session, tag *string) string {
 	return s
 }
 
-// describeAction renders what the code does now, for nondeterminism messages.
-func describeAction(a *action) string {
-	if a.kind == actContinueAsNew {
-		return "continues as new"
-	}
-	return describeCode(provider.Event{Kind: actionEvent(a)})
-}
-
 // userLogger is the orchestration's logger: it drops records while the code replays (checked when
 // a record is logged, so a logger kept in a variable behaves too).
 func (e *engine) userLogger() *slog.Logger {
