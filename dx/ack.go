@@ -19,7 +19,7 @@ import (
 // turn) only when env.keep asks for it and the execution goes on; otherwise its goroutines end here.
 func (e *engine) output(env turnEnv, o outcome) turnOutput {
 	out := turnOutput{plan: planAck, name: e.name, version: e.version, exec: e.executionID}
-	out.ack = e.ackFor(o)
+	out.ack, out.unstarted = e.ackFor(o)
 	if msg := e.limitViolation(); msg != "" {
 		e.log().Error("dx: orchestration exceeds a runtime limit; failing it", "error", msg)
 		continuing := o.result == turnContinue
@@ -38,8 +38,9 @@ func (e *engine) output(env turnEnv, o outcome) turnOutput {
 }
 
 // ackFor adds the execution's end to the turn's delta when the turn ends it, and builds the ack:
-// work items, cancelled activities and the execution metadata.
-func (e *engine) ackFor(o outcome) provider.OrchestrationAck {
+// work items, cancelled activities and the execution metadata. It also returns the detached starts
+// the turn recorded but does not send.
+func (e *engine) ackFor(o outcome) (provider.OrchestrationAck, []*detached) {
 	var out ackItems
 	for _, a := range e.dropped {
 		a.dropped(e, &out)
@@ -83,7 +84,7 @@ func (e *engine) ackFor(o outcome) provider.OrchestrationAck {
 	out.orch = append(out.orch, out.dropCancels...)
 	return provider.OrchestrationAck{ExecutionID: e.executionID, HistoryDelta: e.delta, WorkerItems: out.worker,
 		OrchestratorItems: out.orch, CancelledActivities: dedupeCancelled(out.cancelled),
-		Metadata: e.metadata(status, output)}
+		Metadata: e.metadata(status, output)}, out.unstarted
 }
 
 // toParent is the notification of a child's end to its parent (none for an orchestration without

@@ -114,4 +114,5 @@ type ackItems struct {
 	worker, orch []provider.WorkItem
 	cancelled    []provider.ScheduledActivityIdentifier
 	dropCancels  []provider.WorkItem // cancellations of children the code dropped: sent last
+	unstarted    []*detached         // detached starts recorded but not sent (duroxide's trap)
 }

@@ -8,6 +8,10 @@ import (
 // Recorded as OrchestrationChained; sent as StartOrchestration (no parent link) when its turn goes
 // on, completes or fails (duroxide's enqueue_detached_from_pending); nothing completes it and it
 // cannot be cancelled. A replay compares name, instance and input.
+//
+// Duroxide's trap, reproduced: a detached start made in a turn that continues as new, or that the
+// instance's cancellation ends, is recorded but never started. It is noted in unstarted, and the
+// runtime warns about it once the turn is stored.
 type detached struct {
 	actionBase
 	noKindRecords
@@ -31,6 +35,8 @@ func (d *detached) send(_ *engine, r turnResult, out *ackItems) {
 	case turnContinue, turnCompleted, turnFailed:
 		out.orch = append(out.orch, provider.WorkItem{Kind: provider.StartOrchestration{Instance: d.instance,
 			Orchestration: d.name, Input: d.input, Version: d.version, ExecutionID: 1}})
+	default:
+		out.unstarted = append(out.unstarted, d)
 	}
 }
 

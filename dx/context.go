@@ -43,6 +43,12 @@ type Context interface {
 	UtcNow() Future[time.Time]
 	// StartOrchestration starts another, independent orchestration instance (fire and forget: no
 	// parent link, its result is not reported back). Options: WithVersion.
+	//
+	// The start is sent when the turn that makes it is stored, if that turn goes on or ends the
+	// orchestration by completing or failing. As in duroxide, a start made in the turn that
+	// continues as new, or that the instance's cancellation ends, is recorded but never started
+	// (the runtime logs a warning naming both instances): await something (a timer, an activity)
+	// between StartOrchestration and ContinueAsNew, or start it in the next execution.
 	StartOrchestration(name, instance string, input any, opts ...DetachedOption) error
 
 	// SetCustomStatus sets the instance's custom status, which clients can read and wait on.

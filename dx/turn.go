@@ -32,7 +32,10 @@ type turnOutput struct {
 	// lostEvents are the turn's new external events that no wait received (dropped, as in
 	// duroxide), by name.
 	lostEvents []string
-	check      *nondetReport // what a replay check found (check.go)
+	// unstarted are the detached starts the turn recorded but does not send: it continued as new
+	// or was cancelled (duroxide's trap, logged after the ack).
+	unstarted []*detached
+	check     *nondetReport // what a replay check found (check.go)
 }
 
 // turnEnv is what a turn needs from the runtime.
