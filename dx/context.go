@@ -1,6 +1,7 @@
 package dx
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -288,3 +289,31 @@ func (e *engine) schedule(a action) *future {
 	e.emit(a)
 	return f
 }
+
+// userLogger is the orchestration's logger: it drops records while the code replays (checked when
+// a record is logged, so a logger kept in a variable behaves too).
+func (e *engine) userLogger() *slog.Logger {
+	if e.userLog == nil {
+		e.userLog = slog.New(replayHandler{e, e.log().Handler()})
+	}
+	return e.userLog
+}
+
+type replayHandler struct {
+	e *engine
+	h slog.Handler
+}
+
+func (r replayHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return !r.e.replaying && !r.e.teardown && r.h.Enabled(ctx, l)
+}
+
+func (r replayHandler) Handle(ctx context.Context, rec slog.Record) error {
+	return r.h.Handle(ctx, rec)
+}
+
+func (r replayHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return replayHandler{r.e, r.h.WithAttrs(as)}
+}
+
+func (r replayHandler) WithGroup(g string) slog.Handler { return replayHandler{r.e, r.h.WithGroup(g)} }
