@@ -31,7 +31,7 @@ func Call[Out any](ctx Context, name string, input any, opts ...CallOption) Futu
 	if o.retry != nil {
 		return retry[Out](ctx, name, in, o)
 	}
-	return Future[Out]{e.schedule(&action{kind: actActivity, name: name, input: in, sessionID: o.session, tag: o.tag})}
+	return Future[Out]{e.schedule(&activity{name: name, input: in, sessionID: o.session, tag: o.tag})}
 }
 
 // CallSub starts the orchestration registered as name as a sub-orchestration and returns a future of
@@ -54,7 +54,7 @@ func CallSub[Out any](ctx Context, name string, input any, opts ...SubOption) Fu
 	if err != nil {
 		return failed[Out](e, err)
 	}
-	return Future[Out]{e.schedule(&action{kind: actSubOrch, name: name, input: in, instance: deref(o.instance), version: o.version})}
+	return Future[Out]{e.schedule(&subOrch{name: name, input: in, instance: deref(o.instance), version: o.version})}
 }
 
 // WaitEvent waits for the next external event called name raised on this instance (Client.RaiseEvent)
@@ -72,7 +72,7 @@ func WaitEvent[T any](ctx Context, name string) Future[T] {
 	if err != nil {
 		return failed[T](e, err)
 	}
-	return Future[T]{e.schedule(&action{kind: actWait, name: name})}
+	return Future[T]{e.schedule(&eventWait{name: name})}
 }
 
 // Dequeue takes the next message of the instance's persistent FIFO queue called name
@@ -87,7 +87,7 @@ func Dequeue[T any](ctx Context, name string) Future[T] {
 	if err != nil {
 		return failed[T](e, err)
 	}
-	return Future[T]{e.schedule(&action{kind: actDequeue, name: name})}
+	return Future[T]{e.schedule(&dequeue{name: name})}
 }
 
 // ContinueAsNew ends this execution and starts a new one of the same instance with input; the
@@ -110,7 +110,7 @@ func ContinueAsNew(ctx Context, input any, opts ...ContinueOption) error {
 	if err != nil {
 		return err
 	}
-	e.emit(&action{kind: actContinueAsNew, input: in, version: o.version})
+	e.emit(&continueAsNew{input: in, version: o.version})
 	return &continueAsNewError{}
 }
 
@@ -226,7 +226,7 @@ func retry[Out any](ctx Context, name, input string, o options) Future[Out] {
 		e := ctx.(*octx).eng
 		var last error
 		for attempt := 1; attempt <= p.MaxAttempts; attempt++ {
-			act := Future[Out]{e.schedule(&action{kind: actActivity, name: name, input: input, sessionID: o.session, tag: o.tag})}
+			act := Future[Out]{e.schedule(&activity{name: name, input: input, sessionID: o.session, tag: o.tag})}
 			var v Out
 			var err error
 			timedOut := false

@@ -1,6 +1,7 @@
 package dx
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -43,6 +44,12 @@ type Context interface {
 	UtcNow() Future[time.Time]
 	// StartOrchestration starts another, independent orchestration instance (fire and forget: no
 	// parent link, its result is not reported back). Options: WithVersion.
+	//
+	// The start is sent when the turn that makes it is stored, if that turn goes on or ends the
+	// orchestration by completing or failing. As in duroxide, a start made in the turn that
+	// continues as new, or that the instance's cancellation ends, is recorded but never started
+	// (the runtime logs a warning naming both instances): await something (a timer, an activity)
+	// between StartOrchestration and ContinueAsNew, or start it in the next execution.
 	StartOrchestration(name, instance string, input any, opts ...DetachedOption) error
 
 	// SetCustomStatus sets the instance's custom status, which clients can read and wait on.
@@ -116,8 +123,9 @@ func (c *octx) Timer(d time.Duration) Future[struct{}] {
 	if d < 0 {
 		d = 0
 	}
-	a := &action{kind: actTimer, fireAtMs: uint64(e.clock().Add(d).UnixMilli())}
-	return Future[struct{}]{e.schedule(a)}
+	f := e.schedule(&timer{fireAtMs: uint64(e.clock().Add(d).UnixMilli())})
+	f.decode = func(string) (any, error) { return struct{}{}, nil } // a timer has no result
+	return Future[struct{}]{f}
 }
 
 func (c *octx) Sleep(d time.Duration) error {
@@ -136,7 +144,7 @@ func (c *octx) NewGUID() Future[string] {
 	if !c.live() {
 		return failed[string](c.eng, errStaleContext)
 	}
-	f := c.eng.schedule(&action{kind: actActivity, name: syscallNewGUID})
+	f := c.eng.schedule(&activity{name: syscallNewGUID})
 	f.decode = func(s string) (any, error) { return s, nil } // bare text, not JSON
 	return Future[string]{f}
 }
@@ -145,7 +153,7 @@ func (c *octx) UtcNow() Future[time.Time] {
 	if !c.live() {
 		return failed[time.Time](c.eng, errStaleContext)
 	}
-	f := c.eng.schedule(&action{kind: actActivity, name: syscallUtcNowMs})
+	f := c.eng.schedule(&activity{name: syscallUtcNowMs})
 	f.decode = func(s string) (any, error) {
 		ms, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
@@ -167,7 +175,7 @@ func (c *octx) KVFromInstance(instance, key string) Future[*string] {
 	if err != nil {
 		return Future[*string]{&future{eng: c.eng, preErr: err}}
 	}
-	return Future[*string]{c.eng.schedule(&action{kind: actActivity, name: syscallGetKVValue, input: in})}
+	return Future[*string]{c.eng.schedule(&activity{name: syscallGetKVValue, input: in})}
 }
 
 func (c *octx) StartOrchestration(name, instance string, input any, opts ...DetachedOption) error {
@@ -185,7 +193,7 @@ func (c *octx) StartOrchestration(name, instance string, input any, opts ...Deta
 	if err != nil {
 		return err
 	}
-	c.eng.emit(&action{kind: actDetached, name: name, instance: instance, input: in, version: o.version})
+	c.eng.emit(&detached{name: name, instance: instance, input: in, version: o.version})
 	return nil
 }
 
@@ -196,7 +204,7 @@ func (c *octx) SetCustomStatus(status string) {
 	}
 	s := status
 	e.customStatus = &s
-	e.emit(&action{kind: actCustomStatus, status: &s})
+	e.emit(&customStatus{status: &s})
 }
 
 func (c *octx) ResetCustomStatus() {
@@ -205,7 +213,7 @@ func (c *octx) ResetCustomStatus() {
 		return
 	}
 	e.customStatus = nil
-	e.emit(&action{kind: actCustomStatus})
+	e.emit(&customStatus{})
 }
 
 func (c *octx) CustomStatus() (string, bool) {
@@ -223,7 +231,7 @@ func (c *octx) SetKV(key, value string) {
 	now := uint64(e.clock().UnixMilli())
 	e.kv[key] = value
 	e.kvUpdated[key] = now
-	e.emit(&action{kind: actKVSet, key: key, value: value, updatedMs: now})
+	e.emit(&kvWrite{op: kvSet, key: key, value: value, updatedMs: now})
 }
 
 func (c *octx) KV(key string) (string, bool) {
@@ -238,7 +246,7 @@ func (c *octx) ClearKV(key string) {
 	}
 	delete(e.kv, key)
 	delete(e.kvUpdated, key)
-	e.emit(&action{kind: actKVClear, key: key})
+	e.emit(&kvWrite{op: kvClear, key: key})
 }
 
 func (c *octx) ClearAllKV() {
@@ -248,7 +256,7 @@ func (c *octx) ClearAllKV() {
 	}
 	clear(e.kv)
 	clear(e.kvUpdated)
-	e.emit(&action{kind: actKVClearAll})
+	e.emit(&kvWrite{op: kvClearAll})
 }
 
 func (c *octx) KVAll() map[string]string { return maps.Clone(c.eng.kv) }
@@ -271,13 +279,41 @@ func (c *octx) PruneKV(cutoff time.Time) int {
 }
 
 // schedule emits an action that completes a future and returns the future.
-func (e *engine) schedule(a *action) *future {
+func (e *engine) schedule(a action) *future {
 	f := &future{eng: e, act: a, owner: e.running}
 	if e.teardown {
 		f.cancelled = true
 		return f
 	}
-	a.fut = f
+	a.base().fut = f
 	e.emit(a)
 	return f
 }
+
+// userLogger is the orchestration's logger: it drops records while the code replays (checked when
+// a record is logged, so a logger kept in a variable behaves too).
+func (e *engine) userLogger() *slog.Logger {
+	if e.userLog == nil {
+		e.userLog = slog.New(replayHandler{e, e.log().Handler()})
+	}
+	return e.userLog
+}
+
+type replayHandler struct {
+	e *engine
+	h slog.Handler
+}
+
+func (r replayHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return !r.e.replaying && !r.e.teardown && r.h.Enabled(ctx, l)
+}
+
+func (r replayHandler) Handle(ctx context.Context, rec slog.Record) error {
+	return r.h.Handle(ctx, rec)
+}
+
+func (r replayHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return replayHandler{r.e, r.h.WithAttrs(as)}
+}
+
+func (r replayHandler) WithGroup(g string) slog.Handler { return replayHandler{r.e, r.h.WithGroup(g)} }

@@ -37,7 +37,7 @@ func (fu Future[T]) base() *future { return fu.f }
 // future is the untyped state behind Future[T].
 type future struct {
 	eng    *engine
-	act    *action    // the durable operation; nil for a branch
+	act    action     // the durable operation; nil for a branch
 	owner  *coroutine // the coroutine that created the future
 	branch *coroutine // for Go: the branch's coroutine
 
@@ -58,15 +58,7 @@ func (f *future) ready() bool {
 		return true
 	}
 	if f.act != nil {
-		var v string
-		var ok bool
-		switch f.act.kind {
-		case actWait:
-			v, ok = f.eng.extEvent(f.act)
-		case actDequeue:
-			v, ok = f.eng.queueMessage(f.act)
-		}
-		if ok {
+		if v, ok := f.act.arrival(f.eng); ok {
 			f.done, f.result = true, v
 		}
 	}
@@ -134,8 +126,6 @@ func result[T any](f *future) (T, error) {
 			return zero, err
 		}
 		return v.(T), nil
-	case f.act != nil && f.act.kind == actTimer:
-		return zero, nil
 	}
 	return decode[T](f.result)
 }

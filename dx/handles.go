@@ -93,6 +93,8 @@ func (o Orchestration[In, Out]) CallSub(ctx Context, input In, opts ...SubOption
 
 // StartDetached starts an independent instance of the orchestration from orchestration code (fire
 // and forget): ctx.StartOrchestration(o.Name(), instance, input, opts...). Options: WithVersion.
+// As in duroxide, a start made in the turn that continues as new is recorded but never started
+// (see Context.StartOrchestration).
 func (o Orchestration[In, Out]) StartDetached(ctx Context, instance string, input In, opts ...DetachedOption) error {
 	if ctx == nil {
 		return errNotInOrchestration

@@ -178,6 +178,12 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 			"event", name)
 		rt.opts.Metrics.Count(MetricDroppedEvents, 1, Labels{Queue: "orchestrator", Orchestration: item.OrchestrationName, Version: out.version})
 	}
+	for _, d := range out.unstarted {
+		log().Warn("dx: detached start dropped: recorded (OrchestrationChained) but never started, because the turn that made it "+
+			"also ended the execution ("+o.result.String()+"); as in duroxide, detached orchestrations are started only by a turn that "+
+			"goes on, completes or fails: start it in an earlier turn (await something between it and ContinueAsNew), or in the next execution",
+			"detached", d.instance, "detached_orchestration", d.name)
+	}
 	if out.eng != nil {
 		out.eng.commit()
 		rt.cache.put(out.eng)

@@ -232,3 +232,41 @@ func describeStatus(s *string) string {
 	}
 	return strconv.Quote(*s)
 }
+
+// describeEvent renders a schedule event for nondeterminism messages.
+func describeEvent(ev *provider.Event) string {
+	switch k := ev.Kind.(type) {
+	case provider.ActivityScheduledEvent:
+		return "activity " + describeActivity(k.Name, k.Input, k.SessionID, k.Tag)
+	case provider.TimerCreatedEvent:
+		return "a timer"
+	case provider.ExternalSubscribedEvent:
+		return fmt.Sprintf("a wait for event %q", k.Name)
+	case provider.QueueSubscribedEvent:
+		return fmt.Sprintf("a dequeue from %q", k.Name)
+	case provider.SubOrchestrationScheduledEvent:
+		return fmt.Sprintf("sub-orchestration %s(%s)", k.Name, k.Input)
+	case provider.OrchestrationChainedEvent:
+		return fmt.Sprintf("a start of orchestration %s(%s) as %q", k.Name, k.Input, k.Instance)
+	case provider.CustomStatusUpdatedEvent:
+		return "a custom status update"
+	case provider.KeyValueSetEvent:
+		return fmt.Sprintf("KV set %q=%q", k.Key, k.Value)
+	case provider.KeyValueClearedEvent:
+		return fmt.Sprintf("KV clear %q", k.Key)
+	case provider.KeyValuesClearedEvent:
+		return "KV clear all"
+	}
+	return ev.EventType()
+}
+
+func describeActivity(name, input string, session, tag *string) string {
+	s := fmt.Sprintf("%s(%s)", name, input)
+	if session != nil {
+		s += fmt.Sprintf(" on session %q", *session)
+	}
+	if tag != nil {
+		s += fmt.Sprintf(" tagged %q", *tag)
+	}
+	return s
+}

@@ -90,13 +90,34 @@ func (r *rsEngine) exec(fn func(Context, string) (string, error)) outcome {
 // delta is history_delta.
 func (r *rsEngine) delta() []provider.Event { return r.e.delta[r.base-r.persisted:] }
 
-func (r *rsEngine) pending() []*action { return r.e.pending }
+func (r *rsEngine) pending() []action { return r.e.pending }
+
+// The kinds of action, for pendingOf and the like.
+var (
+	actActivity = activity{}.owns
+	actTimer    = timer{}.owns
+	actWait     = eventWait{}.owns
+	actSubOrch  = subOrch{}.owns
+)
+
+// actionName is the name an action calls or waits for ("" for the kinds without one).
+func actionName(a action) string {
+	switch a := a.(type) {
+	case *activity:
+		return a.name
+	case *subOrch:
+		return a.name
+	case *eventWait:
+		return a.name
+	}
+	return ""
+}
 
 func (r *rsEngine) cancelledActivities() []uint64 {
 	var ids []uint64
 	for _, a := range r.e.dropped {
-		if a.kind == actActivity {
-			ids = append(ids, a.scheduleID)
+		if actActivity(a) {
+			ids = append(ids, a.base().scheduleID)
 		}
 	}
 	return ids
@@ -105,17 +126,17 @@ func (r *rsEngine) cancelledActivities() []uint64 {
 func (r *rsEngine) cancelledSubOrchs() []string {
 	var ids []string
 	for _, a := range r.e.dropped {
-		if a.kind == actSubOrch {
-			ids = append(ids, a.instance)
+		if actSubOrch(a) {
+			ids = append(ids, a.(*subOrch).instance)
 		}
 	}
 	return ids
 }
 
-func (r *rsEngine) pendingOf(kind actionKind, name string) int {
+func (r *rsEngine) pendingOf(kind func(action) bool, name string) int {
 	n := 0
 	for _, a := range r.e.pending {
-		if a.kind == kind && (name == "" || a.name == name) {
+		if kind(a) && (name == "" || actionName(a) == name) {
 			n++
 		}
 	}
@@ -1034,7 +1055,7 @@ func TestReplaySpecEventAllocation(t *testing.T) {
 		r := newRS(t, []provider.Event{rsStarted(1)})
 		r.exec(rsSingleActivity("Task", "input"))
 		r.wantContinue()
-		if p := r.pending(); len(p) != 1 || p[0].kind != actActivity || p[0].scheduleID != 2 {
+		if p := r.pending(); len(p) != 1 || !actActivity(p[0]) || p[0].base().scheduleID != 2 {
 			t.Fatalf("want one activity action bound to event 2, got %s", r.describe())
 		}
 	})
@@ -1451,14 +1472,14 @@ func TestReplaySpecSequentialProgress(t *testing.T) {
 			}
 			return string(r1) + "," + string(r2), nil
 		}
-		scheduled := func(t *testing.T, r *rsEngine, kind actionKind) uint64 {
+		scheduled := func(t *testing.T, r *rsEngine, kind func(action) bool) uint64 {
 			t.Helper()
 			for _, a := range r.pending() {
-				if a.kind == kind {
-					return a.scheduleID
+				if kind(a) {
+					return a.base().scheduleID
 				}
 			}
-			t.Fatalf("no pending action of kind %d: %s", kind, r.describe())
+			t.Fatalf("no pending action of that kind: %s", r.describe())
 			return 0
 		}
 		persisted := []provider.Event{rsStarted(1)}
@@ -1546,7 +1567,7 @@ func TestReplaySpecSubOrchestration(t *testing.T) {
 		r := newRS(t, []provider.Event{rsStarted(1)})
 		r.exec(rsSubOrch("Child", "child-input"))
 		r.wantContinue()
-		if p := r.pending(); len(p) != 1 || p[0].kind != actSubOrch || p[0].instance != fmt.Sprintf("sub::%d", p[0].scheduleID) {
+		if p := r.pending(); len(p) != 1 || !actSubOrch(p[0]) || p[0].(*subOrch).instance != fmt.Sprintf("sub::%d", p[0].base().scheduleID) {
 			t.Fatalf("want one sub-orchestration with instance sub::<event id>, got %s", r.describe())
 		}
 	})
@@ -1562,7 +1583,7 @@ func TestReplaySpecSubOrchestration(t *testing.T) {
 			return string(v), err
 		})
 		r.wantContinue()
-		if p := r.pending(); len(p) != 1 || p[0].instance != "my-custom-instance" {
+		if p := r.pending(); len(p) != 1 || !actSubOrch(p[0]) || p[0].(*subOrch).instance != "my-custom-instance" {
 			t.Fatalf("want the explicit instance, got %s", r.describe())
 		}
 	})
@@ -1576,8 +1597,8 @@ func TestReplaySpecSubOrchestration(t *testing.T) {
 		r.wantCompleted("done")
 		var ids []string
 		for _, a := range r.pending() {
-			if a.kind == actSubOrch {
-				ids = append(ids, a.instance)
+			if actSubOrch(a) {
+				ids = append(ids, a.(*subOrch).instance)
 			}
 		}
 		if len(r.pending()) != 2 || len(ids) != 2 || ids[0] == ids[1] || !strings.HasPrefix(ids[0], subOrchAutoPrefix) || !strings.HasPrefix(ids[1], subOrchAutoPrefix) {
