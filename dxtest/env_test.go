@@ -96,11 +96,9 @@ func TestDayLongSleepFinishesFast(t *testing.T) {
 		}
 		return ctx.UtcNow().Await(ctx)
 	})
-	began := time.Now()
+	// Without the virtual clock the three days would outlast the environment's wait timeout and
+	// Result would fail the test: no real-time threshold needed (nor wanted on a loaded machine).
 	got := dxtest.Result[time.Time](env, env.Start("Reminder", 3))
-	if elapsed := time.Since(began); elapsed > 3*time.Second {
-		t.Fatalf("three days took %v of real time", elapsed)
-	}
 	if want := start.Add(72 * time.Hour); !got.Equal(want) || !env.Now().Equal(want) {
 		t.Fatalf("orchestration saw %v, clock %v, want %v", got, env.Now(), want)
 	}
