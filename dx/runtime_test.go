@@ -271,8 +271,9 @@ func TestCancelInstanceCascades(t *testing.T) {
 	opts := testOptions()
 	opts.WorkerLockTimeout = time.Second // a stolen lock is noticed at the next renewal
 	rt := dx.NewRuntime(p, opts)
-	activityCancelled := make(chan struct{}, 1)
+	activityStarted, activityCancelled := make(chan struct{}, 1), make(chan struct{}, 1)
 	dx.RegisterActivity(rt, "Forever", func(ctx context.Context, _ dx.Raw) (string, error) {
+		activityStarted <- struct{}{}
 		<-ctx.Done()
 		activityCancelled <- struct{}{}
 		return "", ctx.Err()
@@ -290,6 +291,8 @@ func TestCancelInstanceCascades(t *testing.T) {
 	ctx := waitCtx(t)
 	id := mustStart(t, c, ctx, "Parent", nil)
 	waitFor(t, "the child to run", func() bool { st, _ := c.Status(ctx, "the-child"); return st.State == dx.StateRunning })
+	// The activity must be running before the cancel (a cancel that comes first removes it unrun).
+	recv(t, activityStarted, "the activity to start")
 	if err := c.Cancel(ctx, id, "stop it"); err != nil {
 		t.Fatal(err)
 	}
