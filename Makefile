@@ -9,7 +9,7 @@
 #   make fuzz          fuzz the wire decoders (FUZZTIME per target, default 60s)
 #   make test-contrib  the metrics adapters in contrib/ (modules of their own: Prometheus, OpenTelemetry)
 #   make test-browser  dxctl web in headless Chromium (a module of its own; skips without chromium unless
-#                      DXCTL_WEB_REQUIRE_BROWSER=1; DXCTL_WEB_SCREENSHOTS=$$PWD/docs renews the README's pictures)
+#                      DXCTL_WEB_REQUIRE_BROWSER=1; DXCTL_WEB_SCREENSHOTS=$$PWD/docs renews docs/web-console.md's pictures)
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c

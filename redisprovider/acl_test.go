@@ -12,14 +12,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// readmeACL is the ACL rule the README's "Running in production" gives for a provider on
-// namespace "orders" (keep both in sync).
+// readmeACL is the ACL rule docs/operations.md ("An ACL user for the provider") gives for a
+// provider on namespace "orders" (keep both in sync).
 const readmeACL = "on >s3cret resetkeys ~{orders:* resetchannels -@all +@read +@write +@scripting -@dangerous " +
 	"+time +ping +hello +auth +config|get +wait +cluster|slots +cluster|shards +readonly"
 
-// TestReadmeACLIsEnough: a provider logged in as the ACL user the README describes runs a whole
-// orchestration (enqueue, long-polling fetches, ack, activity, reads, admin, delete) without a
-// permission error, and that user cannot touch other namespaces.
+// TestReadmeACLIsEnough: a provider logged in as the ACL user docs/operations.md describes runs a
+// whole orchestration (enqueue, long-polling fetches, ack, activity, reads, admin, delete) without
+// a permission error, and that user cannot touch other namespaces.
 func TestReadmeACLIsEnough(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)

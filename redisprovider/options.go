@@ -14,7 +14,8 @@ type Options struct {
 	// Addr is the Redis address used when Client is nil. Default "127.0.0.1:6379".
 	Addr string
 	// Username and Password authenticate (AUTH) when Client is nil: an ACL user, or Password
-	// alone for the default user (requirepass). See the README for the permissions the user needs.
+	// alone for the default user (requirepass). See docs/operations.md for the permissions the
+	// user needs.
 	Username string
 	Password string
 	// TLSConfig, when set, makes the connections New opens use TLS (e.g. managed Redis services).
@@ -45,7 +46,7 @@ type Options struct {
 	// failover to one of them does not lose it. When fewer acknowledge within WaitTimeout the call
 	// fails with a permanent error of Kind ErrNotReplicated: the write is on the primary only.
 	// Fetches do not wait (a lost fetch is a lost lock; the work is delivered again). Default 0:
-	// replication stays asynchronous. See the README for what each setting loses.
+	// replication stays asynchronous. See docs/operations.md for what each setting loses.
 	WaitReplicas int
 	// WaitTimeout bounds the wait for replicas. Default 1 s. It must stay below the client's read
 	// timeout (New raises the read timeout of the client it opens to WaitTimeout + 3 s).

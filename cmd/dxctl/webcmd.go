@@ -25,7 +25,7 @@ refuses any other address without a token. The token is read from an environment
 every request needs it ("Authorization: Bearer <token>", or the cookie the login page sets).
 Requests whose Host header is not the listening address (or localhost, for a loopback address)
 are refused: add other names with --allow-host. --read-only removes the actions (cancel, raise,
-enqueue, delete). The JSON API is under /api/ (see the README). Stops on Ctrl-C.`,
+enqueue, delete). The JSON API is under /api/ (see docs/web-console.md). Stops on Ctrl-C.`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
 		addr := fs.String("addr", "127.0.0.1:8080", "listen on `host:port`")
 		readOnly := fs.Bool("read-only", false, "no actions: the console only shows")

@@ -45,7 +45,7 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// screenshot saves a PNG of the whole page under $DXCTL_WEB_SCREENSHOTS (the README's pictures:
+// screenshot saves a PNG of the whole page under $DXCTL_WEB_SCREENSHOTS (docs/web-console.md's pictures:
 // DXCTL_WEB_SCREENSHOTS=$PWD/docs), else under the test's temporary directory.
 func screenshot(t *testing.T, ctx context.Context, dir, name string) {
 	t.Helper()
