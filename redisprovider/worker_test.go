@@ -812,7 +812,7 @@ func TestWorkerLongPoll(t *testing.T) { // not parallel: it checks that an immed
 	// wakes the gpu fetcher, not a DefaultOnly one; an item of a held session wakes its owner. The
 	// others wait out their (short) poll timeout each round, so that no abandoned BLPOP holds a
 	// connection into the next round (with a shared cluster client that could starve the pool).
-	const othersPoll = 600 * time.Millisecond
+	const othersPoll = 300 * time.Millisecond
 	targeted := func(t *testing.T, item func(i uint64) provider.WorkItem, want func(context.Context) (*provider.LockedWorkItem, error),
 		others ...func(context.Context) (*provider.LockedWorkItem, error)) {
 		for i := uint64(1); i <= 3; i++ {
