@@ -36,8 +36,10 @@ REDIS_PKGS  := ./redisprovider/... ./dx/... $(if $(wildcard cmd/*),./cmd/...)
 
 all: lint test
 
+# The two longest packages first: go test runs packages in the order named, two at a time here, and
+# redisprovider (about 32 s) started last made the run about 60 s instead of 48.
 test:
-	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) test $(TEST_FLAGS) ./redisprovider/ ./dx/ ./...
 
 test-contrib:
 	@for d in contrib/*/; do \
