@@ -30,6 +30,12 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // errorOf maps an error to a status code and a message for the user (never a stack trace).
+// apiFail answers an API request with err's status code and message (errorOf).
+func (s *Server) apiFail(w http.ResponseWriter, err error) {
+	code, msg := s.errorOf(err)
+	writeJSON(w, code, apiError{msg})
+}
+
 func (s *Server) errorOf(err error) (int, string) {
 	var br badRequest
 	var cf conflict
@@ -125,8 +131,7 @@ func (s *Server) apiOverview(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	o, err := s.overview(ctx)
 	if err != nil {
-		code, msg := s.errorOf(err)
-		writeJSON(w, code, apiError{msg})
+		s.apiFail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, o)
@@ -143,8 +148,7 @@ func (s *Server) apiInstances(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	code, msg := s.errorOf(err)
-	writeJSON(w, code, apiError{msg})
+	s.apiFail(w, err)
 }
 
 func (s *Server) apiInstance(w http.ResponseWriter, r *http.Request) {
@@ -156,8 +160,7 @@ func (s *Server) apiInstance(w http.ResponseWriter, r *http.Request) {
 		d, err = s.detail(ctx, id, nil, 0)
 	}
 	if err != nil {
-		code, msg := s.errorOf(err)
-		writeJSON(w, code, apiError{msg})
+		s.apiFail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, d)
@@ -178,8 +181,7 @@ func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	code, msg := s.errorOf(err)
-	writeJSON(w, code, apiError{msg})
+	s.apiFail(w, err)
 }
 
 // ---- pages ----
