@@ -26,7 +26,11 @@ func TestTokenDeliveredAsWaiterLeavesIsGivenBack(t *testing.T) {
 	testHookTokenDelivered = func() { cancel(); time.Sleep(100 * time.Millisecond) }
 	defer func() { testHookTokenDelivered = nil }()
 	go func() {
-		time.Sleep(200 * time.Millisecond)
+		// Once the fetch found nothing it registers its filter, then blocks: push the token then (a
+		// push that beats the BLPOP is delivered by it all the same, through the same hook).
+		for deadline := time.Now().Add(5 * time.Second); p.rdb.ZCard(context.Background(), p.keys.WakeFilters(0)).Val() == 0 &&
+			time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		}
 		p.rdb.LPush(context.Background(), key, "1")
 	}()
 	if it, err := p.FetchOrchestrationItem(ctx, time.Second, 5*time.Second, nil); it != nil || err != nil {
