@@ -124,13 +124,27 @@ type Holder interface {
 // acknowledgement one id for all its tries. Providers without attempt ids ignore it. id must be
 // non-empty; use a random one (a UUID) per logical write, never the same for two writes.
 func WithAttemptID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, attemptIDKey{}, id)
+	return context.WithValue(ctx, attemptIDKey{}, attempt{id: id})
 }
 
-// AttemptID returns the attempt id WithAttemptID put in ctx, or "".
-func AttemptID(ctx context.Context) string {
-	id, _ := ctx.Value(attemptIDKey{}).(string)
-	return id
+// WithFirstAttemptID is WithAttemptID for the first send of id: the caller has sent no write with
+// this id before, so the provider need not look for an earlier run's reply (redisprovider saves a
+// read per call). Later sends of the same write use WithAttemptID. dx uses it for each ack's first
+// try.
+func WithFirstAttemptID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, attemptIDKey{}, attempt{id: id, first: true})
+}
+
+// AttemptID returns the attempt id WithAttemptID or WithFirstAttemptID put in ctx ("" when none)
+// and whether it was marked as the id's first send.
+func AttemptID(ctx context.Context) (id string, first bool) {
+	a, _ := ctx.Value(attemptIDKey{}).(attempt)
+	return a.id, a.first
 }
 
 type attemptIDKey struct{}
+
+type attempt struct {
+	id    string
+	first bool
+}

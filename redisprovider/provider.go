@@ -277,11 +277,12 @@ const (
 )
 
 // runOnce is run for a write that must not apply twice: see "Ambiguous failures" above.
-// Cost: one GET and, on success, one SET (with expiry) inside the script; no extra round trip.
+// Cost: on success one SET (with expiry) inside the script, and one GET on a retry or for a caller's
+// id not marked as its first send; no extra round trip.
 func (p *Provider) runOnce(ctx context.Context, op, script string, partition int, args ...any) (any, error) {
-	id, given := "", false
+	id, given, first := "", false, false
 	if ctx != nil {
-		id = provider.AttemptID(ctx)
+		id, first = provider.AttemptID(ctx)
 		given = id != ""
 	}
 	if len(id) > maxAttemptID {
@@ -295,9 +296,10 @@ func (p *Provider) runOnce(ctx context.Context, op, script string, partition int
 	unknown := false
 	for try := 1; ; try++ {
 		key := attempt
-		if try == 1 && !given {
+		if try == 1 && (!given || first) {
 			// The first try of a fresh id: no earlier run to look up (dx_once in lib.lua). A
-			// caller's id may name a call it sent before, whose reply it lost.
+			// caller's id may name a call it sent before, whose reply it lost, unless the caller
+			// marked it as its first send (provider.WithFirstAttemptID).
 			key += "!"
 		}
 		res, err := p.call(ctx, op, script, partition, key, args)
