@@ -95,7 +95,7 @@ func (p *Provider) start(ctx context.Context) error {
 	if err := p.checkEvictionPolicy(ctx); err != nil {
 		return err
 	}
-	if err := p.checkFormat(ctx); err != nil {
+	if err := p.checkFormat(ctx); err != nil && !p.opts.anyFormat {
 		return err
 	}
 	if !p.opts.DisableFunctions {

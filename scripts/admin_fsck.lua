@@ -2,7 +2,7 @@
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- one atomic step: what it reports was true at one instant, so a live system's moving parts never
 -- show as a violation. redisprovider's Fsck pages over the namespace and calls it per batch.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] mode, then by mode:
 --   'inst'   [3..] instance ids
 --   'item'   [3..] worker item sequence numbers
