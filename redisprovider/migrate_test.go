@@ -31,8 +31,8 @@ func TestMigrateFormat1Keys(t *testing.T) {
 	c.Set(ctx, prefix+"seq", "41", 0)
 	c.Set(ctx, prefix+"oq:next", "99999999999999", 0)
 	c.Set(ctx, prefix+"wq:next", strconv.FormatInt(now, 10), 0)
-	c.ZAdd(ctx, prefix+"oq:orphans", redis.Z{Score: float64(now+3600_000), Member: "orphan"})
-	c.ZAdd(ctx, prefix+"oq:locked", redis.Z{Score: float64(now+60_000), Member: "busy"})
+	c.ZAdd(ctx, prefix+"oq:orphans", redis.Z{Score: float64(now + 3600_000), Member: "orphan"})
+	c.ZAdd(ctx, prefix+"oq:locked", redis.Z{Score: float64(now + 60_000), Member: "busy"})
 	before := namespaceKeys(t, p)
 	_, err = redisprovider.Migrate(ctx, c, ns, redisprovider.MigrateOptions{})
 	if !errors.Is(err, redisprovider.ErrNamespaceBusy) {
@@ -41,7 +41,7 @@ func TestMigrateFormat1Keys(t *testing.T) {
 	if after := namespaceKeys(t, p); len(after) != len(before) || c.Type(ctx, prefix+"seq").Val() != "string" {
 		t.Fatalf("refused migrate changed keys: %q -> %q", before, after)
 	}
-	c.ZAdd(ctx, prefix+"oq:locked", redis.Z{Score: float64(now-1), Member: "busy"}) // the lock expired: format 2 reclaims it
+	c.ZAdd(ctx, prefix+"oq:locked", redis.Z{Score: float64(now - 1), Member: "busy"}) // the lock expired: format 2 reclaims it
 	c.ZAdd(ctx, prefix+"wake:filters", redis.Z{Score: float64(now + 60_000), Member: "*"})
 	if _, err := redisprovider.Migrate(ctx, c, ns, redisprovider.MigrateOptions{}); !errors.Is(err, redisprovider.ErrNamespaceBusy) {
 		t.Fatalf("migrate with a waiting fetcher: %v, want ErrNamespaceBusy", err)
