@@ -64,12 +64,12 @@ import (
 //	                                instance_id, execution_id, a null source_event_id, duroxide_version
 //	                                0.1.30 and null parents of OrchestrationStarted are left out
 //	P he:<e>:<id>           SET     event ids of the history, once they are not exactly 1..n in order
-//	P q:<id>                HASH    orchestrator messages: m<s> JSON, a<s> deliveries that ended without an
-//	                                ack (absent 0; a held lock's is not counted yet), t<s> type code (S
-//	                                start, C continue-as-new, Q queue message; absent: other), h
-//	                                "<ms> <reason>" while the runtime holds the instance (its next
-//	                                ack deletes it with the messages)
-//	P qz:<id>               ZSET    message seq -> visible_at ms
+//	P q:<id>                HASH    orchestrator messages: m<s> JSON, t<s> "<code><ms>": the type code (S
+//	                                start, C continue-as-new, Q queue message, O other) and the ms the
+//	                                message becomes visible, a<s> deliveries that ended without an ack
+//	                                (absent 0; a held lock's is not counted yet), h "<ms> <reason>"
+//	                                while the runtime holds the instance (its next ack deletes it with
+//	                                the messages)
 //	P lk:<id>               HASH    instance lock: tok ("<nonce>.<id>") until seqs inst ("1": the instance
 //	                                existed at fetch) more ("1": other messages pending) tag, x (the
 //	                                execution the fetch found when the instance hash names none)
@@ -89,7 +89,7 @@ import (
 //   - A lock lk:<id> is in oq:locked scored at its until, and oq:locked lists nothing else
 //     [lock_unindexed, locked_without_lock, lock_expiry_mismatch]; the messages a lock covers
 //     exist [lock_message_missing].
-//   - q:<id> holds a body m<s> for exactly the sequence numbers qz:<id> lists
+//   - q:<id> holds a body m<s> exactly for the sequence numbers it holds a t<s> for
 //     [message_without_body, message_without_visibility].
 //   - An instance with messages is locked, ready (in oq:ready:<its pin key>), delayed (in
 //     oq:due) or parked (in oq:parked) [messages_stranded]; it is in at most one ready set, the
@@ -228,9 +228,6 @@ func (k Keyspace) HistoryIDs(id string, execution uint64) string {
 
 // Messages is an instance's orchestrator message hash.
 func (k Keyspace) Messages(id string) string { return k.inst("q:", id) }
-
-// MessageVisibility is an instance's message visibility sorted set.
-func (k Keyspace) MessageVisibility(id string) string { return k.inst("qz:", id) }
 
 // Lock is an instance's lock hash.
 func (k Keyspace) Lock(id string) string { return k.inst("lk:", id) }

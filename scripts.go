@@ -62,7 +62,7 @@ func libSource() string {
 
 // LibSource returns the shared helpers followed by the per-call setup, ready to be followed by
 // an EVAL body (tests use it to call helpers directly).
-func LibSource() (string, error) { return libSource() + "dx_setup(ARGV[1])\n", nil }
+func LibSource() (string, error) { return libSource() + setupCall("ARGV", true), nil }
 
 // checksFormat reports whether an operation checks the namespace's format before it runs: every
 // operation that writes, except one whose header says "-- format: any" (the migration).

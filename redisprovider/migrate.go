@@ -78,20 +78,69 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 		return nil, p.formatErr("migrate", &FormatError{Namespace: namespace, Found: found})
 	}
 	start := time.Now()
-	for _, step := range []string{"begin", "finish"} {
-		res, err := p.run(ctx, "migrate", "admin_migrate", 0, step)
+	step := func(name string, args ...any) (int64, error) {
+		res, err := p.run(ctx, "migrate", "admin_migrate", 0, append([]any{name}, args...)...)
 		if err != nil {
-			if strings.Contains(err.Error(), "DX_BUSY ") {
-				_, why, _ := strings.Cut(err.Error(), "DX_BUSY ")
-				return nil, fmt.Errorf("%w: %s", ErrNamespaceBusy, why)
+			if _, why, busy := strings.Cut(err.Error(), "DX_BUSY "); busy {
+				return 0, fmt.Errorf("%w: %s", ErrNamespaceBusy, why)
 			}
-			return nil, err
+			return 0, err
 		}
-		if n, _ := res.(int64); n == 1 {
-			rep.Steps = append(rep.Steps, step)
-			logger.Info("dxredis: migrate", "namespace", namespace, "step", step)
-		}
+		n, _ := res.(int64)
+		return n, nil
+	}
+	if n, err := step("begin"); err != nil {
+		return nil, err
+	} else if n == 1 {
+		rep.Steps = append(rep.Steps, "begin")
+	}
+	converted, err := p.migrateMessages(ctx, step)
+	if err != nil {
+		return nil, err
+	}
+	if converted > 0 {
+		rep.Steps = append(rep.Steps, fmt.Sprintf("messages of %d instances", converted))
+	}
+	if n, err := step("finish"); err != nil {
+		return nil, err
+	} else if n == 1 {
+		rep.Steps = append(rep.Steps, "finish")
+	}
+	for _, s := range rep.Steps {
+		logger.Info("dxredis: migrate", "namespace", namespace, "step", s)
 	}
 	rep.To, rep.Elapsed = dxredis.Format, time.Since(start)
 	return rep, nil
+}
+
+// migrateMessages converts every instance's format-1 message visibility set (qz:<id>), in
+// batches (admin_migrate 'messages'); a batch that ran is not converted twice.
+func (p *Provider) migrateMessages(ctx context.Context, step func(string, ...any) (int64, error)) (int, error) {
+	prefix := p.keys.Prefix(0)
+	total := 0
+	var batch []any
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		n, err := step("messages", batch...)
+		total += int(n)
+		batch = batch[:0]
+		return err
+	}
+	err := forEachPrimary(ctx, p.rdb, func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, globQuote(prefix)+"qz:*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if batch = append(batch, strings.TrimPrefix(iter.Val(), prefix+"qz:")); len(batch) == 200 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		return total, p.mapErr("migrate", err)
+	}
+	return total, flush()
 }

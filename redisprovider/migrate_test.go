@@ -33,6 +33,9 @@ func TestMigrateFormat1Keys(t *testing.T) {
 	c.Set(ctx, prefix+"wq:next", strconv.FormatInt(now, 10), 0)
 	c.ZAdd(ctx, prefix+"oq:orphans", redis.Z{Score: float64(now + 3600_000), Member: "orphan"})
 	c.ZAdd(ctx, prefix+"oq:locked", redis.Z{Score: float64(now + 60_000), Member: "busy"})
+	// Format 1's messages: bodies and type codes (none for 'O') in q:<id>, visible times in qz:<id>.
+	c.HSet(ctx, prefix+"q:msgs", "m5", `{"x":1}`, "t5", "S", "m6", `{"x":2}`, "a6", "1")
+	c.ZAdd(ctx, prefix+"qz:msgs", redis.Z{Score: float64(now), Member: "5"}, redis.Z{Score: float64(now + 5000), Member: "6"})
 	before := namespaceKeys(t, p)
 	_, err = redisprovider.Migrate(ctx, c, ns, redisprovider.MigrateOptions{})
 	if !errors.Is(err, redisprovider.ErrNamespaceBusy) {
@@ -49,13 +52,19 @@ func TestMigrateFormat1Keys(t *testing.T) {
 	c.Del(ctx, prefix+"wake:filters")
 
 	rep, err = redisprovider.Migrate(ctx, c, ns, redisprovider.MigrateOptions{Partitions: 1})
-	if err != nil || rep.From != 1 || rep.To != dxredis.Format || len(rep.Steps) != 2 {
+	if err != nil || rep.From != 1 || rep.To != dxredis.Format || len(rep.Steps) != 3 {
 		t.Fatalf("migrate: %+v %v", rep, err)
 	}
 	meta := c.HGetAll(ctx, p.Keyspace().Meta(0)).Val()
 	if meta["format"] != "2" || meta["seq"] != "41" || meta["migrating"] != "" {
 		t.Fatalf("format record after migrate: %v", meta)
 	}
+	msgs := c.HGetAll(ctx, prefix+"q:msgs").Val()
+	if msgs["t5"] != "S"+strconv.FormatInt(now, 10) || msgs["t6"] != "O"+strconv.FormatInt(now+5000, 10) ||
+		msgs["m6"] != `{"x":2}` || msgs["a6"] != "1" || c.Exists(ctx, prefix+"qz:msgs").Val() != 0 {
+		t.Fatalf("messages after migrate: %v (qz: %d)", msgs, c.Exists(ctx, prefix+"qz:msgs").Val())
+	}
+	c.Del(ctx, prefix+"q:msgs") // hand-made: no instance or index holds them
 	if c.ZScore(ctx, prefix+"oq:parked", "orphan").Val() != float64(now+3600_000) {
 		t.Fatalf("the orphan index did not move to oq:parked")
 	}

@@ -49,7 +49,7 @@ local function delete_all(list, in_set, res)
     oq_unindex(id)
     redis.call('ZREM', K_LOCKED, id)
     redis.call('ZREM', K_ORPHANS, id)
-    res[4] = res[4] + redis.call('ZCARD', k_vis(id))
+    res[4] = res[4] + oq_count(id)
     -- Executions and histories (the instance hash read once for all of them).
     local i = rec_fields(id)
     for _, e in ipairs(executions(id, i)) do
@@ -65,7 +65,7 @@ local function delete_all(list, in_set, res)
     end
     if m[2] then redis.call('ZREM', k_idx_status(m[2]), id) end
     redis.call('ZREM', K_IDX_INSTANCES, id)
-    redis.call('DEL', k_inst(id), k_execs(id), k_msgs(id), k_vis(id), k_lock(id), k_cs(id), k_kv(id), k_kd(id),
+    redis.call('DEL', k_inst(id), k_execs(id), k_msgs(id), k_lock(id), k_cs(id), k_kv(id), k_kd(id),
       k_children(id))
   end
 end

@@ -42,28 +42,29 @@ local function check_instance(id)
       ' expires at ' .. tostring(lk[2]))
   end
 
-  -- Messages: the bodies (q:) and the visibility set (qz:) hold the same sequence numbers.
-  local km, kz = k_msgs(id), k_vis(id)
-  local vis = redis.call('ZRANGE', kz, '0', '-1')
-  local bodies = {}
+  -- Messages: each body m<s> has its type-and-time field t<s> and each t<s> its body (lib.lua,
+  -- oq_messages).
+  local km = k_msgs(id)
+  local bodies, types, nmsg = {}, {}, 0
   for _, f in ipairs(redis.call('HKEYS', km)) do
-    if string.sub(f, 1, 1) == 'm' then bodies[string.sub(f, 2)] = true end
+    local c = string.sub(f, 1, 1)
+    if c == 'm' then bodies[string.sub(f, 2)] = true elseif c == 't' then types[string.sub(f, 2)] = true end
   end
-  local nmsg = 0
-  for _, s in ipairs(vis) do
+  for s in pairs(types) do
     nmsg = nmsg + 1
     if not bodies[s] then
-      bad('message_without_body', id, kz .. ' lists message ' .. s .. ' but ' .. km .. ' has no m' .. s)
+      bad('message_without_body', id, km .. ' has t' .. s .. ' but no body m' .. s)
     end
-    bodies[s] = nil
   end
   for s in pairs(bodies) do
-    bad('message_without_visibility', id, km .. ' holds m' .. s .. ' but ' .. kz .. ' does not list it: it is never delivered')
+    if not types[s] then
+      bad('message_without_visibility', id, km .. ' holds m' .. s .. ' without its t' .. s .. ': it is never delivered')
+    end
   end
   if locked then
     for _, s in ipairs(words(lk[3])) do
-      if redis.call('ZSCORE', kz, s) == false then
-        bad('lock_message_missing', id, kl .. ' covers message ' .. s .. ' which ' .. kz .. ' does not hold')
+      if not bodies[s] then
+        bad('lock_message_missing', id, kl .. ' covers message ' .. s .. ' which ' .. km .. ' does not hold')
       end
     end
   end
@@ -90,13 +91,13 @@ local function check_instance(id)
     bad('ready_while_locked', id, k_ready(ready_in[1]) .. ' lists the instance while ' .. kl .. ' holds it')
   end
   if nmsg == 0 and #ready_in > 0 then
-    bad('ready_without_messages', id, k_ready(ready_in[1]) .. ' lists the instance but ' .. kz .. ' is empty')
+    bad('ready_without_messages', id, k_ready(ready_in[1]) .. ' lists the instance but ' .. km .. ' is empty')
   end
   if nmsg == 0 and due then
-    bad('due_without_messages', id, K_DUE .. ' lists the instance but ' .. kz .. ' is empty')
+    bad('due_without_messages', id, K_DUE .. ' lists the instance but ' .. km .. ' is empty')
   end
   if nmsg > 0 and not locked and #ready_in == 0 and not due and not orphan then
-    bad('messages_stranded', id, kz .. ' holds ' .. nmsg .. ' message(s) but the instance is not locked and in no ' ..
+    bad('messages_stranded', id, km .. ' holds ' .. nmsg .. ' message(s) but the instance is not locked and in no ' ..
       'ready set, ' .. K_DUE .. ' or ' .. K_ORPHANS .. ': no fetch will deliver them')
   end
   if orphan and has_rec then

@@ -12,9 +12,9 @@ local msgs = 0
 for _, id in ipairs(ids) do
   -- An instance created meanwhile owns its messages; only true orphans go.
   if redis.call('EXISTS', k_inst(id), k_execs(id)) == 0 then
-    msgs = msgs + redis.call('ZCARD', k_vis(id))
+    msgs = msgs + oq_count(id)
     oq_unindex(id)
-    redis.call('DEL', k_msgs(id), k_vis(id))
+    redis.call('DEL', k_msgs(id))
   end
   redis.call('ZREM', K_ORPHANS, id)
 end

@@ -96,7 +96,6 @@ local function k_xout(id, e) return P .. 'xo:' .. e .. ':' .. id end
 local function k_hist(id, e) return P .. 'h:' .. e .. ':' .. id end
 local function k_hids(id, e) return P .. 'he:' .. e .. ':' .. id end
 local function k_msgs(id) return P .. 'q:' .. id end
-local function k_vis(id) return P .. 'qz:' .. id end
 local function k_lock(id) return P .. 'lk:' .. id end
 local function k_cs(id) return P .. 'cs:' .. id end
 local function k_kv(id) return P .. 'kv:' .. id end
@@ -321,11 +320,48 @@ end
 -- or at least one execution (acks without metadata, append_with_execution). Cost: O(1).
 local function inst_known(id) return redis.call('EXISTS', k_inst(id), k_execs(id)) > 0 end
 
--- Whether a start (type code 'S', see oq_enqueue) is queued for an instance, fetched or not.
+-- Orchestrator messages of an instance, q:<id> HASH: m<s> the item JSON, t<s> its type code and
+-- the ms it becomes visible ('<code><ms>': S start, C continue-as-new, Q queue message, O other;
+-- e.g. 'S1795742212536'), a<s> fetch attempts (absent 0), and h the hold note (orch_abandon). One
+-- field says both what a message is and when it may be fetched, so an enqueue writes one HSET and
+-- a fetch reads one HGETALL (format 1 kept the times in a sorted set of their own).
+--
+-- oq_messages reads them: the seqs visible at now (ascending, as strings), the earliest time a
+-- message not visible yet becomes visible (nil: none), and the fields by name. Cost: O(messages).
+local function oq_messages(id, now)
+  local all = redis.call('HGETALL', k_msgs(id))
+  local f, seqs, later = {}, {}, nil
+  for i = 1, #all, 2 do
+    f[all[i]] = all[i + 1]
+  end
+  for i = 1, #all, 2 do
+    if string.byte(all[i], 1) == 116 then -- 't'
+      local at = tonumber(string.sub(all[i + 1], 2))
+      if at <= now then
+        seqs[#seqs + 1] = string.sub(all[i], 2)
+      elseif later == nil or at < later then
+        later = at
+      end
+    end
+  end
+  if #seqs > 1 then table.sort(seqs, function(a, b) return tonumber(a) < tonumber(b) end) end
+  return seqs, later, f
+end
+
+-- The number of messages queued for an instance. Cost: O(messages).
+local function oq_count(id)
+  local n = 0
+  for _, f in ipairs(redis.call('HKEYS', k_msgs(id))) do
+    if string.byte(f, 1) == 116 then n = n + 1 end -- 't'
+  end
+  return n
+end
+
+-- Whether a start (type code 'S', see oq_messages) is queued for an instance, fetched or not.
 -- Cost: O(messages queued for it).
 local function start_queued(id)
   for _, v in ipairs(redis.call('HVALS', k_msgs(id))) do
-    if v == 'S' then return true end -- an item's JSON is never the bare letter
+    if string.byte(v, 1) == 83 and #v < 24 then return true end -- 'S<ms>'; an item's JSON starts with '{'
   end
   return false
 end
@@ -367,20 +403,15 @@ end
 -- when it is ready (a fetcher should be woken), else nil. Cost: O(messages of the instance that
 -- are visible) + O(log N).
 local function oq_reindex(id, now)
-  local vis = redis.call('ZRANGEBYSCORE', k_vis(id), '-inf', d(now))
-  local best, pin = nil, nil
-  for _, s in ipairs(vis) do
-    local n = tonumber(s)
-    if best == nil or n < best then best = n end
-  end
-  if best ~= nil then
+  local seqs, later = oq_messages(id, now)
+  local pin = nil
+  if seqs[1] then
     pin = pin_of(id)
-    redis.call('ZADD', k_ready(pin), d(best), id)
+    redis.call('ZADD', k_ready(pin), seqs[1], id)
     if pin ~= '-' then redis.call('SADD', K_PINS, pin) end
   end
-  local nxt = redis.call('ZRANGEBYSCORE', k_vis(id), '(' .. d(now), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
-  if nxt[1] then
-    oq_due_set(id, tonumber(nxt[2]))
+  if later then
+    oq_due_set(id, later)
   else
     redis.call('ZREM', K_DUE, id)
   end
@@ -428,7 +459,6 @@ end
 local function orphan_park(id, now)
   if redis.call('ZADD', K_ORPHANS, 'NX', now + ORPHAN_TTL_MS, id) == 1 then
     redis.call('PEXPIRE', k_msgs(id), ORPHAN_TTL_MS)
-    redis.call('PEXPIRE', k_vis(id), ORPHAN_TTL_MS)
     chore_at(now + ORPHAN_TTL_MS)
   end
 end
@@ -437,7 +467,7 @@ end
 local function orphan_sweep(now)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_ORPHANS, '-inf', now, 'LIMIT', 0, 100)) do
     redis.call('ZREM', K_ORPHANS, id)
-    redis.call('DEL', k_msgs(id), k_vis(id)) -- in case the server's expiry is late
+    redis.call('DEL', k_msgs(id)) -- in case the server's expiry is late
   end
 end
 
@@ -453,11 +483,11 @@ local function orphan_fate(id, tcode, visible_at, now)
   local parked = redis.call('ZSCORE', K_ORPHANS, id)
   if parked and tonumber(parked) <= now then -- expired, not swept yet: a new message starts afresh
     redis.call('ZREM', K_ORPHANS, id)
-    redis.call('DEL', k_msgs(id), k_vis(id))
+    redis.call('DEL', k_msgs(id))
     parked = false
   end
   if parked then return 'park' end
-  if redis.call('EXISTS', k_vis(id)) == 1 then return nil end
+  if redis.call('EXISTS', k_msgs(id)) == 1 then return nil end
   if tcode ~= 'Q' then return 'park' end
   if visible_at <= now then return 'drop' end
   return nil
@@ -468,13 +498,11 @@ end
 -- A message for a locked instance marks the lock ('more'): its ack then reindexes the instance.
 -- A message for an instance that does not exist is parked or dropped (orphan_fate; returns
 -- DROPPED then).
--- Message hash fields: m<s> the item JSON, t<s> its type code ('S' start, 'C' continue-as-new,
--- 'Q' queue message; absent: other), a<s> fetch attempts (absent: 0).
+-- Message hash fields: see oq_messages.
 local function oq_enqueue(id, json, tcode, visible_at, now)
   local start = tcode == 'S' or tcode == 'C'
   if start and redis.call('ZREM', K_ORPHANS, id) == 1 then -- the start adopts parked orphans
     redis.call('PERSIST', k_msgs(id))
-    redis.call('PERSIST', k_vis(id))
   end
   if visible_at < now then visible_at = now end
   local locked = is_locked(id)
@@ -488,12 +516,7 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
     end
   end
   local s = d(next_seq(1))
-  if tcode == 'O' then
-    redis.call('HSET', k_msgs(id), 'm' .. s, json)
-  else
-    redis.call('HSET', k_msgs(id), 'm' .. s, json, 't' .. s, tcode)
-  end
-  redis.call('ZADD', k_vis(id), visible_at == now_ms() and now_s() or d(visible_at), s)
+  redis.call('HSET', k_msgs(id), 'm' .. s, json, 't' .. s, tcode .. (visible_at == now_ms() and now_s() or d(visible_at)))
   if locked then
     redis.call('HSET', k_lock(id), 'more', '1')
     return nil
@@ -512,19 +535,17 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
   return nil
 end
 
--- Delete orchestrator messages seqs of an instance, two commands per 300 messages. An ack calls it
+-- Delete orchestrator messages seqs of an instance, one command per 300 messages. An ack calls it
 -- (or deletes the whole hash): the hold note h (orch_abandon) goes with the first chunk.
 local function oq_delete_many(id, seqs)
   for i = 1, #seqs, 300 do
-    local fields, members = {}, {}
+    local fields = {}
     if i == 1 then fields[1] = 'h' end
     for j = i, math.min(i + 299, #seqs) do
       local s = seqs[j]
       fields[#fields + 1], fields[#fields + 2], fields[#fields + 3] = 'm' .. s, 'a' .. s, 't' .. s
-      members[#members + 1] = s
     end
     redis.call('HDEL', k_msgs(id), unpack(fields))
-    redis.call('ZREM', k_vis(id), unpack(members))
   end
 end
 
@@ -700,7 +721,7 @@ end
 
 -- An instance's keys; with_children false leaves out its children set (reaping needs it).
 local function instance_keys(id, with_children)
-  local keys = { k_inst(id), k_execs(id), k_cs(id), k_kv(id), k_kd(id), k_msgs(id), k_vis(id) }
+  local keys = { k_inst(id), k_execs(id), k_cs(id), k_kv(id), k_kd(id), k_msgs(id) }
   if with_children then keys[#keys + 1] = k_children(id) end
   for _, e in ipairs(executions(id)) do
     keys[#keys + 1] = k_exec(id, e)

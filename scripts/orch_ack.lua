@@ -98,7 +98,7 @@ end
 if lk[5] == '1' then
   oq_delete_many(id, words(lk[3]))
 else
-  redis.call('DEL', k_msgs(id), k_vis(id))
+  redis.call('DEL', k_msgs(id))
 end
 
 -- 2. Instance and execution records: their changes are gathered in ifields / xfields and written

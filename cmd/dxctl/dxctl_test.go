@@ -930,7 +930,7 @@ func TestFsck(t *testing.T) {
 	}
 	out, errOut, code := f.dxctl("fsck")
 	if code != 1 || !strings.Contains(errOut, "breaks its invariants") ||
-		!regexpLine(out, `^messages_stranded "queued-1": .*`+regexp.QuoteMeta(prefix+"qz:queued-1")+` holds 1 message`) ||
+		!regexpLine(out, `^messages_stranded "queued-1": .*`+regexp.QuoteMeta(prefix+"q:queued-1")+` holds 1 message`) ||
 		!regexpLine(out, `1 violation\(s\)$`) {
 		t.Fatalf("fsck of a damaged namespace: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
