@@ -95,7 +95,8 @@ func TestFsckFindsEachDamage(t *testing.T) {
 		{"orphaned keys", []string{"HSET", "$Pcs:gone", "v", "1"}, []string{"orphaned_keys gone"}},
 		{"worker item unindexed", []string{"ZREM", "$Pwq:ready:-", "$S"}, []string{"item_placement $S"}},
 		{"worker index entry without item", []string{"ZADD", "$Pwq:due", "1", "999999"}, []string{"item_index_without_item 999999"}},
-		{"gate late", []string{"SET", "$Poq:next", "99999999999999"}, []string{"gate_late "}},
+		{"gate late", []string{"SET", "$Poq:gate", "99999999999999"}, []string{"gate_late "}},
+		{"format-1 key usable", []string{"DEL", "$Pseq"}, []string{"format_record "}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -122,7 +123,7 @@ func TestFsckFindsEachDamage(t *testing.T) {
 	}
 }
 
-// A damaged message hash: a body without its visibility entry is never delivered.
+// A damaged message hash: a body without its type-and-time field t<s> is never delivered.
 func TestFsckMessageWithoutVisibility(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
@@ -130,11 +131,16 @@ func TestFsckMessageWithoutVisibility(t *testing.T) {
 	fsckWorld(t, p)
 	ctx := context.Background()
 	ks := p.Keyspace()
-	seqs, err := p.Client().ZRange(ctx, ks.MessageVisibility("b"), 0, -1).Result()
-	if err != nil || len(seqs) != 1 {
-		t.Fatalf("messages of b: %q, %v", seqs, err)
+	var types []string
+	for _, f := range p.Client().HKeys(ctx, ks.Messages("b")).Val() {
+		if strings.HasPrefix(f, "t") {
+			types = append(types, f)
+		}
 	}
-	p.Client().ZRem(ctx, ks.MessageVisibility("b"), seqs[0])
+	if len(types) != 1 {
+		t.Fatalf("messages of b: %q", types)
+	}
+	p.Client().HDel(ctx, ks.Messages("b"), types[0])
 	got := fsckCodes(t, p)
 	want := []string{"message_without_visibility b", "ready_without_messages b"}
 	if !slices.Equal(got, want) {
