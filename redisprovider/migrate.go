@@ -14,6 +14,9 @@ import (
 	"github.com/duroxide-go/dxredis/provider"
 )
 
+// errMigrateStopped: Migrate stopped after MigrateOptions.steps steps (tests of a crash).
+var errMigrateStopped = errors.New("dxredis: migrate stopped (test)")
+
 // ErrNamespaceBusy is returned (wrapped) by Migrate while a runtime still uses the namespace:
 // a turn or activity is locked, a session is owned, or a fetcher waits.
 var ErrNamespaceBusy = errors.New("dxredis: the namespace is in use")
@@ -25,6 +28,9 @@ type MigrateOptions struct {
 	Partitions int
 	// Logger receives a line per step. Default: discard.
 	Logger *slog.Logger
+
+	// steps, when positive, stops after that many atomic steps as a crash would (tests).
+	steps int
 }
 
 // MigrateReport says what Migrate did.
@@ -78,7 +84,11 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 		return nil, p.formatErr("migrate", &FormatError{Namespace: namespace, Found: found})
 	}
 	start := time.Now()
+	ran := 0
 	step := func(name string, args ...any) (int64, error) {
+		if ran++; opts.steps > 0 && ran > opts.steps {
+			return 0, errMigrateStopped
+		}
 		res, err := p.run(ctx, "migrate", "admin_migrate", 0, append([]any{name}, args...)...)
 		if err != nil {
 			if _, why, busy := strings.Cut(err.Error(), "DX_BUSY "); busy {
