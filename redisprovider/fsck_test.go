@@ -95,7 +95,8 @@ func TestFsckFindsEachDamage(t *testing.T) {
 		{"orphaned keys", []string{"HSET", "$Pcs:gone", "v", "1"}, []string{"orphaned_keys gone"}},
 		{"worker item unindexed", []string{"ZREM", "$Pwq:ready:-", "$S"}, []string{"item_placement $S"}},
 		{"worker index entry without item", []string{"ZADD", "$Pwq:due", "1", "999999"}, []string{"item_index_without_item 999999"}},
-		{"gate late", []string{"SET", "$Poq:next", "99999999999999"}, []string{"gate_late "}},
+		{"gate late", []string{"SET", "$Poq:gate", "99999999999999"}, []string{"gate_late "}},
+		{"format-1 key usable", []string{"DEL", "$Pseq"}, []string{"format_record "}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

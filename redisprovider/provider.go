@@ -95,6 +95,9 @@ func (p *Provider) start(ctx context.Context) error {
 	if err := p.checkEvictionPolicy(ctx); err != nil {
 		return err
 	}
+	if err := p.checkFormat(ctx); err != nil {
+		return err
+	}
 	if !p.opts.DisableFunctions {
 		err := p.loadFunctions(ctx)
 		switch {
@@ -361,7 +364,7 @@ func (p *Provider) call(ctx context.Context, op, script string, partition int, a
 	argv := make([]any, 0, len(args)+1)
 	argv = append(argv, p.keys.Prefix(partition))
 	argv = append(argv, args...)
-	keys := []string{p.keys.Seq(partition)}
+	keys := []string{p.keys.Meta(partition)}
 	if attempt != "" {
 		keys = append(keys, attempt)
 	}
@@ -436,6 +439,9 @@ func (p *Provider) mapErr(op string, err error) error {
 	}
 	msg := err.Error()
 	code, rest, _ := strings.Cut(msg, " ")
+	if code == "DX_FORMAT" {
+		return p.scriptFormatErr(op, rest)
+	}
 	if kind, ok := scriptErrKinds[code]; ok {
 		return provider.NewPermanentError(op, rest).WithKind(kind)
 	}

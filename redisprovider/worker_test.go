@@ -156,7 +156,7 @@ func wNoQueueKeys(t *testing.T, p *redisprovider.Provider) {
 	t.Helper()
 	for _, k := range wKeys(t, p) {
 		switch {
-		case k == "seq", k == "wq:next", strings.HasPrefix(k, "wake:"), strings.HasPrefix(k, "wq:wake:"), k == "wq:waiting", // wake keys expire
+		case k == "meta", slices.Contains(dxredis.Format1Keys, k), k == "wq:gate", strings.HasPrefix(k, "wake:"), strings.HasPrefix(k, "wq:wake:"), k == "wq:waiting", // wake keys expire
 			strings.HasPrefix(k, "wq:sess:"), k == "wq:sowned", k == "wq:sidle", strings.HasPrefix(k, "wq:owner:"):
 		case strings.HasPrefix(k, "wq:"):
 			t.Errorf("worker-queue key %q left after the queue drained", k)
@@ -179,7 +179,7 @@ func wLib(t *testing.T) string {
 func wEval(t *testing.T, p *redisprovider.Provider, body string, args ...any) any {
 	t.Helper()
 	ks := p.Keyspace()
-	res, err := p.Client().Eval(t.Context(), wLib(t)+body, []string{ks.Seq(0)}, append([]any{ks.Prefix(0)}, args...)...).Result()
+	res, err := p.Client().Eval(t.Context(), wLib(t)+body, []string{ks.Meta(0)}, append([]any{ks.Prefix(0)}, args...)...).Result()
 	if err != nil {
 		t.Fatalf("eval: %v", err)
 	}

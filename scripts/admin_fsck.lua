@@ -214,6 +214,18 @@ elseif mode == 'global' then
         ' does not list pin ' .. ARGV[i] .. ': no fetch looks there')
     end
   end
+  -- The format record (lib.lua, format_check): a namespace with data has it, and the keys a
+  -- format-1 process touches first are hashes it cannot use.
+  local fmt = redis.call('HGET', K_META, 'format')
+  if fmt ~= FORMAT then
+    bad('format_record', '', K_META .. ' says format ' .. tostring(fmt) .. ', want ' .. FORMAT ..
+      ': a format-1 process could write here (dxctl migrate writes the record)')
+  end
+  for _, k in ipairs(FORMAT1_KEYS) do
+    if redis.call('TYPE', P .. k)['ok'] ~= 'hash' then
+      bad('format_record', '', P .. k .. ' is not the format-2 hash: a format-1 process would use it')
+    end
+  end
   -- The housekeeping gates are at or before the earliest score they stand for.
   local function head(key)
     local h = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')

@@ -4,7 +4,7 @@
 -- Loaded as a Redis Functions library (Redis 7+) this code runs once; as EVAL scripts it runs on
 -- every call. So nothing here may depend on the call: dx_setup(ARGV[1]) sets P and the keys
 -- derived from it at the start of every call, in both modes.
-local P, K_PINS, K_DUE, K_LOCKED, K_OQ_NEXT, OQ_NEXT, K_CHORES, K_SEQ, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP, K_ORPHANS
+local P, K_PINS, K_DUE, K_LOCKED, K_OQ_NEXT, OQ_NEXT, K_CHORES, K_META, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP, K_ORPHANS
 local setup_hooks = {} -- keys of the other lib files derived from P (lib_worker.lua)
 local call_hooks = {} -- per-call state of the other lib files to reset (lib_worker.lua)
 
@@ -13,24 +13,61 @@ local NOW, NOW_S -- the server time of this call, read once (now_ms), and as a s
 -- recomputed only when the prefix differs from the previous call's (about 25 string
 -- concatenations and internings per call saved, most calls use one prefix); per-call state is
 -- reset every time.
-local function dx_setup(prefix)
+local format_checked = {} -- prefixes whose format record this library load has checked (see format_check)
+local format_check
+local function dx_setup(prefix, writes)
   NOW, NOW_S, OQ_NEXT = nil, nil, nil
   for _, hook in ipairs(call_hooks) do hook() end
-  if prefix == P then return end
-  P = prefix
-  K_PINS = P .. 'oq:pins'
-  K_DUE = P .. 'oq:due'
-  K_LOCKED = P .. 'oq:locked'
-  K_OQ_NEXT = P .. 'oq:next'
-  K_CHORES = P .. 'chores'
-  K_SEQ = P .. 'seq'
-  K_WAKE_ORCH = P .. 'wake:orch'
-  K_WAKE_FILTERS = P .. 'wake:filters'
-  K_IDX_INSTANCES = P .. 'idx:instances'
-  K_IDX_EXPIRY = P .. 'idx:expiry'
-  K_IDX_REAP = P .. 'idx:reap'
-  K_ORPHANS = P .. 'oq:orphans'
-  for _, hook in ipairs(setup_hooks) do hook() end
+  if prefix ~= P then
+    P = prefix
+    K_PINS = P .. 'oq:pins'
+    K_DUE = P .. 'oq:due'
+    K_LOCKED = P .. 'oq:locked'
+    K_OQ_NEXT = P .. 'oq:gate'
+    K_CHORES = P .. 'chores'
+    K_META = P .. 'meta'
+    K_WAKE_ORCH = P .. 'wake:orch'
+    K_WAKE_FILTERS = P .. 'wake:filters'
+    K_IDX_INSTANCES = P .. 'idx:instances'
+    K_IDX_EXPIRY = P .. 'idx:expiry'
+    K_IDX_REAP = P .. 'idx:reap'
+    K_ORPHANS = P .. 'oq:parked'
+    for _, hook in ipairs(setup_hooks) do hook() end
+  end
+  if writes and not format_checked[P] then return format_check() end
+  return nil
+end
+
+-- The format record (keys.go, Meta): these scripts read and write format 2 only. A write checks
+-- it once per prefix per library load (under EVAL, every call): a namespace of another format, or
+-- one being migrated, is refused with DX_FORMAT before anything is written; a new namespace gets its
+-- record, and the keys a format-1 process touches first (its sequence, its fetch gates, its orphan
+-- index) become hashes it cannot use, so that an older release fails loudly (WRONGTYPE) at its first
+-- call instead of mixing formats. keys.go (DetectFormat) reads the same record the same way.
+local FORMAT = '2'
+local FORMAT1_KEYS = { 'seq', 'oq:next', 'wq:next', 'oq:orphans' }
+format_check = function()
+  local m = redis.call('HMGET', K_META, 'format', 'migrating')
+  if m[2] then
+    return redis.error_reply('DX_FORMAT ' .. (m[1] or '1') .. ' the namespace is being migrated to format ' .. m[2] .. ' (dxctl migrate): wait for it to finish, or run it again if it stopped')
+  end
+  if m[1] == false then
+    if redis.call('EXISTS', P .. 'seq') == 1 then
+      return redis.error_reply('DX_FORMAT 1 the namespace holds format-1 data: stop its runtimes and run dxctl migrate')
+    end
+    redis.call('HSET', K_META, 'format', FORMAT, 'partitions', '1', 'tags', string.sub(P, 1, -2))
+    for _, k in ipairs(FORMAT1_KEYS) do redis.call('HSET', P .. k, 'format', FORMAT) end
+  elseif m[1] ~= FORMAT then
+    return redis.error_reply('DX_FORMAT ' .. m[1] .. ' the namespace is format ' .. m[1] .. '; this dxredis reads and writes format ' .. FORMAT)
+  end
+  format_checked[P] = true
+  return nil
+end
+
+-- The next n enqueue sequence numbers of the partition (FIFO order of both queues): returns the
+-- last. Cost: O(1).
+local function next_seq(n)
+  return redis.call('HINCRBY', K_META, 'seq', n)
 end
 
 local function now_ms()
@@ -441,7 +478,7 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
       if fate == 'drop' then return DROPPED end
     end
   end
-  local s = d(redis.call('INCR', K_SEQ))
+  local s = d(next_seq(1))
   if tcode == 'O' then
     redis.call('HSET', k_msgs(id), 'm' .. s, json)
   else

@@ -334,8 +334,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	defer b.p.Close()
 	b.p.Client().AddHook(b.hook)
 	// Old data (an earlier -keep run, or someone else's namespace) would stall the workloads
-	// until -stall: refuse it at once. Every enqueue creates the partition's seq key.
-	if n, err := b.admin.Exists(ctx, b.p.Keyspace().Seq(0)).Result(); err != nil {
+	// until -stall: refuse it at once. The first write creates the partition's format record.
+	if n, err := b.admin.Exists(ctx, b.p.Keyspace().Meta(0)).Result(); err != nil {
 		return fmt.Errorf("checking namespace %q: %w", cfg.ns, err)
 	} else if n > 0 {
 		return fmt.Errorf("namespace %q already holds data (an earlier run with -keep?): dxbench needs an empty one: "+
