@@ -6,7 +6,7 @@
 //
 //	format1gen populate -addr A -ns N [-timer 3s]     create the state, stop the runtime, print the manifest
 //	format1gen finish -addr A -ns N -manifest FILE    run every instance to its end, print each one's result
-//	format1gen calls -addr A -ns N                    call every provider write once, print each error
+//	format1gen calls -addr A -ns N [-only NAME|-list] call every provider write once, print each error
 //
 // -addr is one server, or comma-separated cluster nodes. Output is JSON on stdout; logs go to stderr.
 package main
@@ -103,6 +103,8 @@ func main() {
 	ns := fs.String("ns", "", "namespace")
 	manifest := fs.String("manifest", "", "finish: the manifest populate printed")
 	timer := fs.Duration("timer", 3*time.Second, "populate: the durable timers' duration")
+	only := fs.String("only", "", "calls: make only the call of this name")
+	list := fs.Bool("list", false, "calls: list the calls' names, call nothing")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
 	_ = fs.Parse(os.Args[2:])
 	if *ns == "" {
@@ -127,7 +129,7 @@ func main() {
 		}
 		out, err = g.finish(ctx, m)
 	case "calls":
-		out, err = g.calls(ctx)
+		out, err = g.calls(ctx, *only, *list)
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}
@@ -506,100 +508,109 @@ func (g *gen) finish(ctx context.Context, m Manifest) (map[string]Result, error)
 	return out, nil
 }
 
-// calls calls every write method of the provider once, on the instances populate creates, and
-// reports each one's error ("ok" when it succeeded). A fetch that returns nothing leaves the lock
-// calls a made-up token.
-func (g *gen) calls(ctx context.Context) (map[string]string, error) {
+// calls calls every write method of the provider once (only the one named, when only is set; none
+// with list), on
+// the instances populate creates, and reports each one's error ("ok" when it succeeded), in order.
+// A lock call whose fetch returned nothing uses a made-up token.
+func (g *gen) calls(ctx context.Context, only string, list bool) ([]Call, error) {
 	defer g.close()
 	p, err := g.open(ctx, 0)
 	if err != nil {
-		return map[string]string{"New": err.Error()}, nil
+		return []Call{{"New", err.Error()}}, nil
 	}
 	defer p.Close()
-	res := map[string]string{}
-	note := func(name string, err error) {
-		if err == nil {
-			res[name] = "ok"
-		} else {
-			res[name] = err.Error()
-		}
-	}
 	raise := func(id string) provider.WorkItem {
 		return provider.WorkItem{Kind: provider.ExternalRaised{Instance: id, Name: "calls", Data: `"x"`}}
 	}
-	start := provider.WorkItem{Kind: provider.StartOrchestration{Instance: "calls-new", Orchestration: "Done", Input: `"x"`, ExecutionID: 1}}
+	startItem := func(id string) provider.WorkItem {
+		return provider.WorkItem{Kind: provider.StartOrchestration{Instance: id, Orchestration: "Done", Input: `"x"`, ExecutionID: 1}}
+	}
 	sess := sessionID
 	work := provider.WorkItem{Kind: provider.ActivityExecute{Instance: "timer-1", ExecutionID: 1, ID: 99, Name: "Echo", Input: `"x"`}}
 	sessWork := provider.WorkItem{Kind: provider.ActivityExecute{Instance: "timer-1", ExecutionID: 1, ID: 98, Name: "Echo", Input: `"x"`, SessionID: &sess}}
 	cfg := &provider.SessionFetchConfig{OwnerID: "format1gen-calls", LockTimeout: time.Second}
-
-	note("EnqueueForOrchestrator", p.EnqueueForOrchestrator(ctx, raise("timer-1"), 0))
-	note("EnqueueForOrchestrator(delayed)", p.EnqueueForOrchestrator(ctx, raise("event-2"), time.Minute))
-	note("EnqueueForOrchestrator(orphan)", p.EnqueueForOrchestrator(ctx, raise("calls-orphan"), 0))
-	note("EnqueueForOrchestrator(start)", p.EnqueueForOrchestrator(ctx, start, 0))
-	_, err = p.EnqueueStartIfAbsent(ctx, provider.WorkItem{Kind: provider.StartOrchestration{Instance: "calls-new-2", Orchestration: "Done", Input: `"x"`, ExecutionID: 1}})
-	note("EnqueueStartIfAbsent", err)
-	note("EnqueueForWorker", p.EnqueueForWorker(ctx, work))
-	note("EnqueueForWorker(session)", p.EnqueueForWorker(ctx, sessWork))
-
-	orchToken := func(it *provider.LockedOrchestrationItem, err error) string {
-		if err == nil && it != nil {
-			return it.LockToken
-		}
-		return "1.timer-1"
-	}
-	it, err := p.FetchOrchestrationItem(ctx, lockTimeout, 0, nil)
-	note("FetchOrchestrationItem", err)
-	tok := orchToken(it, err)
-	note("RenewOrchestrationItemLock", p.RenewOrchestrationItemLock(ctx, tok, lockTimeout))
-	note("AbandonOrchestrationItem", p.AbandonOrchestrationItem(ctx, tok, 0, false))
-	it, err = p.FetchOrchestrationItemLite(ctx, lockTimeout, 0, nil)
-	note("FetchOrchestrationItemLite", err)
-	tok = orchToken(it, err)
-	note("HoldOrchestrationItem", p.HoldOrchestrationItem(ctx, tok, time.Second, "format1gen calls"))
-	note("AckOrchestrationItem", p.AckOrchestrationItem(ctx, tok, provider.OrchestrationAck{ExecutionID: 1}))
-	_, err = p.AckOrchestrationItemAndFetch(ctx, tok, provider.OrchestrationAck{ExecutionID: 1}, lockTimeout, nil, provider.FetchOptions{})
-	note("AckOrchestrationItemAndFetch", err)
-
-	workToken := func(it *provider.LockedWorkItem, err error) string {
-		if err == nil && it != nil {
-			return it.LockToken
-		}
-		return "1.1"
-	}
-	w, err := p.FetchWorkItem(ctx, lockTimeout, 0, nil, provider.TagFilterAny())
-	note("FetchWorkItem", err)
-	wtok := workToken(w, err)
-	note("RenewWorkItemLock", p.RenewWorkItemLock(ctx, wtok, lockTimeout))
-	note("AbandonWorkItem", p.AbandonWorkItem(ctx, wtok, 0, false))
-	w, err = p.FetchWorkItem(ctx, lockTimeout, 0, cfg, provider.TagFilterAny())
-	note("FetchWorkItem(session)", err)
-	wtok = workToken(w, err)
 	done := provider.WorkItem{Kind: provider.ActivityCompleted{Instance: "timer-1", ExecutionID: 1, ID: 98, Result: `"x"`}}
-	note("AckWorkItem", p.AckWorkItem(ctx, wtok, &done))
-	_, err = p.AckWorkItemAndFetch(ctx, wtok, &done, lockTimeout, cfg, provider.TagFilterAny(), provider.FetchOptions{})
-	note("AckWorkItemAndFetch", err)
-	_, err = p.RenewSessionLock(ctx, []string{cfg.OwnerID, "format1gen-populate-2"}, time.Minute, time.Minute)
-	note("RenewSessionLock", err)
-	_, err = p.CleanupOrphanedSessions(ctx, 0)
-	note("CleanupOrphanedSessions", err)
-
 	ev := provider.Event{EventID: 1000, InstanceID: "done-1", ExecutionID: 1, DuroxideVersion: dx.DuroxideVersion,
 		Kind: provider.ExternalEventEvent{Name: "calls", Data: `"x"`}}
-	note("AppendWithExecution", p.AppendWithExecution(ctx, "done-1", 1, []provider.Event{ev}))
-	_, err = p.PruneExecutions(ctx, "can-done", provider.PruneOptions{KeepLast: 1})
-	note("PruneExecutions", err)
-	_, err = p.PruneExecutionsBulk(ctx, provider.InstanceFilter{}, provider.PruneOptions{KeepLast: 1})
-	note("PruneExecutionsBulk", err)
-	_, err = p.DeleteInstance(ctx, "done-1", false)
-	note("DeleteInstance", err)
-	_, err = p.DeleteInstance(ctx, "timer-1", true)
-	note("DeleteInstance(force)", err)
-	_, err = p.DeleteInstancesAtomic(ctx, []string{"fail-1"}, false)
-	note("DeleteInstancesAtomic", err)
-	_, err = p.DeleteInstanceBulk(ctx, provider.InstanceFilter{})
-	note("DeleteInstanceBulk", err)
-	_, err = p.PurgeOrphanMessages(ctx)
-	note("PurgeOrphanMessages", err)
+	tok, wtok := "1.timer-1", "1.1" // replaced by a fetch's token when one returns an item
+	orch := func(it *provider.LockedOrchestrationItem, err error) error {
+		if err == nil && it != nil {
+			tok = it.LockToken
+		}
+		return err
+	}
+	worker := func(it *provider.LockedWorkItem, err error) error {
+		if err == nil && it != nil {
+			wtok = it.LockToken
+		}
+		return err
+	}
+	second := func(_ any, err error) error { return err }
+	steps := []struct {
+		name string
+		do   func() error
+	}{
+		{"EnqueueForOrchestrator", func() error { return p.EnqueueForOrchestrator(ctx, raise("timer-1"), 0) }},
+		{"EnqueueForOrchestrator(delayed)", func() error { return p.EnqueueForOrchestrator(ctx, raise("event-2"), time.Minute) }},
+		{"EnqueueForOrchestrator(orphan)", func() error { return p.EnqueueForOrchestrator(ctx, raise("calls-orphan"), 0) }},
+		{"EnqueueForOrchestrator(start)", func() error { return p.EnqueueForOrchestrator(ctx, startItem("calls-new"), 0) }},
+		{"EnqueueStartIfAbsent", func() error { return second(p.EnqueueStartIfAbsent(ctx, startItem("calls-new-2"))) }},
+		{"EnqueueForWorker", func() error { return p.EnqueueForWorker(ctx, work) }},
+		{"EnqueueForWorker(session)", func() error { return p.EnqueueForWorker(ctx, sessWork) }},
+		{"FetchOrchestrationItem", func() error { return orch(p.FetchOrchestrationItem(ctx, lockTimeout, 0, nil)) }},
+		{"RenewOrchestrationItemLock", func() error { return p.RenewOrchestrationItemLock(ctx, tok, lockTimeout) }},
+		{"AbandonOrchestrationItem", func() error { return p.AbandonOrchestrationItem(ctx, tok, 0, false) }},
+		{"FetchOrchestrationItemLite", func() error { return orch(p.FetchOrchestrationItemLite(ctx, lockTimeout, 0, nil)) }},
+		{"HoldOrchestrationItem", func() error { return p.HoldOrchestrationItem(ctx, tok, time.Second, "format1gen calls") }},
+		{"AckOrchestrationItem", func() error { return p.AckOrchestrationItem(ctx, tok, provider.OrchestrationAck{ExecutionID: 1}) }},
+		{"AckOrchestrationItemAndFetch", func() error {
+			return second(p.AckOrchestrationItemAndFetch(ctx, tok, provider.OrchestrationAck{ExecutionID: 1}, lockTimeout, nil, provider.FetchOptions{}))
+		}},
+		{"FetchWorkItem", func() error { return worker(p.FetchWorkItem(ctx, lockTimeout, 0, nil, provider.TagFilterAny())) }},
+		{"RenewWorkItemLock", func() error { return p.RenewWorkItemLock(ctx, wtok, lockTimeout) }},
+		{"AbandonWorkItem", func() error { return p.AbandonWorkItem(ctx, wtok, 0, false) }},
+		{"FetchWorkItem(session)", func() error { return worker(p.FetchWorkItem(ctx, lockTimeout, 0, cfg, provider.TagFilterAny())) }},
+		{"AckWorkItem", func() error { return p.AckWorkItem(ctx, wtok, &done) }},
+		{"AckWorkItemAndFetch", func() error {
+			return second(p.AckWorkItemAndFetch(ctx, wtok, &done, lockTimeout, cfg, provider.TagFilterAny(), provider.FetchOptions{}))
+		}},
+		{"RenewSessionLock", func() error {
+			return second(p.RenewSessionLock(ctx, []string{cfg.OwnerID, "format1gen-populate-2"}, time.Minute, time.Minute))
+		}},
+		{"CleanupOrphanedSessions", func() error { return second(p.CleanupOrphanedSessions(ctx, 0)) }},
+		{"AppendWithExecution", func() error { return p.AppendWithExecution(ctx, "done-1", 1, []provider.Event{ev}) }},
+		{"PruneExecutions", func() error { return second(p.PruneExecutions(ctx, "can-done", provider.PruneOptions{KeepLast: 1})) }},
+		{"PruneExecutionsBulk", func() error {
+			return second(p.PruneExecutionsBulk(ctx, provider.InstanceFilter{}, provider.PruneOptions{KeepLast: 1}))
+		}},
+		{"DeleteInstance", func() error { return second(p.DeleteInstance(ctx, "done-1", false)) }},
+		{"DeleteInstance(force)", func() error { return second(p.DeleteInstance(ctx, "timer-1", true)) }},
+		{"DeleteInstance(force, queued activity)", func() error { return second(p.DeleteInstance(ctx, "tagged-1", true)) }},
+		{"DeleteInstancesAtomic", func() error { return second(p.DeleteInstancesAtomic(ctx, []string{"fail-1"}, false)) }},
+		{"DeleteInstanceBulk", func() error { return second(p.DeleteInstanceBulk(ctx, provider.InstanceFilter{})) }},
+		{"PurgeOrphanMessages", func() error { return second(p.PurgeOrphanMessages(ctx)) }},
+	}
+	var res []Call
+	for _, s := range steps {
+		if only != "" && s.name != only {
+			continue
+		}
+		c := Call{Name: s.name, Result: "ok"}
+		if list {
+			c.Result = ""
+		} else if err := s.do(); err != nil {
+			c.Result = err.Error()
+		}
+		res = append(res, c)
+	}
+	if only != "" && len(res) == 0 {
+		return nil, fmt.Errorf("no call named %q", only)
+	}
 	return res, nil
+}
+
+// Call is one provider call's name and its error ("ok" when it succeeded).
+type Call struct {
+	Name   string `json:"name"`
+	Result string `json:"result"`
 }
