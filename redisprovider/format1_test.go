@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	dxredis "github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/redisprovider"
 	"github.com/redis/go-redis/v9"
 )
@@ -519,4 +521,34 @@ func diffSnapshots(before, after map[string]keyState) string {
 	}
 	sort.Strings(d)
 	return strings.Join(d, "; ")
+}
+
+// TestFormat1FixtureOnFormat1Code: the fixture as dxctl migrate's test uses it. Populated by the
+// format-1 code, the namespace is in format 1 and this release refuses it (*FormatError naming
+// dxctl migrate); finished by the format-1 code, its results are the reference, so the reference
+// holds the histories the instances would have had without a migration.
+func TestFormat1FixtureOnFormat1Code(t *testing.T) {
+	t.Parallel()
+	old := format1Gen(t)
+	addr, ns, client := genNamespace(t)
+	m := genPopulate(t, old, addr, ns, 0)
+	ctx := context.Background()
+	p, err := redisprovider.NewFromClient(ctx, client, redisprovider.Options{Namespace: ns, Logger: quietLogger})
+	var fe *redisprovider.FormatError
+	if !errors.As(err, &fe) || fe.Found != 1 || !strings.Contains(err.Error(), "dxctl migrate") {
+		if p != nil {
+			_ = p.Close()
+		}
+		t.Fatalf("New on the format-1 namespace: %v, want a *FormatError (format 1) naming dxctl migrate", err)
+	}
+	keys, err := dxredis.NewKeyspace(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _, err := redisprovider.NamespaceFormat(ctx, client, keys, 0); err != nil || f != 1 {
+		t.Fatalf("NamespaceFormat: %d %v, want 1", f, err)
+	}
+	if d := diffResults(format1Reference(t), genFinish(t, old, addr, ns, m)); d != "" {
+		t.Errorf("the format-1 code's results differ from the reference:\n%s", d)
+	}
 }
