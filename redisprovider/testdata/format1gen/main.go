@@ -315,6 +315,7 @@ func (g *gen) populate(ctx context.Context, timer time.Duration) (Manifest, erro
 		{"queue-1", "Wait", WaitIn{Kind: "queue"}, "waiting:queue", "waiting on a queue (one message queued, finish sends the other)"},
 		{"parent-1", "Wait", WaitIn{Kind: "child", Event: "child-go", Child: "child-1"}, "waiting:child", "waiting on a child"},
 		{"tagged-1", "Wait", WaitIn{Kind: "tagged"}, "waiting:tagged", "its tagged activity queued, unfetched"},
+		{"tagged-2", "Wait", WaitIn{Kind: "tagged"}, "waiting:tagged", "its tagged activity delayed (abandoned with a delay)"},
 		{"session-1", "Wait", WaitIn{Kind: "session", Event: "sess-go"}, "waiting:session", "ran a session activity, waits on an event"},
 	}
 	if err := g.phase(ctx, p, "format1gen-populate-2", func(c *dx.Client) error {
@@ -351,6 +352,11 @@ func (g *gen) populate(ctx context.Context, timer time.Duration) (Manifest, erro
 	// A delayed message (visible after the timer's duration).
 	data, _ := json.Marshal("delayed")
 	if err := p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.ExternalRaised{Instance: "delayed-1", Name: "soon", Data: string(data)}}, timer); err != nil {
+		return m, err
+	}
+	// A delayed activity: tagged-2's, fetched and given back with a delay (its attempt not
+	// counted); the other items fetched on the way are given back at once.
+	if err := delayActivity(ctx, p, "tagged-2", timer); err != nil {
 		return m, err
 	}
 	if err := noLocks(ctx, p); err != nil {
@@ -422,6 +428,29 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// delayActivity makes the queued activity of instance visible only after delay.
+func delayActivity(ctx context.Context, p *redisprovider.Provider, instance string, delay time.Duration) error {
+	var held []string
+	defer func() {
+		for _, tok := range held {
+			_ = p.AbandonWorkItem(ctx, tok, 0, true)
+		}
+	}()
+	for {
+		w, err := p.FetchWorkItem(ctx, lockTimeout, 0, nil, provider.TagFilterAny())
+		if err != nil {
+			return err
+		}
+		if w == nil {
+			return fmt.Errorf("no queued activity of %s", instance)
+		}
+		if a, ok := w.Item.Kind.(provider.ActivityExecute); ok && a.Instance == instance {
+			return p.AbandonWorkItem(ctx, w.LockToken, delay, true)
+		}
+		held = append(held, w.LockToken)
+	}
 }
 
 // noLocks checks that the stopped runtime left no lock behind (format 1's lock indexes).
