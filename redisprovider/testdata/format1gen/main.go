@@ -57,17 +57,6 @@ type Start struct {
 	Input         WaitIn `json:"input"`
 }
 
-// Result is what finish prints for one instance.
-type Result struct {
-	State        string            `json:"state"`
-	Output       string            `json:"output,omitempty"`
-	Error        string            `json:"error,omitempty"`
-	CustomStatus string            `json:"custom_status,omitempty"`
-	KV           map[string]string `json:"kv,omitempty"`
-	// Executions are the event kinds of each execution's history, in order (no timestamps).
-	Executions [][]string `json:"executions"`
-}
-
 // WaitIn is the input of the Wait orchestration: what it waits on before it ends.
 type WaitIn struct {
 	Kind  string        `json:"kind"`            // timer, event, queue, child, tagged, session, delayed
@@ -469,7 +458,10 @@ func noLocks(ctx context.Context, p *redisprovider.Provider) error {
 
 // finish runs the runtime with every tag, does what the manifest says, waits until every instance
 // ended and reports each.
-func (g *gen) finish(ctx context.Context, m Manifest) (map[string]Result, error) {
+// finish's result per instance is an object: state, output, error, custom_status and kv (each left
+// out when empty) and executions, the event kinds of each execution's history in order (no
+// timestamps). redisprovider's format1_test.go reads it (Format1Result).
+func (g *gen) finish(ctx context.Context, m Manifest) (map[string]map[string]any, error) {
 	defer g.close()
 	p, err := g.open(ctx, 24*time.Hour)
 	if err != nil {
@@ -504,34 +496,47 @@ func (g *gen) finish(ctx context.Context, m Manifest) (map[string]Result, error)
 			return nil, fmt.Errorf("enqueue %s %s: %w", q.Instance, q.Name, err)
 		}
 	}
-	out := map[string]Result{}
+	out := map[string]map[string]any{}
 	for _, id := range m.Instances {
 		st, err := c.Wait(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("wait %s: %w", id, err)
 		}
-		r := Result{State: string(st.State), Output: st.Output, CustomStatus: deref(st.CustomStatus)}
-		if st.Err != nil {
-			r.Error = st.Err.Error()
+		r := map[string]any{"state": string(st.State)}
+		set := func(key, v string) {
+			if v != "" {
+				r[key] = v
+			}
 		}
-		if r.KV, err = c.KVAll(ctx, id); err != nil {
+		set("output", st.Output)
+		if st.Err != nil {
+			set("error", st.Err.Error())
+		}
+		set("custom_status", deref(st.CustomStatus))
+		kv, err := c.KVAll(ctx, id)
+		if err != nil {
 			return nil, err
+		}
+		if len(kv) > 0 {
+			r["kv"] = kv
 		}
 		execs, err := c.Executions(ctx, id)
 		if err != nil {
 			return nil, err
 		}
+		var kinds [][]string
 		for _, e := range execs {
 			h, err := c.History(ctx, id, e.ExecutionID)
 			if err != nil {
 				return nil, err
 			}
-			kinds := make([]string, 0, len(h))
+			k := make([]string, 0, len(h))
 			for _, ev := range h {
-				kinds = append(kinds, strings.TrimSuffix(reflect.TypeOf(ev.Kind).Name(), "Event"))
+				k = append(k, strings.TrimSuffix(reflect.TypeOf(ev.Kind).Name(), "Event"))
 			}
-			r.Executions = append(r.Executions, kinds)
+			kinds = append(kinds, k)
 		}
+		r["executions"] = kinds
 		out[id] = r
 	}
 	return out, nil
