@@ -119,7 +119,8 @@ type Holder interface {
 // WithAttemptID returns ctx marked with id, a caller's name for one logical write (an ack) that it
 // may send more than once: a provider that runs writes at most once per attempt (redisprovider
 // does) uses id as the call's attempt id, so that a call sent again with the same id, within the
-// provider's reply window (redisprovider: 20 s), returns the first call's reply instead of applying
+// provider's reply window (redisprovider: 20 s, and for an ack as long as its lock could have lasted
+// on top), returns the first call's reply instead of applying
 // twice: an ack whose reply was lost then reports success, not ErrInvalidLockToken. dx gives each
 // acknowledgement one id for all its tries. Providers without attempt ids ignore it. id must be
 // non-empty; use a random one (a UUID) per logical write, never the same for two writes.

@@ -210,7 +210,12 @@ func (f *fsck) check(ctx context.Context) error {
 	if err := flush("item"); err != nil {
 		return err
 	}
-	args := []any{"global"}
+	// The format record is checked once the namespace holds anything (the first write makes it).
+	hasData := "0"
+	if f.report.Keys > 0 {
+		hasData = "1"
+	}
+	args := []any{"global", hasData}
 	for _, pin := range f.pins {
 		args = append(args, pin)
 	}

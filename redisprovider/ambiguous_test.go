@@ -215,3 +215,28 @@ func TestFirstAttemptIDSkipsLookup(t *testing.T) {
 		t.Fatalf("ack of an item already acknowledged by a first-marked attempt: %v, want ErrInvalidLockToken", err)
 	}
 }
+
+// An ack's reply outlives the lock it was acknowledged under: a caller retries an ack with the
+// same attempt id for as long as it holds the lock (dx does), here 90 s, longer than the 20 s an
+// enqueue's reply is kept.
+func TestAttemptReplyOutlivesTheLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := newTestProvider(t)
+	act := provider.WorkItem{Kind: provider.ActivityExecute{Instance: "long-lock", ExecutionID: 1, ID: 1, Name: "A", Input: "{}"}}
+	if err := p.EnqueueForWorker(ctx, act); err != nil {
+		t.Fatal(err)
+	}
+	w, err := p.FetchWorkItem(ctx, 90*time.Second, 0, nil, provider.TagFilterDefaultOnly())
+	if err != nil || w == nil {
+		t.Fatalf("fetch work: %v %v", w, err)
+	}
+	id := uuid.NewString()
+	if err := p.AckWorkItem(provider.WithFirstAttemptID(ctx, id), w.LockToken, nil); err != nil {
+		t.Fatal(err)
+	}
+	ttl := p.Client().PTTL(ctx, p.Keyspace().Attempt(0, id)).Val()
+	if ttl < 90*time.Second {
+		t.Fatalf("the ack's reply is kept %v, want at least the 90 s lock", ttl)
+	}
+}

@@ -95,7 +95,7 @@ func (p *Provider) start(ctx context.Context) error {
 	if err := p.checkEvictionPolicy(ctx); err != nil {
 		return err
 	}
-	if err := p.checkFormat(ctx); err != nil {
+	if err := p.checkFormat(ctx); err != nil && !p.opts.anyFormat {
 		return err
 	}
 	if !p.opts.DisableFunctions {
@@ -263,7 +263,7 @@ func (p *Provider) run(ctx context.Context, op, script string, partition int, ar
 // transient. A call that failed after it was sent (read timeout, connection lost) may have run:
 // its outcome is unknown. Writes that must not apply twice (enqueues, acks, abandons, appends) run
 // through runOnce: each call gets an attempt id, its script stores its reply under that id for
-// 20 s (dx_once in scripts/lib.lua), and runOnce retries a call whose outcome is unknown with the
+// 20 s (an ack: 20 s beyond the end of its lock; dx_once in scripts/lib.lua), and runOnce retries a call whose outcome is unknown with the
 // same id for up to attemptWindow, so a retry of a call that ran returns the first run's reply
 // (an ack that committed reports success, an enqueue is stored once). When the retries end
 // without an answer, the error is retryable with Kind provider.ErrOutcomeUnknown: the caller's

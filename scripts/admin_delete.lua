@@ -6,7 +6,7 @@
 -- Removing the lock and its token from oq:tokens makes an in-flight ack of a deleted instance fail
 -- with DX_INVALID_TOKEN, so it cannot recreate it; deleting the worker entries makes stale worker
 -- tokens fail too.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] retention ms (taken out first: what follows is numbered without it), [2] mode, [3] force '1'|'0' ('atomic'), [4] completed_before ms ('0' = none),
 --   [5] most roots to delete (bulk modes), then by mode:
 --   'atomic' [6..] distinct instance ids: all or nothing. Refuses when one is Running and force is

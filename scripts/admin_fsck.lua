@@ -2,13 +2,14 @@
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- one atomic step: what it reports was true at one instant, so a live system's moving parts never
 -- show as a violation. redisprovider's Fsck pages over the namespace and calls it per batch.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] mode, then by mode:
 --   'inst'   [3..] instance ids
 --   'item'   [3..] worker item sequence numbers
 --   'keys'   [3] instance id, [4..] keys of it (orphaned keys: the instance has no record, no
 --            messages, no lock, no executions; keys that still exist are reported)
---   'global' [3..] pin keys whose ready set exists (besides '-')
+--   'global' [3] '1' when the namespace holds any key, [4..] pin keys whose ready set exists
+--            (besides '-')
 -- Reply: a flat list of violations, three entries each: code, subject (instance id, item seq or
 --   ''), detail (a sentence naming the keys involved).
 -- Errors: DX_INVALID unknown mode.
@@ -208,7 +209,7 @@ elseif mode == 'keys' then
 elseif mode == 'global' then
   local listed = {}
   for _, p in ipairs(redis.call('SMEMBERS', K_PINS)) do listed[p] = true end
-  for i = 3, #ARGV do
+  for i = 4, #ARGV do
     if ARGV[i] ~= '-' and not listed[ARGV[i]] and redis.call('ZCARD', k_ready(ARGV[i])) > 0 then
       bad('pin_unlisted', '', k_ready(ARGV[i]) .. ' holds ready instances but ' .. K_PINS ..
         ' does not list pin ' .. ARGV[i] .. ': no fetch looks there')
@@ -216,13 +217,13 @@ elseif mode == 'global' then
   end
   -- The format record (lib.lua, format_check): a namespace with data has it, and the keys a
   -- format-1 process touches first are hashes it cannot use.
-  local fmt = redis.call('HGET', K_META, 'format')
+  local fmt = ARGV[3] == '1' and redis.call('HGET', K_META, 'format') or FORMAT
   if fmt ~= FORMAT then
     bad('format_record', '', K_META .. ' says format ' .. tostring(fmt) .. ', want ' .. FORMAT ..
       ': a format-1 process could write here (dxctl migrate writes the record)')
   end
   for _, k in ipairs(FORMAT1_KEYS) do
-    if redis.call('TYPE', P .. k)['ok'] ~= 'hash' then
+    if ARGV[3] == '1' and redis.call('TYPE', P .. k)['ok'] ~= 'hash' then
       bad('format_record', '', P .. k .. ' is not the format-2 hash: a format-1 process would use it')
     end
   end

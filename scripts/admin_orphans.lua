@@ -1,7 +1,7 @@
 -- admin_orphans: delete parked orphan messages (messages for instances that do not exist, see
 -- lib.lua), at most a page of orphan instances per call.
 -- flags: allow-oom (only frees memory, so it runs when Redis is out of memory)
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] most orphan instances to handle.
 -- Reply: {orphan instances handled, messages deleted}; fewer instances than asked: none left.
 -- Errors: none.

@@ -3,7 +3,7 @@
 -- queue never blocks the server for long. Each instance with queued messages is counted once:
 -- unlocked instances through oq:ready:<pin> (any visible message) or, when only delayed messages
 -- remain, oq:due; locked instances through oq:locked.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] what, then (Reply after each '->'):
 --   'head'                 -> {now ms, {pin...}, due instances, locked instances,
 --                              {worker unlocked, worker locked, ms since which the oldest visible worker item waits, or -1,

@@ -9,6 +9,7 @@ local setup_hooks = {} -- keys of the other lib files derived from P (lib_worker
 local call_hooks = {} -- per-call state of the other lib files to reset (lib_worker.lua)
 
 local NOW, NOW_S -- the server time of this call, read once (now_ms), and as a string (now_s)
+local LOCK_UNTIL -- the expiry (ms) of the lock this call's token holds, once checked (oq_held, WQ.held; see dx_once)
 -- Under FUNCTION the library's state outlives the call: the keys derived from the prefix are
 -- recomputed only when the prefix differs from the previous call's (about 25 string
 -- concatenations and internings per call saved, most calls use one prefix); per-call state is
@@ -16,7 +17,7 @@ local NOW, NOW_S -- the server time of this call, read once (now_ms), and as a s
 local format_checked = {} -- prefixes whose format record this library load has checked (see format_check)
 local format_check
 local function dx_setup(prefix, writes)
-  NOW, NOW_S, OQ_NEXT = nil, nil, nil
+  NOW, NOW_S, OQ_NEXT, LOCK_UNTIL = nil, nil, nil, nil
   for _, hook in ipairs(call_hooks) do hook() end
   if prefix ~= P then
     P = prefix
@@ -110,11 +111,15 @@ local function fail(code, msg) return redis.error_reply('DX_' .. code .. ' ' .. 
 -- At most once per attempt. redisprovider retries a write whose reply was lost (the call may have
 -- run) with the same attempt key, KEYS[2]: a run that finds the key returns the reply stored there
 -- by the run that succeeded and changes nothing; a successful run stores its reply (an integer)
--- for ATTEMPT_TTL_MS, longer than redisprovider retries (attemptWindow). Error replies are not
--- stored: a failed run wrote nothing (DESIGN.md S8). The first try of a call passes its key with a
--- trailing '!': no earlier run can exist, so it skips the GET. Cost: one SET on success (and one
--- GET on a retry).
-local ATTEMPT_TTL_MS = '20000'
+-- for ATTEMPT_TTL_MS, longer than redisprovider retries (attemptWindow), and for a call under a
+-- lock (an ack, an abandon) at least until that lock would have expired, plus ATTEMPT_TTL_MS: a
+-- caller retries an ack with the same attempt id for as long as it holds the lock (dx does), so
+-- the reply must outlive the longest lock. The key expires on its own and is never part of an
+-- instance. Error replies are not stored: a failed run wrote nothing (DESIGN.md S8). The first try
+-- of a call passes its key with a trailing '!': no earlier run can exist, so it skips the GET.
+-- Cost: one SET on success (and one GET on a retry).
+local ATTEMPT_TTL_MS = 20000
+
 local function attempt_key(KEYS)
   local att = KEYS[2]
   if att and string.byte(att, -1) == 33 then return string.sub(att, 1, -2), true end -- 33: '!'
@@ -127,7 +132,11 @@ local function dx_once(op, KEYS, ARGV)
     if prev then return tonumber(prev) end
   end
   local r = op(KEYS, ARGV)
-  if att and type(r) == 'number' then redis.call('SET', att, r == 1 and '1' or d(r), 'PX', ATTEMPT_TTL_MS) end
+  if att and type(r) == 'number' then
+    local ttl = ATTEMPT_TTL_MS
+    if LOCK_UNTIL then ttl = ttl + math.max(0, LOCK_UNTIL - now_ms()) end
+    redis.call('SET', att, r == 1 and '1' or d(r), 'PX', d(ttl))
+  end
   return r
 end
 
@@ -545,6 +554,7 @@ local function oq_held(token, now, unexpired)
   local lk = redis.call('HMGET', k_lock(id), 'tok', 'until', 'seqs', 'inst', 'more', 'tag', 'x')
   if lk[1] ~= token then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock no longer held') end
   if unexpired and tonumber(lk[2]) <= now then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock expired') end
+  LOCK_UNTIL = tonumber(lk[2])
   return id, lk
 end
 

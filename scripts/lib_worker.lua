@@ -269,6 +269,7 @@ function WQ.held(token, now)
   if now and tonumber(it[2]) <= now then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: the worker item lock expired')
   end
+  LOCK_UNTIL = tonumber(it[2])
   return s, it
 end
 

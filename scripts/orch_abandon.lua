@@ -1,5 +1,5 @@
 -- orch_abandon: release an instance lock without committing.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] lock token, [3] delay ms (0 = visible at once), [4] '1' = ignore attempt,
 --   [5] optional: why the runtime holds the instance (a hold: HoldOrchestrationItem), kept in the
 --   message hash's field h as '<ms> <reason>' until an ack consumes the messages (which deletes it).

@@ -1,5 +1,5 @@
 -- orch_fetch: lock the instance owning the oldest visible orchestrator message and return its turn.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, ARGV[2] lock token nonce (36 characters; the token is '<nonce>.<instance>'),
 --      ARGV[3] lock ms, ARGV[4] filter: '0' none, '1' ranges follow; ARGV[5] range count n, then n
 --      pairs lo, hi (sortable pin keys, inclusive); then the ms for which the caller may wait after
