@@ -378,7 +378,7 @@ func diffResults(want, got map[string]Format1Result) string {
 // changed when this was written: findings for the format-2 work. The test logs them instead of
 // failing, and fails once one of them is refused (then delete its entry).
 var format2Gaps = map[string]string{
-	// Measured on v2-orch fa33d0e (format 2, step 1) on Redis 7.0.15. P = {ns:0}:
+	// Measured on v2-orch fa33d0e and 3893e2d (format 2, steps 1-2) on Redis 7.0.15. P = {ns:0}:
 	"RenewSessionLock":        "ok: extends its owners' sessions (here none was live: nothing written)",
 	"CleanupOrphanedSessions": "ok: removed P wq:sess:s1, wq:sidle, wq:sowned, wq:owner:<populate's node>",
 	"AppendWithExecution":     "ok: appended to P h:1:done-1, added P he:1:done-1 and an att: key, changed P i:done-1 (hb hd hn)",
