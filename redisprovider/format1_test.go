@@ -438,8 +438,8 @@ func orNothing(s string) string {
 	return s
 }
 
-// snapshot reads every key of the namespace: its type, value and expiry (absolute, from the
-// remaining time; DUMP is not portable to miniredis).
+// snapshot reads every key of the namespace: its type, value and expiry (DUMP is not portable
+// to miniredis).
 func snapshot(t *testing.T, ctx context.Context, client redis.UniversalClient, ns string) map[string]keyState {
 	t.Helper()
 	keys := map[string]bool{}
@@ -468,6 +468,9 @@ func snapshot(t *testing.T, ctx context.Context, client redis.UniversalClient, n
 	for k := range keys {
 		var s keyState
 		s.Type = client.Type(ctx, k).Val()
+		if s.Type == "none" {
+			continue // expired since the scan
+		}
 		var v any
 		switch s.Type {
 		case "string":
@@ -485,8 +488,13 @@ func snapshot(t *testing.T, ctx context.Context, client redis.UniversalClient, n
 		}
 		b, _ := json.Marshal(v)
 		s.Value = string(b)
-		if ttl := client.PTTL(ctx, k).Val(); ttl > 0 {
-			s.ExpiresAt = time.Now().Add(ttl)
+		// PEXPIRETIME (Redis 7) is exact. miniredis's TTLs stand still (they move only with
+		// FastForward; its PEXPIRETIME adds them to the wall clock): there the remaining time is.
+		if backend() != "miniredis" {
+			at, _ := client.Do(ctx, "PEXPIRETIME", k).Int64()
+			s.Expiry = max(at, 0)
+		} else if ttl := client.PTTL(ctx, k).Val(); ttl > 0 {
+			s.Expiry = ttl.Milliseconds()
 		}
 		out[k] = s
 	}
@@ -495,11 +503,13 @@ func snapshot(t *testing.T, ctx context.Context, client redis.UniversalClient, n
 
 type keyState struct {
 	Type, Value string
-	ExpiresAt   time.Time // zero without expiry
+	// Expiry is when the key expires (ms since the epoch; on miniredis, the time it has left), 0
+	// without expiry.
+	Expiry int64
 }
 
-// diffSnapshots says which keys were added, removed (but for keys that expired) or changed (expiry
-// moved by more than 2 s).
+// diffSnapshots says which keys were added, removed (but for keys that expired) or changed (value
+// or expiry).
 func diffSnapshots(before, after map[string]keyState) string {
 	var d []string
 	for k, a := range after {
@@ -509,13 +519,13 @@ func diffSnapshots(before, after map[string]keyState) string {
 			d = append(d, "added "+k)
 		case a.Type != b.Type || a.Value != b.Value:
 			d = append(d, fmt.Sprintf("changed %s (%s %.200s -> %s %.200s)", k, b.Type, b.Value, a.Type, a.Value))
-		case a.ExpiresAt.IsZero() != b.ExpiresAt.IsZero() || a.ExpiresAt.Sub(b.ExpiresAt).Abs() > 2*time.Second:
-			d = append(d, fmt.Sprintf("expiry of %s %v -> %v", k, b.ExpiresAt, a.ExpiresAt))
+		case a.Expiry != b.Expiry:
+			d = append(d, fmt.Sprintf("expiry of %s %d -> %d", k, b.Expiry, a.Expiry))
 		}
 	}
 	for k, b := range before {
 		// A key whose expiry came (the wake-up lists live seconds) is not a change.
-		if _, ok := after[k]; !ok && (b.ExpiresAt.IsZero() || b.ExpiresAt.After(time.Now().Add(time.Second))) {
+		if _, ok := after[k]; !ok && (b.Expiry == 0 || b.Expiry > time.Now().Add(time.Second).UnixMilli()) {
 			d = append(d, "removed "+k)
 		}
 	}
