@@ -29,7 +29,8 @@ type MigrateOptions struct {
 	// Logger receives a line per step. Default: discard.
 	Logger *slog.Logger
 
-	// steps, when positive, stops after that many atomic steps as a crash would (tests).
+	// steps, when positive, stops after that many atomic steps that changed something, as a
+	// crash would (tests).
 	steps int
 }
 
@@ -84,9 +85,9 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 		return nil, p.formatErr("migrate", &FormatError{Namespace: namespace, Found: found})
 	}
 	start := time.Now()
-	ran := 0
+	changed := 0 // steps that changed something (opts.steps stops after that many)
 	step := func(name string, args ...any) (int64, error) {
-		if ran++; opts.steps > 0 && ran > opts.steps {
+		if opts.steps > 0 && changed >= opts.steps {
 			return 0, errMigrateStopped
 		}
 		res, err := p.run(ctx, "migrate", "admin_migrate", 0, append([]any{name}, args...)...)
@@ -97,6 +98,9 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 			return 0, err
 		}
 		n, _ := res.(int64)
+		if n > 0 {
+			changed++
+		}
 		return n, nil
 	}
 	if n, err := step("begin"); err != nil {

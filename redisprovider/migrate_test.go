@@ -100,9 +100,9 @@ func TestMigrateFormat1Keys(t *testing.T) {
 	}
 }
 
-// snapshot reads every key of p's namespace by value (hashes as maps, sorted sets with scores),
+// valueSnapshot reads every key of p's namespace by value (hashes as maps, sorted sets with scores),
 // without the format record's tags (they name the namespace).
-func snapshot(t *testing.T, p *redisprovider.Provider) map[string]string {
+func valueSnapshot(t *testing.T, p *redisprovider.Provider) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	c, prefix := p.Client(), p.Keyspace().Prefix(0)
@@ -150,7 +150,7 @@ func TestMigrateResumesAfterAStop(t *testing.T) {
 	if _, err := redisprovider.Migrate(ctx, ref.Client(), ref.Keyspace().Namespace(), redisprovider.MigrateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	want := snapshot(t, ref)
+	want := valueSnapshot(t, ref)
 	for n := 1; n <= 4; n++ { // begin, three batches of messages, finish: 5 steps
 		p := newTestProvider(t)
 		format1(p)
@@ -164,7 +164,7 @@ func TestMigrateResumesAfterAStop(t *testing.T) {
 		if _, err := redisprovider.Migrate(ctx, p.Client(), p.Keyspace().Namespace(), redisprovider.MigrateOptions{}); err != nil {
 			t.Fatalf("migrate after a stop after %d steps: %v", n, err)
 		}
-		got := snapshot(t, p)
+		got := valueSnapshot(t, p)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			for k, v := range want {
 				if got[k] != v {
@@ -174,4 +174,58 @@ func TestMigrateResumesAfterAStop(t *testing.T) {
 			t.Fatalf("stop after %d steps, then migrate: %d keys, want %d", n, len(got), len(want))
 		}
 	}
+}
+
+// migrateWhenIdle runs Migrate (with opts) until it is no longer refused as busy: a format-1
+// runtime that stopped cleanly leaves its fetchers' wait registrations until they lapse (a few
+// seconds), and migrate refuses while any is live.
+func migrateWhenIdle(t *testing.T, client redis.UniversalClient, ns string, opts redisprovider.MigrateOptions) (*redisprovider.MigrateReport, error) {
+	t.Helper()
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		rep, err := redisprovider.Migrate(context.Background(), client, ns, opts)
+		if !errors.Is(err, redisprovider.ErrNamespaceBusy) || time.Now().After(deadline) {
+			return rep, err
+		}
+		time.Sleep(100 * time.Millisecond) // polling the condition: the registrations lapse by themselves
+	}
+}
+
+// A namespace written by the format-1 code (commit 563f790: running, waiting on timers, events
+// and children, queued and delayed messages, finished with and without retention, continued as
+// new, sessions, KV, custom status, parked orphans), migrated with a stop after every step, then
+// run to the end by this release: every instance ends with the results and histories the
+// format-1 code gives them (format1gen's reference), and fsck finds nothing.
+func TestMigrateFormat1Namespace(t *testing.T) {
+	t.Parallel()
+	old := format1Gen(t)
+	cur := currentGen(t)
+	addr, ns, client := genNamespace(t)
+	m := genPopulate(t, old, addr, ns, 0)
+	stops := 0
+	for {
+		rep, err := migrateWhenIdle(t, client, ns, redisprovider.MigrateStoppingAfter(1))
+		if err == nil {
+			if rep.From != 1 || rep.To != dxredis.Format {
+				t.Fatalf("migrate: %+v", rep)
+			}
+			break
+		}
+		if !errors.Is(err, redisprovider.ErrMigrateStopped) {
+			t.Fatalf("migrate (after %d stops): %v", stops, err)
+		}
+		stops++
+	}
+	if stops < 2 {
+		t.Fatalf("the migration took %d steps, want begin, messages and finish at least", stops+1)
+	}
+	if d := diffResults(format1Reference(t), genFinish(t, cur, addr, ns, m)); d != "" {
+		t.Errorf("after migrate, this release's results differ from the format-1 code's:\n%s", d)
+	}
+	p, err := redisprovider.NewFromClient(context.Background(), client, redisprovider.Options{Namespace: ns, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	checkFsck(t, p)
 }
