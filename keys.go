@@ -108,7 +108,11 @@ import (
 //     item_locked_without_lock, item_unlisted]; the worker indexes list only existing items
 //     [item_index_without_item].
 //   - The housekeeping gates oq:next and wq:next are at or before the earliest score of the
-//     sets they stand for (and oq:next before chores) [gate_late].
+//     sets they stand for (and oq:next before chores) [gate_late]; chores is at or before the
+//     first expiry of idx:expiry and oq:orphans, and due while idx:reap is not empty [chores_late].
+//
+// redisprovider's Repair (dxctl fsck --repair) fixes each violation it can tell the fix of from
+// the other keys, one script per repair (scripts/admin_repair.lua, one function per code).
 
 var namespacePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 

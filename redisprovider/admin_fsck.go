@@ -42,14 +42,20 @@ func (p *Provider) Fsck(ctx context.Context) (FsckReport, error) {
 	if ctx == nil {
 		return FsckReport{}, errNilContext(op)
 	}
+	f, err := p.runFsck(ctx, op)
+	return f.report, err
+}
+
+// runFsck scans and checks the namespace; Repair reads what the scan saw (pins, orphaned keys).
+func (p *Provider) runFsck(ctx context.Context, op string) (*fsck, error) {
 	f := &fsck{p: p, prefix: p.keys.Prefix(0), inst: map[string]*fsckInst{}, items: map[string]bool{}}
 	if err := f.scanKeys(ctx); err != nil {
-		return f.report, p.mapErr(op, err)
+		return f, p.mapErr(op, err)
 	}
 	if err := f.check(ctx); err != nil {
-		return f.report, p.mapErr(op, err)
+		return f, p.mapErr(op, err)
 	}
-	return f.report, nil
+	return f, nil
 }
 
 type fsck struct {

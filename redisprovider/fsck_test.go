@@ -2,6 +2,7 @@ package redisprovider_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -14,7 +15,17 @@ import (
 // fsckWorld fills p with one of each state fsck distinguishes: "a" running with a queued
 // activity and a delayed event, "b" started but not fetched, "c" locked by a fetch, "d"
 // finished. It returns the activity's worker item number.
-func fsckWorld(t *testing.T, p *redisprovider.Provider) string {
+func fsckWorld(t *testing.T, p *redisprovider.Provider) string { return fsckWorldHeld(t, p).item }
+
+// fsckState is what fsckWorldHeld made: the activity's worker item number, the sequence numbers
+// of b's and c's start messages, and the turn of c a fetch holds.
+type fsckState struct {
+	item, bSeq, cSeq string
+	c                *provider.LockedOrchestrationItem
+}
+
+// fsckWorldHeld is fsckWorld, also returning b's message and c's held turn.
+func fsckWorldHeld(t *testing.T, p *redisprovider.Provider) fsckState {
 	t.Helper()
 	ctx := context.Background()
 	layoutEnqueue(t, p, layoutStart("a"))
@@ -37,15 +48,24 @@ func fsckWorld(t *testing.T, p *redisprovider.Provider) string {
 		t.Fatal(err)
 	}
 	layoutEnqueue(t, p, layoutStart("c"))
-	if it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil); err != nil || it == nil || it.Item.Instance != "c" {
-		t.Fatalf("fetch c: %+v, %v", it, err)
+	held, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil)
+	if err != nil || held == nil || held.Item.Instance != "c" {
+		t.Fatalf("fetch c: %+v, %v", held, err)
 	}
 	layoutEnqueue(t, p, layoutStart("b"))
 	items, err := p.Client().ZRange(ctx, p.Keyspace().Prefix(0)+"wq:ready:-", 0, -1).Result()
 	if err != nil || len(items) != 1 {
 		t.Fatalf("worker ready set: %q, %v", items, err)
 	}
-	return items[0]
+	st := fsckState{item: items[0], c: held}
+	for id, seq := range map[string]*string{"b": &st.bSeq, "c": &st.cSeq} {
+		seqs, err := p.Client().ZRange(ctx, p.Keyspace().MessageVisibility(id), 0, -1).Result()
+		if err != nil || len(seqs) != 1 {
+			t.Fatalf("messages of %s: %q, %v", id, seqs, err)
+		}
+		*seq = seqs[0]
+	}
+	return st
 }
 
 func fsckCodes(t *testing.T, p *redisprovider.Provider) []string {
@@ -79,38 +99,13 @@ func TestFsckFindsEachDamage(t *testing.T) {
 		t.Fatalf("fsck checked %d instances, %d items, %d keys; want 4, 1 and every key", rep.Instances, rep.Items, rep.Keys)
 	}
 
-	cases := []struct {
-		name   string
-		damage []string // a Redis command; "$P" is the key prefix, "$S" the worker item's number
-		want   []string
-	}{
-		{"lock unindexed", []string{"ZREM", "$Poq:locked", "c"}, []string{"lock_unindexed c"}},
-		{"ready entry lost", []string{"ZREM", "$Poq:ready:-", "b"}, []string{"messages_stranded b"}},
-		{"ready entry without work", []string{"ZADD", "$Poq:ready:-", "1", "ghost"}, []string{"ready_without_messages ghost"}},
-		{"record unlisted", []string{"ZREM", "$Pidx:instances", "a"}, []string{"record_unlisted a"}},
-		{"status unindexed", []string{"ZREM", "$Pidx:status:Running", "a"}, []string{"status_unindexed a"}},
-		{"status stale", []string{"ZADD", "$Pidx:status:Failed", "1", "a"}, []string{"status_stale a"}},
-		{"record deleted", []string{"DEL", "$Pi:d"}, []string{"listed_without_record d", "status_without_record d"}},
-		{"open count", []string{"HSET", "$Pi:a", "open", "2"}, []string{"open_children_mismatch a"}},
-		{"orphaned keys", []string{"HSET", "$Pcs:gone", "v", "1"}, []string{"orphaned_keys gone"}},
-		{"worker item unindexed", []string{"ZREM", "$Pwq:ready:-", "$S"}, []string{"item_placement $S"}},
-		{"worker index entry without item", []string{"ZADD", "$Pwq:due", "1", "999999"}, []string{"item_index_without_item 999999"}},
-		{"gate late", []string{"SET", "$Poq:next", "99999999999999"}, []string{"gate_late "}},
-	}
-	for _, c := range cases {
+	for _, c := range fsckDamages {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			p := newTestProvider(t)
 			skipFsck(t)
-			s := fsckWorld(t, p)
-			repl := strings.NewReplacer("$P", p.Keyspace().Prefix(0), "$S", s)
-			args := make([]any, len(c.damage))
-			for i, a := range c.damage {
-				args[i] = repl.Replace(a)
-			}
-			if err := p.Client().Do(context.Background(), args...).Err(); err != nil {
-				t.Fatal(err)
-			}
+			w := fsckWorldHeld(t, p)
+			repl := fsckDamage(t, p, w, c.damage)
 			want := make([]string, len(c.want))
 			for i, w := range c.want {
 				want[i] = repl.Replace(w)
@@ -139,5 +134,160 @@ func TestFsckMessageWithoutVisibility(t *testing.T) {
 	want := []string{"message_without_visibility b", "ready_without_messages b"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("fsck found %q, want %q", got, want)
+	}
+}
+
+// fsckDamages are the ways TestFsckFindsEachDamage damages fsckWorld's namespace, each with what
+// fsck must report; TestRepairFixesEachDamage repairs each. In a damage command "$P" is the key
+// prefix, "$S" the worker item's number, "$B" and "$C" the sequence numbers of b's and c's start
+// messages.
+var fsckDamages = []struct {
+	name   string
+	damage []string // one Redis command
+	want   []string
+}{
+	{"lock unindexed", []string{"ZREM", "$Poq:locked", "c"}, []string{"lock_unindexed c"}},
+	{"lock index without lock", []string{"DEL", "$Plk:c"}, []string{"locked_without_lock c", "messages_stranded c"}},
+	{"lock index late", []string{"ZADD", "$Poq:locked", "99999999999990", "c"}, []string{"lock_expiry_mismatch c"}},
+	{"lock covers a lost message", []string{"HSET", "$Plk:c", "seqs", "$C 999999"}, []string{"lock_message_missing c"}},
+	{"ready entry lost", []string{"ZREM", "$Poq:ready:-", "b"}, []string{"messages_stranded b"}},
+	{"ready entry without work", []string{"ZADD", "$Poq:ready:-", "1", "ghost"}, []string{"ready_without_messages ghost"}},
+	{"ready under another pin", []string{"ZADD", "$Poq:ready:zz", "1", "b"}, []string{"pin_unlisted "}},
+	{"ready while locked", []string{"ZADD", "$Poq:ready:-", "1", "c"}, []string{"ready_while_locked c"}},
+	{"due without work", []string{"ZADD", "$Poq:due", "99999999999990", "d"}, []string{"due_without_messages d"}},
+	{"visibility without body", []string{"ZADD", "$Pqz:b", "1", "999999"}, []string{"message_without_body b"}},
+	{"body without visibility", []string{"ZREM", "$Pqz:b", "$B"}, []string{"message_without_visibility b", "ready_without_messages b"}},
+	{"messages parked", []string{"ZADD", "$Poq:orphans", "99999999999990", "a"}, []string{"chores_late ", "orphan_with_record a"}},
+	{"record unlisted", []string{"ZREM", "$Pidx:instances", "a"}, []string{"record_unlisted a"}},
+	{"status unindexed", []string{"ZREM", "$Pidx:status:Running", "a"}, []string{"status_unindexed a"}},
+	{"status stale", []string{"ZADD", "$Pidx:status:Failed", "1", "a"}, []string{"status_stale a"}},
+	{"record deleted", []string{"DEL", "$Pi:d"}, []string{"listed_without_record d", "status_without_record d"}},
+	{"retained root unlisted", []string{"PEXPIRE", "$Pi:d", "86400000"}, []string{"retained_unlisted d"}},
+	{"open count", []string{"HSET", "$Pi:a", "open", "2"}, []string{"open_children_mismatch a"}},
+	{"orphaned keys", []string{"HSET", "$Pcs:gone", "v", "1"}, []string{"orphaned_keys gone"}},
+	{"reaping unscheduled", []string{"SADD", "$Pidx:reap", "gone"}, []string{"chores_late "}},
+	{"worker item unindexed", []string{"ZREM", "$Pwq:ready:-", "$S"}, []string{"item_placement $S"}},
+	{"worker lock unindexed", []string{"HSET", "$Pwq:m:$S", "k", "x", "u", "1"}, []string{"item_lock_unindexed $S"}},
+	{"worker lock index without lock", []string{"ZADD", "$Pwq:locked", "99999999999990", "$S"}, []string{"item_locked_without_lock $S", "item_placement $S"}},
+	{"worker item unlisted", []string{"DEL", "$Pwq:inst:a"}, []string{"item_unlisted $S"}},
+	{"worker index entry without item", []string{"ZADD", "$Pwq:due", "1", "999999"}, []string{"item_index_without_item 999999"}},
+	{"gate late", []string{"SET", "$Poq:next", "99999999999999"}, []string{"gate_late "}},
+}
+
+// fsckDamage runs one damage command on w's namespace and returns the replacer of its
+// placeholders.
+func fsckDamage(t *testing.T, p *redisprovider.Provider, w fsckState, damage []string) *strings.Replacer {
+	t.Helper()
+	repl := strings.NewReplacer("$P", p.Keyspace().Prefix(0), "$S", w.item, "$B", w.bSeq, "$C", w.cSeq)
+	args := make([]any, len(damage))
+	for i, a := range damage {
+		args[i] = repl.Replace(a)
+	}
+	if err := p.Client().Do(context.Background(), args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return repl
+}
+
+// playToEnd plays the dispatchers until every instance of ids is Completed: it first acks the
+// held turn (when its lock still stands), then runs worker items (each completes its activity)
+// and turns (each completes its instance).
+func playToEnd(t *testing.T, p *redisprovider.Provider, held *provider.LockedOrchestrationItem, ids ...string) {
+	t.Helper()
+	ctx := context.Background()
+	complete := func(it *provider.LockedOrchestrationItem) error {
+		id, n := it.Item.Instance, uint64(len(it.Item.History))
+		var delta []provider.Event
+		if n == 0 {
+			delta = append(delta, layoutStarted(id, 1))
+			n = 1
+		}
+		delta = append(delta, layoutEvent(id, 1, n+1, provider.OrchestrationCompletedEvent{Output: "1"}))
+		out := "1"
+		return p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta,
+			Metadata: provider.ExecutionMetadata{Status: provider.StatusCompleted, OrchestrationName: "O", OrchestrationVersion: "1.0.0", Output: &out}})
+	}
+	if held != nil {
+		if err := complete(held); err != nil && !errors.Is(err, provider.ErrInvalidLockToken) {
+			t.Fatalf("ack of the held turn of %s: %v", held.Item.Instance, err)
+		}
+	}
+	waitFor(t, 30*time.Second, "every instance completes", func() bool {
+		for {
+			wi, err := p.FetchWorkItem(ctx, 5*time.Second, 0, nil, provider.TagFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wi == nil {
+				break
+			}
+			act := wi.Item.Kind.(provider.ActivityExecute)
+			done := provider.WorkItem{Kind: provider.ActivityCompleted{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Result: "1"}}
+			if err := p.AckWorkItem(ctx, wi.LockToken, &done); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for {
+			it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 0, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if it == nil {
+				break
+			}
+			if err := complete(it); err != nil {
+				t.Fatalf("ack of %s: %v", it.Item.Instance, err)
+			}
+		}
+		for _, id := range ids {
+			info, err := p.GetInstanceInfo(ctx, id)
+			if err != nil || info.Status != provider.StatusCompleted {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Repair fixes each damage fsck finds: fsck is clean after it, the repair of each violation is
+// reported, and every instance still completes (c's turn, held across damage and repair, acks).
+func TestRepairFixesEachDamage(t *testing.T) {
+	t.Parallel()
+	for _, c := range fsckDamages {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := newTestProvider(t) // its cleanup checks fsck again, after the instances ran
+			w := fsckWorldHeld(t, p)
+			repl := fsckDamage(t, p, w, c.damage)
+			rep, err := p.Repair(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.After.Violations) > 0 {
+				t.Fatalf("left after repair: %+v (actions %+v)", rep.After.Violations, rep.Actions)
+			}
+			var found, repaired []string
+			for _, v := range rep.Found {
+				found = append(found, v.Code+" "+v.Subject)
+			}
+			for _, a := range rep.Actions {
+				if a.Outcome == redisprovider.RepairRepaired {
+					repaired = append(repaired, a.Code+" "+a.Subject)
+				}
+				if a.Outcome == redisprovider.RepairLeft {
+					t.Errorf("left %s %q: %s", a.Code, a.Subject, a.Why)
+				}
+			}
+			slices.Sort(found)
+			found = slices.Compact(found)
+			want := make([]string, len(c.want))
+			for i, w := range c.want {
+				want[i] = repl.Replace(w)
+			}
+			if !slices.Equal(found, want) || len(repaired) == 0 {
+				t.Fatalf("found %q (want %q), repaired %q", found, want, repaired)
+			}
+			playToEnd(t, p, w.c, "a", "b", "c")
+		})
 	}
 }

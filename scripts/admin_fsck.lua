@@ -232,6 +232,19 @@ elseif mode == 'global' then
       bad('gate_late', '', K_OQ_NEXT .. ' is ' .. gate .. ' but ' .. K_CHORES .. ' is due at ' .. chore)
     end
   end
+  -- The chores time is at or before the first retained root's or parked orphan's expiry, and
+  -- due while descendants await reaping (lib.lua, chores): else expired entries stay indexed.
+  local due = nil
+  if redis.call('SCARD', K_IDX_REAP) > 0 then due = now end
+  for _, key in ipairs({ K_IDX_EXPIRY, K_ORPHANS }) do
+    local h = head(key)
+    if h and (due == nil or h < due) then due = h end
+  end
+  local chores_at = tonumber(redis.call('GET', K_CHORES))
+  if due and (chores_at == nil or chores_at > due) then
+    bad('chores_late', '', K_CHORES .. ' is ' .. tostring(chores_at or 'absent') .. ' but ' .. K_IDX_EXPIRY .. ', ' ..
+      K_ORPHANS .. ' or ' .. K_IDX_REAP .. ' has an entry due at ' .. due .. ': no fetch sweeps it')
+  end
   local wgate = tonumber(redis.call('GET', WQ.K_NEXT))
   if wgate then
     for _, key in ipairs({ WQ.K_LOCKED, WQ.K_DUE, WQ.K_SOWNED }) do
