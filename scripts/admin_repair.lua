@@ -357,7 +357,7 @@ local function item_place(s)
   local ready = redis.call('ZSCORE', rk, s)
   if it[4] then
     local u = tonumber(it[5]) or 0 -- a lock without its expiry: due at once, a fetch reclaims it
-    if locked and tonumber(locked) == u and not due and not ready then return nil end
+    if locked and not due and not ready then return nil end -- in wq:locked only, as it should be
     if due then redis.call('ZREM', WQ.K_DUE, s) end
     if ready then WQ.unready(s, sid, tk) end
     redis.call('ZADD', WQ.K_LOCKED, d(u), s)
