@@ -215,14 +215,10 @@ elseif mode == 'global' then
     end
   end
   -- The housekeeping gates are at or before the earliest score they stand for.
-  local function head(key)
-    local h = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
-    return tonumber(h[2])
-  end
   local gate = tonumber(redis.call('GET', K_OQ_NEXT))
   if gate then
     for _, key in ipairs({ K_LOCKED, K_DUE }) do
-      local h = head(key)
+      local h = zhead(key)
       if h and h < gate then
         bad('gate_late', '', K_OQ_NEXT .. ' is ' .. gate .. ' but ' .. key .. ' has an entry due at ' .. h)
       end
@@ -232,14 +228,8 @@ elseif mode == 'global' then
       bad('gate_late', '', K_OQ_NEXT .. ' is ' .. gate .. ' but ' .. K_CHORES .. ' is due at ' .. chore)
     end
   end
-  -- The chores time is at or before the first retained root's or parked orphan's expiry, and
-  -- due while descendants await reaping (lib.lua, chores): else expired entries stay indexed.
-  local due = nil
-  if redis.call('SCARD', K_IDX_REAP) > 0 then due = now end
-  for _, key in ipairs({ K_IDX_EXPIRY, K_ORPHANS }) do
-    local h = head(key)
-    if h and (due == nil or h < due) then due = h end
-  end
+  -- The chores time is at or before the first chore (lib_admin.lua): else expired entries stay indexed.
+  local due = chores_due(now)
   local chores_at = tonumber(redis.call('GET', K_CHORES))
   if due and (chores_at == nil or chores_at > due) then
     bad('chores_late', '', K_CHORES .. ' is ' .. tostring(chores_at or 'absent') .. ' but ' .. K_IDX_EXPIRY .. ', ' ..
@@ -248,7 +238,7 @@ elseif mode == 'global' then
   local wgate = tonumber(redis.call('GET', WQ.K_NEXT))
   if wgate then
     for _, key in ipairs({ WQ.K_LOCKED, WQ.K_DUE, WQ.K_SOWNED }) do
-      local h = head(key)
+      local h = zhead(key)
       if h and h < wgate then
         bad('gate_late', '', WQ.K_NEXT .. ' is ' .. wgate .. ' but ' .. key .. ' has an entry due at ' .. h)
       end

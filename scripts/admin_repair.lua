@@ -289,29 +289,13 @@ end
 
 -- Namespace-wide: the housekeeping gates. A missing gate means unknown: the next fetch scans the
 -- sets and sets it (lib.lua oq_note, lib_worker.lua WQ.note).
-local function head(key)
-  local h = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
-  return tonumber(h[2])
-end
-
--- The earliest time a chore is due (nil: none), as lib.lua's chores computes it.
-local function chores_due()
-  local at = nil
-  if redis.call('SCARD', K_IDX_REAP) > 0 then at = now end
-  for _, key in ipairs({ K_IDX_EXPIRY, K_ORPHANS }) do
-    local h = head(key)
-    if h and (at == nil or h < at) then at = h end
-  end
-  return at
-end
-
 function R.gate_late()
   local fixed = {}
   local gate = tonumber(redis.call('GET', K_OQ_NEXT))
   if gate then
     local late = false
     for _, key in ipairs({ K_LOCKED, K_DUE }) do
-      local h = head(key)
+      local h = zhead(key)
       if h and h < gate then late = true end
     end
     local chore = tonumber(redis.call('GET', K_CHORES))
@@ -323,7 +307,7 @@ function R.gate_late()
   local wgate = tonumber(redis.call('GET', WQ.K_NEXT))
   if wgate then
     for _, key in ipairs({ WQ.K_LOCKED, WQ.K_DUE, WQ.K_SOWNED }) do
-      local h = head(key)
+      local h = zhead(key)
       if h and h < wgate and fixed[#fixed] ~= WQ.K_NEXT then
         redis.call('DEL', WQ.K_NEXT)
         fixed[#fixed + 1] = WQ.K_NEXT
@@ -335,7 +319,7 @@ function R.gate_late()
 end
 
 function R.chores_late()
-  local due = chores_due()
+  local due = chores_due(now)
   local cur = tonumber(redis.call('GET', K_CHORES))
   if due == nil or (cur and cur <= due) then return clean() end
   redis.call('SET', K_CHORES, d(due))
