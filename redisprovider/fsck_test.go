@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	dxredis "github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/dx"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
@@ -299,6 +300,82 @@ func TestRepairFixesEachDamage(t *testing.T) {
 			playToEnd(t, p, w.c, "a", "b", "c")
 		})
 	}
+}
+
+// fsckSnapshot reads every key of p's namespace: key -> its type and value.
+func fsckSnapshot(t *testing.T, p *redisprovider.Provider) map[string]string {
+	t.Helper()
+	ctx, c, prefix := context.Background(), p.Client(), p.Keyspace().Prefix(0)
+	out := map[string]string{}
+	for _, k := range wKeys(t, p) {
+		key := prefix + k
+		var v any
+		var err error
+		typ := c.Type(ctx, key).Val()
+		switch typ {
+		case "string":
+			v, err = c.Get(ctx, key).Result()
+		case "hash":
+			v, err = c.HGetAll(ctx, key).Result()
+		case "zset":
+			v, err = c.ZRangeWithScores(ctx, key, 0, -1).Result()
+		case "set":
+			var m []string
+			m, err = c.SMembers(ctx, key).Result()
+			slices.Sort(m)
+			v = m
+		case "list":
+			v, err = c.LRange(ctx, key, 0, -1).Result()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[k] = fmt.Sprint(typ, v)
+	}
+	return out
+}
+
+// Each repair checks its violation again, in its script, and writes nothing when it does not
+// hold: every code's repair of every subject, run on a healthy namespace holding every state (c's
+// turn held by a fetch, an activity queued, a delayed event), changes no key, and c's held turn
+// still acks.
+func TestRepairRechecksFirst(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	w := fsckWorldHeld(t, p)
+	ctx, ks := context.Background(), p.Keyspace()
+	codes := map[string]bool{"child_parent_mismatch": true}
+	for _, c := range fsckDamages {
+		for _, want := range c.want {
+			code, _, _ := strings.Cut(want, " ")
+			codes[code] = true
+		}
+	}
+	before := fsckSnapshot(t, p)
+	for code := range codes {
+		for _, subject := range []string{"a", "b", "c", "d", w.item, "", "ghost"} {
+			res, err := dxredis.Script("admin_repair").Run(ctx, p.Client(), []string{ks.Seq(0)}, ks.Prefix(0), "0", code, subject).StringSlice()
+			want := "clean"
+			if code == "child_parent_mismatch" {
+				want = "left"
+			}
+			if err != nil || len(res) != 2 || res[0] != want {
+				t.Errorf("repair %s %q on a healthy namespace: %q, %v; want %s", code, subject, res, err, want)
+			}
+		}
+	}
+	after := fsckSnapshot(t, p)
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s changed: %s -> %s", k, v, after[k])
+		}
+	}
+	for k, v := range after {
+		if _, ok := before[k]; !ok {
+			t.Errorf("%s was written: %s", k, v)
+		}
+	}
+	playToEnd(t, p, w.c, "a", "b", "c")
 }
 
 // A message whose visibility entry is lost is made visible again at the time it carries: a
