@@ -302,39 +302,6 @@ func TestRepairFixesEachDamage(t *testing.T) {
 	}
 }
 
-// fsckSnapshot reads every key of p's namespace: key -> its type and value.
-func fsckSnapshot(t *testing.T, p *redisprovider.Provider) map[string]string {
-	t.Helper()
-	ctx, c, prefix := context.Background(), p.Client(), p.Keyspace().Prefix(0)
-	out := map[string]string{}
-	for _, k := range wKeys(t, p) {
-		key := prefix + k
-		var v any
-		var err error
-		typ := c.Type(ctx, key).Val()
-		switch typ {
-		case "string":
-			v, err = c.Get(ctx, key).Result()
-		case "hash":
-			v, err = c.HGetAll(ctx, key).Result()
-		case "zset":
-			v, err = c.ZRangeWithScores(ctx, key, 0, -1).Result()
-		case "set":
-			var m []string
-			m, err = c.SMembers(ctx, key).Result()
-			slices.Sort(m)
-			v = m
-		case "list":
-			v, err = c.LRange(ctx, key, 0, -1).Result()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[k] = fmt.Sprint(typ, v)
-	}
-	return out
-}
-
 // Each repair checks its violation again, in its script, and writes nothing when it does not
 // hold: every code's repair of every subject, run on a healthy namespace holding every state (c's
 // turn held by a fetch, an activity queued, a delayed event), changes no key, and c's held turn
@@ -351,7 +318,7 @@ func TestRepairRechecksFirst(t *testing.T) {
 			codes[code] = true
 		}
 	}
-	before := fsckSnapshot(t, p)
+	before := wDump(t, p)
 	for code := range codes {
 		for _, subject := range []string{"a", "b", "c", "d", w.item, "", "ghost"} {
 			res, err := dxredis.Script("admin_repair").Run(ctx, p.Client(), []string{ks.Seq(0)}, ks.Prefix(0), "0", code, subject).StringSlice()
@@ -364,7 +331,7 @@ func TestRepairRechecksFirst(t *testing.T) {
 			}
 		}
 	}
-	after := fsckSnapshot(t, p)
+	after := wDump(t, p)
 	for k, v := range before {
 		if after[k] != v {
 			t.Errorf("%s changed: %s -> %s", k, v, after[k])
