@@ -167,6 +167,7 @@ var fsckDamages = []struct {
 	{"due without work", []string{"ZADD", "$Poq:due", "99999999999990", "d"}, []string{"due_without_messages d"}},
 	{"visibility without body", []string{"ZADD", "$Pqz:b", "1", "999999"}, []string{"message_without_body b"}},
 	{"body without visibility", []string{"ZREM", "$Pqz:b", "$B"}, []string{"message_without_visibility b", "ready_without_messages b"}},
+	{"locked message without visibility", []string{"ZREM", "$Pqz:c", "$C"}, []string{"lock_message_missing c", "message_without_visibility c"}},
 	{"messages parked", []string{"ZADD", "$Poq:orphans", "99999999999990", "a"}, []string{"chores_late ", "orphan_with_record a"}},
 	{"record unlisted", []string{"ZREM", "$Pidx:instances", "a"}, []string{"record_unlisted a"}},
 	{"status unindexed", []string{"ZREM", "$Pidx:status:Running", "a"}, []string{"status_unindexed a"}},
@@ -257,6 +258,15 @@ func playToEnd(t *testing.T, p *redisprovider.Provider, held *provider.LockedOrc
 		}
 		return true
 	})
+	// Each instance ran once to its end: no message was delivered twice.
+	if it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 0, nil); err != nil || it != nil {
+		t.Fatalf("a turn is left once every instance completed: %+v, %v", it, err)
+	}
+	for _, id := range ids {
+		if h, err := p.Read(ctx, id); err != nil || len(h) != 2 {
+			t.Fatalf("history of %s: %d events, %v; want started and completed", id, len(h), err)
+		}
+	}
 }
 
 // Repair fixes each damage fsck finds: fsck is clean after it, the repair of each violation is
@@ -341,6 +351,24 @@ func TestRepairRechecksFirst(t *testing.T) {
 		if _, ok := before[k]; !ok {
 			t.Errorf("%s was written: %s", k, v)
 		}
+	}
+	playToEnd(t, p, w.c, "a", "b", "c")
+}
+
+// A locked message that lost its visibility entry stays covered by its lock, whichever repair
+// runs first: dropped from the lock, it would be delivered again after its turn's ack.
+func TestRepairKeepsALockedMessage(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	w := fsckWorldHeld(t, p)
+	ctx, ks := context.Background(), p.Keyspace()
+	p.Client().ZRem(ctx, ks.MessageVisibility("c"), w.cSeq)
+	res, err := dxredis.Script("admin_repair").Run(ctx, p.Client(), []string{ks.Seq(0)}, ks.Prefix(0), "0", "lock_message_missing", "c").StringSlice()
+	if err != nil || len(res) != 2 || res[0] != redisprovider.RepairClean {
+		t.Fatalf("lock_message_missing c: %q, %v", res, err)
+	}
+	if rep, err := p.Repair(ctx); err != nil || len(rep.After.Violations) > 0 {
+		t.Fatalf("repair: %+v, %v", rep, err)
 	}
 	playToEnd(t, p, w.c, "a", "b", "c")
 }

@@ -106,13 +106,19 @@ function R.locked_without_lock(id)
 end
 
 -- A lock that covers messages which are gone keeps only those that exist (its ack deletes what
--- it covers; nothing else reads the list).
+-- it covers; nothing else reads the list). A message whose body is still there is kept: its turn
+-- has it, and message_without_visibility gives it back its entry (dropped from the lock, it would
+-- be delivered again after the ack).
 function R.lock_message_missing(id)
   local seqs = redis.call('HGET', k_lock(id), 'seqs')
   if not seqs then return clean() end
   local keep, gone = {}, {}
   for _, s in ipairs(words(seqs)) do
-    if redis.call('ZSCORE', k_vis(id), s) then keep[#keep + 1] = s else gone[#gone + 1] = s end
+    if redis.call('ZSCORE', k_vis(id), s) or redis.call('HEXISTS', k_msgs(id), 'm' .. s) == 1 then
+      keep[#keep + 1] = s
+    else
+      gone[#gone + 1] = s
+    end
   end
   if #gone == 0 then return clean() end
   redis.call('HSET', k_lock(id), 'seqs', table.concat(keep, ' '))
