@@ -83,6 +83,18 @@ func fsckDamaged(t *testing.T) (*redisprovider.Provider, fsckState) {
 	return p, fsckWorldHeld(t, p)
 }
 
+// repairScript runs one repair (scripts/admin_repair.lua) as Repair would, and returns its
+// outcome.
+func repairScript(t *testing.T, p *redisprovider.Provider, code, subject string) string {
+	t.Helper()
+	ks := p.Keyspace()
+	res, err := dxredis.Script("admin_repair").Run(context.Background(), p.Client(), []string{ks.Seq(0)}, ks.Prefix(0), "0", code, subject).StringSlice()
+	if err != nil || len(res) != 2 {
+		t.Fatalf("repair %s %q: %q, %v", code, subject, res, err)
+	}
+	return res[0]
+}
+
 func fsckCodes(t *testing.T, p *redisprovider.Provider) []string {
 	t.Helper()
 	rep, err := p.Fsck(context.Background())
@@ -320,7 +332,6 @@ func TestRepairRechecksFirst(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
 	w := fsckWorldHeld(t, p)
-	ctx, ks := context.Background(), p.Keyspace()
 	codes := map[string]bool{"child_parent_mismatch": true}
 	for _, c := range fsckDamages {
 		for _, want := range c.want {
@@ -331,13 +342,12 @@ func TestRepairRechecksFirst(t *testing.T) {
 	before := wDump(t, p)
 	for code := range codes {
 		for _, subject := range []string{"a", "b", "c", "d", w.item, "", "ghost"} {
-			res, err := dxredis.Script("admin_repair").Run(ctx, p.Client(), []string{ks.Seq(0)}, ks.Prefix(0), "0", code, subject).StringSlice()
-			want := "clean"
+			want := redisprovider.RepairClean
 			if code == "child_parent_mismatch" {
-				want = "left"
+				want = redisprovider.RepairLeft
 			}
-			if err != nil || len(res) != 2 || res[0] != want {
-				t.Errorf("repair %s %q on a healthy namespace: %q, %v; want %s", code, subject, res, err, want)
+			if got := repairScript(t, p, code, subject); got != want {
+				t.Errorf("repair %s %q on a healthy namespace: %s, want %s", code, subject, got, want)
 			}
 		}
 	}
@@ -361,11 +371,10 @@ func TestRepairKeepsALockedMessage(t *testing.T) {
 	t.Parallel()
 	p := newTestProvider(t)
 	w := fsckWorldHeld(t, p)
-	ctx, ks := context.Background(), p.Keyspace()
-	p.Client().ZRem(ctx, ks.MessageVisibility("c"), w.cSeq)
-	res, err := dxredis.Script("admin_repair").Run(ctx, p.Client(), []string{ks.Seq(0)}, ks.Prefix(0), "0", "lock_message_missing", "c").StringSlice()
-	if err != nil || len(res) != 2 || res[0] != redisprovider.RepairClean {
-		t.Fatalf("lock_message_missing c: %q, %v", res, err)
+	ctx := context.Background()
+	p.Client().ZRem(ctx, p.Keyspace().MessageVisibility("c"), w.cSeq)
+	if got := repairScript(t, p, "lock_message_missing", "c"); got != redisprovider.RepairClean {
+		t.Fatalf("lock_message_missing c: %s, want it clean (the body is there)", got)
 	}
 	if rep, err := p.Repair(ctx); err != nil || len(rep.After.Violations) > 0 {
 		t.Fatalf("repair: %+v, %v", rep, err)
