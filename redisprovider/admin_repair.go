@@ -95,6 +95,10 @@ func (p *Provider) repairOne(ctx context.Context, f *fsck, v FsckViolation) (Rep
 		for _, pin := range f.pins {
 			args = append(args, pin)
 		}
+	case "item_index_without_item":
+		for _, set := range f.workReadySets() {
+			args = append(args, set)
+		}
 	}
 	res, err := p.run(ctx, "repair", "admin_repair", p.keys.PartitionOf(v.Subject), args...)
 	if err != nil {

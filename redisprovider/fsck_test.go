@@ -194,6 +194,8 @@ var fsckDamages = []struct {
 	{"worker lock index without lock", []string{"ZADD", "$Pwq:locked", "99999999999990", "$S"}, []string{"item_locked_without_lock $S", "item_placement $S"}},
 	{"worker item unlisted", []string{"DEL", "$Pwq:inst:a"}, []string{"item_unlisted $S"}},
 	{"worker index entry without item", []string{"ZADD", "$Pwq:due", "1", "999999"}, []string{"item_index_without_item 999999"}},
+	{"worker ready entry without item", []string{"ZADD", "$Pwq:ready:-", "1", "999999"}, []string{"item_index_without_item 999999"}},
+	{"session ready entry without item", []string{"ZADD", "$Pwq:sitems:3:gpu:s:1", "1", "999999"}, []string{"item_index_without_item 999999"}},
 	{"gate late", []string{"SET", "$Poq:next", "99999999999999"}, []string{"gate_late "}},
 }
 

@@ -8,11 +8,13 @@
 --   'item'   [3..] worker item sequence numbers
 --   'keys'   [3] instance id, [4..] keys of it (orphaned keys: the instance has no record, no
 --            messages, no lock, no executions; keys that still exist are reported)
+--   'wready' [3] a worker ready set (wq:ready:<tk> or wq:sitems:<tk>:<sid>), [4..] its members
 --   'global' [3..] pin keys whose ready set exists (besides '-')
 -- Reply: a flat list of violations, three entries each: code, subject (instance id, item seq or
 --   ''), detail (a sentence naming the keys involved).
 -- Errors: DX_INVALID unknown mode.
--- Cost: O(subjects x (keys of a subject + its messages + its children)); 'global' O(pins).
+-- Cost: O(subjects x (keys of a subject + its messages + its children)); 'wready' O(members);
+--   'global' O(pins).
 local mode = ARGV[2]
 local now = now_ms()
 local out = {}
@@ -203,6 +205,14 @@ elseif mode == 'keys' then
     if #left > 0 then
       bad('orphaned_keys', id, 'keys of an instance that has no record, messages, lock or execution set: ' ..
         table.concat(left, ' '))
+    end
+  end
+elseif mode == 'wready' then
+  for i = 4, #ARGV do
+    local ki = WQ.k_item(ARGV[i])
+    if redis.call('EXISTS', ki) == 0 and redis.call('ZSCORE', ARGV[3], ARGV[i]) then
+      bad('item_index_without_item', ARGV[i], ARGV[3] .. ' lists item ' .. ARGV[i] .. ' but ' .. ki ..
+        ' does not exist: a fetch would lock it')
     end
   end
 elseif mode == 'global' then

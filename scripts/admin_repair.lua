@@ -10,6 +10,7 @@
 --   message_without_visibility [5..] pairs: message seq, visible_at ms ('0' visible now)
 --   orphaned_keys [5..] keys of the instance (only keys of that instance's kinds are deleted)
 --   pin_unlisted [5..] pin keys whose ready set exists
+--   item_index_without_item [5..] worker ready sets (keys of other kinds are ignored)
 -- Reply: {outcome, detail}: outcome 'repaired' (detail says what was written), 'clean' (the
 --   violation no longer holds: nothing written) or 'left' (not repaired: detail says why).
 -- Errors: none (a code without a repair is 'left').
@@ -395,11 +396,31 @@ function R.item_unlisted(s)
   return repaired('listed the item in ' .. kx .. ' under ' .. f)
 end
 
+-- Index entries of an item that does not exist: wq:locked, wq:due and the worker ready sets the
+-- caller names (a session's group index then points at its next item).
 function R.item_index_without_item(s)
   if redis.call('EXISTS', WQ.k_item(s)) == 1 then return clean() end
   local dropped = {}
   for _, k in ipairs({ WQ.K_LOCKED, WQ.K_DUE }) do
     if redis.call('ZREM', k, s) == 1 then dropped[#dropped + 1] = k end
+  end
+  for i = 5, #ARGV do
+    local key = ARGV[i]
+    local tk = string.match(key, '^' .. P:gsub('%p', '%%%0') .. 'wq:ready:(.+)$')
+    local rest = string.match(key, '^' .. P:gsub('%p', '%%%0') .. 'wq:sitems:(.+)$')
+    local sid
+    if rest then -- '<tk>:<sid>', tk '-' or '<length>:<tag>'
+      local n, tail = string.match(rest, '^(%d+):(.*)$')
+      if string.sub(rest, 1, 2) == '-:' then
+        tk, sid = '-', string.sub(rest, 3)
+      elseif n and string.sub(tail, tonumber(n) + 1, tonumber(n) + 1) == ':' then
+        tk, sid = n .. ':' .. string.sub(tail, 1, tonumber(n)), string.sub(tail, tonumber(n) + 2)
+      end
+    end
+    if tk and redis.call('ZREM', key, s) == 1 then
+      dropped[#dropped + 1] = key
+      if sid then WQ.reindex_group(sid, tk) end
+    end
   end
   if #dropped == 0 then return clean() end
   return repaired('removed the item from ' .. table.concat(dropped, ', '))
