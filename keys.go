@@ -20,20 +20,24 @@ import (
 //
 // Types (P = prefix, id = instance id, e = execution id, s = sequence number):
 //
-//	P seq                   STRING  global enqueue sequence (FIFO order of both queues)
+//	P meta                  HASH    format record: format partitions tags seq (the enqueue sequence, FIFO
+//	                                order of both queues) [migrating]; see Meta
+//	P seq, oq:next, wq:next, oq:orphans
+//	                        HASH    {format: 2}: what format-1 code touches first, made unusable to it
+//	                                (Format1Keys)
 //	P oq:pins               SET     pinned pin keys that have a ready set ("-", no pinned version, is implied)
 //	P oq:ready:<pin>        ZSET    unlocked instances with visible messages, score = oldest visible seq
 //	P oq:due                ZSET    unlocked instances with delayed messages, score = next visible_at ms
 //	P oq:locked             ZSET    locked instances, score = locked_until ms
-//	P oq:next               STRING  housekeeping gate: a time at or before every score of oq:locked, oq:due and chores
+//	P oq:gate               STRING  housekeeping gate: a time at or before every score of oq:locked, oq:due and chores
 //	                                (99999999999999 when empty); fetches scan them only once it is due
-//	P chores                STRING  earliest ms an index sweep (idx:expiry, oq:orphans, idx:reap) may be due
+//	P chores                STRING  earliest ms an index sweep (idx:expiry, oq:parked, idx:reap) may be due
 //	P status                CHANNEL pub/sub: instance ids whose status finished or custom status changed
 //	P wake:orch             LIST    wake tokens for long-polling orchestration fetchers without a filter
 //	P wake:orch:f:<sha1>    LIST    wake tokens for fetchers with one capability filter (sha1 of its ranges)
 //	P wake:filters          ZSET    filters of waiting orchestration fetchers ("*" none, else "lo hi lo hi..."
 //	                                in pin keys), score = ms until which one may still be waiting
-//	P oq:orphans            ZSET    instances whose messages are parked orphans, score = their expiry ms
+//	P oq:parked             ZSET    instances whose messages are parked orphans, score = their expiry ms
 //	P att:<attempt>         STRING  reply of a write call that ran, kept 20 s (its retries return it)
 //	P idx:instances         ZSET    instance id, score = created_at ms
 //	P idx:expiry            ZSET    retained (settled) roots, score = when their keys expire
@@ -60,12 +64,12 @@ import (
 //	                                instance_id, execution_id, a null source_event_id, duroxide_version
 //	                                0.1.30 and null parents of OrchestrationStarted are left out
 //	P he:<e>:<id>           SET     event ids of the history, once they are not exactly 1..n in order
-//	P q:<id>                HASH    orchestrator messages: m<s> JSON, a<s> deliveries that ended without an
-//	                                ack (absent 0; a held lock's is not counted yet), t<s> type code (S
-//	                                start, C continue-as-new, Q queue message; absent: other), h
-//	                                "<ms> <reason>" while the runtime holds the instance (its next
-//	                                ack deletes it with the messages)
-//	P qz:<id>               ZSET    message seq -> visible_at ms
+//	P q:<id>                HASH    orchestrator messages: m<s> JSON, t<s> "<code><ms>": the type code (S
+//	                                start, C continue-as-new, Q queue message, O other) and the ms the
+//	                                message becomes visible, a<s> deliveries that ended without an ack
+//	                                (absent 0; a held lock's is not counted yet), h "<ms> <reason>"
+//	                                while the runtime holds the instance (its next ack deletes it with
+//	                                the messages)
 //	P lk:<id>               HASH    instance lock: tok ("<nonce>.<id>") until seqs inst ("1": the instance
 //	                                existed at fetch) more ("1": other messages pending) tag, x (the
 //	                                execution the fetch found when the instance hash names none)
@@ -85,10 +89,10 @@ import (
 //   - A lock lk:<id> is in oq:locked scored at its until, and oq:locked lists nothing else
 //     [lock_unindexed, locked_without_lock, lock_expiry_mismatch]; the messages a lock covers
 //     exist [lock_message_missing].
-//   - q:<id> holds a body m<s> for exactly the sequence numbers qz:<id> lists
+//   - q:<id> holds a body m<s> exactly for the sequence numbers it holds a t<s> for
 //     [message_without_body, message_without_visibility].
 //   - An instance with messages is locked, ready (in oq:ready:<its pin key>), delayed (in
-//     oq:due) or parked (in oq:orphans) [messages_stranded]; it is in at most one ready set, the
+//     oq:due) or parked (in oq:parked) [messages_stranded]; it is in at most one ready set, the
 //     one of its own pin key, and never while locked or without messages [ready_twice,
 //     ready_wrong_pin, ready_while_locked, ready_without_messages, due_without_messages]; parked
 //     messages belong to an instance without a record [orphan_with_record]; a ready set of a
@@ -107,9 +111,11 @@ import (
 //     lists it under its execution and activity [item_placement, item_lock_unindexed,
 //     item_locked_without_lock, item_unlisted]; the worker indexes list only existing items
 //     [item_index_without_item].
-//   - The housekeeping gates oq:next and wq:next are at or before the earliest score of the
-//     sets they stand for (and oq:next before chores) [gate_late]; chores is at or before the
+//   - The housekeeping gates oq:gate and wq:gate are at or before the earliest score of the
+//     sets they stand for (and oq:gate before chores) [gate_late]; chores is at or before the
 //     first expiry of idx:expiry and oq:orphans, and due while idx:reap is not empty [chores_late].
+//   - A namespace with data has its format record, format 2, and the format-1 keys as
+//     hashes [format_record].
 //
 // redisprovider's Repair (dxctl fsck --repair) fixes each violation it can tell the fix of from
 // the other keys, one script per repair (scripts/admin_repair.lua, one function per code).
@@ -141,9 +147,22 @@ func (k Keyspace) Prefix(partition int) string {
 	return "{" + k.namespace + ":" + strconv.Itoa(partition) + "}:"
 }
 
-// Seq is the enqueue sequence counter of a partition; scripts also use it as KEYS[1] so that
-// cluster clients route the call to the partition's slot.
-func (k Keyspace) Seq(partition int) string { return k.Prefix(partition) + "seq" }
+// Meta is a partition's format record (HASH): format ("2"), partitions ("1"), tags (the hash
+// tags of the namespace's partitions, space-separated), seq (the enqueue sequence: FIFO order of
+// both queues) and, while `dxctl migrate` converts the namespace, migrating (the format it moves
+// to). The first write script of a new namespace writes it (lib.lua, format_check). Scripts take it
+// as KEYS[1], so that cluster clients route each call to the partition's slot.
+func (k Keyspace) Meta(partition int) string { return k.Prefix(partition) + "meta" }
+
+// Format is the storage format this release reads and writes. Format 1 is the layout of the
+// releases before it (no format record; its enqueue sequence was the STRING key "seq").
+const Format = 2
+
+// Format1Keys are the keys, relative to a partition's prefix, that a format-1 process reads or
+// writes first in every call it makes (its sequence, its fetch gates, its orphan index). Format 2
+// holds each as a HASH {format: 2} and never uses them otherwise, so that an older process fails
+// with WRONGTYPE before it writes anything.
+var Format1Keys = []string{"seq", "oq:next", "wq:next", "oq:orphans"}
 
 // Attempt is the key a write call's script stores its reply under, so that retries of the call
 // (same attempt id) return that reply instead of running it again. Scripts take it as KEYS[2].
@@ -213,9 +232,6 @@ func (k Keyspace) HistoryIDs(id string, execution uint64) string {
 
 // Messages is an instance's orchestrator message hash.
 func (k Keyspace) Messages(id string) string { return k.inst("q:", id) }
-
-// MessageVisibility is an instance's message visibility sorted set.
-func (k Keyspace) MessageVisibility(id string) string { return k.inst("qz:", id) }
 
 // Lock is an instance's lock hash.
 func (k Keyspace) Lock(id string) string { return k.inst("lk:", id) }

@@ -29,17 +29,17 @@ func TestLuaKeysMatchGo(t *testing.T) {
 	}
 	script := redis.NewScript(lib + `
 local id = ARGV[2]
-return { k_inst(id), k_execs(id), k_exec(id, 7), k_xout(id, 7), k_hist(id, 7), k_hids(id, 7), k_msgs(id), k_vis(id), k_lock(id),
-  k_cs(id), k_kv(id), k_kd(id), k_children(id), K_SEQ, K_WAKE_ORCH, K_WAKE_FILTERS, k_wake_filter('*'),
+return { k_inst(id), k_execs(id), k_exec(id, 7), k_xout(id, 7), k_hist(id, 7), k_hids(id, 7), k_msgs(id), k_lock(id),
+  k_cs(id), k_kv(id), k_kd(id), k_children(id), K_META, K_WAKE_ORCH, K_WAKE_FILTERS, k_wake_filter('*'),
   k_wake_filter(id) }`)
 	for _, id := range oddIDs {
-		got, err := script.Run(context.Background(), rdb, []string{ks.Seq(0)}, ks.Prefix(0), id).StringSlice()
+		got, err := script.Run(context.Background(), rdb, []string{ks.Meta(0)}, ks.Prefix(0), id).StringSlice()
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := []string{ks.Instance(id), ks.Executions(id), ks.Execution(id, 7), ks.ExecutionOutput(id, 7), ks.History(id, 7), ks.HistoryIDs(id, 7), ks.Messages(id),
-			ks.MessageVisibility(id), ks.Lock(id), ks.CustomStatus(id), ks.KVStore(id), ks.KVDelta(id), ks.Children(id),
-			ks.Seq(0), ks.WakeOrch(0), ks.WakeFilters(0), ks.WakeOrchFilter(0, "*"), ks.WakeOrchFilter(0, id)}
+			ks.Lock(id), ks.CustomStatus(id), ks.KVStore(id), ks.KVDelta(id), ks.Children(id),
+			ks.Meta(0), ks.WakeOrch(0), ks.WakeFilters(0), ks.WakeOrchFilter(0, "*"), ks.WakeOrchFilter(0, id)}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("id %q: lua keys\n%v\ngo keys\n%v", id, got, want)
 		}
@@ -53,7 +53,7 @@ func TestKeysShareOneSlotAndNeverCollide(t *testing.T) {
 	seen := map[string]string{}
 	for _, id := range oddIDs {
 		for _, k := range []string{ks.Instance(id), ks.Executions(id), ks.Execution(id, 1), ks.ExecutionOutput(id, 1), ks.History(id, 1), ks.HistoryIDs(id, 1),
-			ks.Messages(id), ks.MessageVisibility(id), ks.Lock(id), ks.CustomStatus(id), ks.KVStore(id), ks.KVDelta(id),
+			ks.Messages(id), ks.Lock(id), ks.CustomStatus(id), ks.KVStore(id), ks.KVDelta(id),
 			ks.Children(id)} {
 			if !strings.HasPrefix(k, tag+":") {
 				t.Errorf("key %q does not start with the hash tag %s", k, tag)

@@ -62,7 +62,22 @@ func libSource() string {
 
 // LibSource returns the shared helpers followed by the per-call setup, ready to be followed by
 // an EVAL body (tests use it to call helpers directly).
-func LibSource() (string, error) { return libSource() + "dx_setup(ARGV[1])\n", nil }
+func LibSource() (string, error) { return libSource() + setupCall("ARGV", true), nil }
+
+// checksFormat reports whether an operation checks the namespace's format before it runs: every
+// operation that writes, except one whose header says "-- format: any" (the migration).
+func checksFormat(flags []string, body string) bool {
+	return !slices.Contains(flags, "no-writes") && scriptHeader(body, "format") == nil
+}
+
+// setupCall is the Lua statement that begins an operation's call: dx_setup (lib.lua) with the
+// call's prefix, and for an operation that writes, the format check, whose error is the reply.
+func setupCall(args string, writes bool) string {
+	if !writes {
+		return "dx_setup(" + args + "[1])\n"
+	}
+	return "do local ferr = dx_setup(" + args + "[1], true) if ferr then return ferr end end\n"
+}
 
 // ScriptSource returns one operation file (without the shared helpers).
 func ScriptSource(name string) (string, error) {
@@ -99,7 +114,8 @@ func loadScripts() registry {
 		// An EVAL script runs its helpers' definitions on every call: it carries only the
 		// helpers it uses (the Functions library defines them all, once per server).
 		var eval strings.Builder
-		eval.WriteString(libFor(lib, "dx_setup(ARGV[1])\n"+ops.String()) + "dx_setup(ARGV[1])\n")
+		setup := setupCall("ARGV", checksFormat(r.flags[name], body))
+		eval.WriteString(libFor(lib, setup+ops.String()) + setup)
 		eval.WriteString(ops.String())
 		r.evals[name] = redis.NewScript(eval.String())
 		r.flagged[name] = redis.NewScript("#!lua flags=" + strings.Join(r.flags[name], ",") + "\n" + eval.String())
@@ -124,7 +140,7 @@ func loadScripts() registry {
 	}
 	for _, n := range r.names {
 		b.WriteString("redis.register_function{function_name = '" + functionName(r.version, n) + "',\n" +
-			"  callback = function(keys, args)\n    dx_setup(args[1])\n    " + wrapOnce(n, "op_"+n, "keys", "args", bodies[n]) + "\n  end,\n" +
+			"  callback = function(keys, args)\n    " + setupCall("args", checksFormat(r.flags[n], bodies[n])) + "    " + wrapOnce(n, "op_"+n, "keys", "args", bodies[n]) + "\n  end,\n" +
 			"  flags = {" + luaStrings(r.flags[n]) + "}}\n")
 	}
 	r.library = b.String()

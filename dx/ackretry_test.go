@@ -27,6 +27,7 @@ type ackFaults struct {
 
 type workAck struct {
 	attempt string
+	first   bool // marked as the attempt id's first send (provider.WithFirstAttemptID)
 	err     error
 }
 
@@ -46,7 +47,8 @@ func (f *ackFaults) AckWorkItem(ctx context.Context, token string, c *provider.W
 		err = f.Provider.AckWorkItem(ctx, token, c)
 	}
 	f.mu.Lock()
-	f.workAcks = append(f.workAcks, workAck{provider.AttemptID(ctx), err})
+	id, first := provider.AttemptID(ctx)
+	f.workAcks = append(f.workAcks, workAck{id, first, err})
 	f.mu.Unlock()
 	return err
 }
@@ -130,7 +132,8 @@ func TestAckLostReplyRecognisedAsDone(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.workAcks) != 2 || f.workAcks[0].attempt == "" || f.workAcks[1].attempt != f.workAcks[0].attempt ||
-		!errors.Is(f.workAcks[0].err, provider.ErrOutcomeUnknown) || f.workAcks[1].err != nil {
-		t.Fatalf("worker acks %+v: want a lost reply, then success with the same attempt id", f.workAcks)
+		!errors.Is(f.workAcks[0].err, provider.ErrOutcomeUnknown) || f.workAcks[1].err != nil ||
+		!f.workAcks[0].first || f.workAcks[1].first {
+		t.Fatalf("worker acks %+v: want a lost reply (the id's first send), then success with the same attempt id (not first)", f.workAcks)
 	}
 }

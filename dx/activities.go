@@ -186,7 +186,7 @@ func (rt *Runtime) awaitCancelled(log *slog.Logger, done <-chan activityResult) 
 // activity and when it was fetched, unless the runtime is shutting down.
 func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger, held *lease, fl *flight, token string,
 	act provider.ActivityExecute, result string, d *provider.ErrorDetails, labels Labels) (*provider.LockedWorkItem, time.Time) {
-	ctx := provider.WithAttemptID(context.WithoutCancel(fetchCtx), uuid.NewString())
+	bg, attemptID := context.WithoutCancel(fetchCtx), uuid.NewString()
 	var c provider.WorkItem
 	if d != nil {
 		c = provider.WorkItem{Kind: provider.ActivityFailed{Instance: act.Instance, ExecutionID: act.ExecutionID, ID: act.ID, Details: *d}}
@@ -196,6 +196,7 @@ func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger
 	af, fetchNext := rt.p.(provider.WorkAckFetcher)
 	var unknown bool // a try may have committed although it failed (its reply was lost)
 	for try := 1; ; try++ {
+		ctx := attemptContext(bg, attemptID, try)
 		var next *provider.LockedWorkItem
 		var err error
 		if fetchNext && fetchCtx.Err() == nil {
@@ -359,4 +360,13 @@ func (rt *Runtime) getKVValue(ctx context.Context, input string) (string, error)
 		return "null", nil
 	}
 	return encode(v)
+}
+
+// attemptContext marks ctx with an ack's attempt id (one per ack, the same for all its tries): the
+// first try says so, so the provider does not look for an earlier run (provider.WithFirstAttemptID).
+func attemptContext(ctx context.Context, id string, try int) context.Context {
+	if try == 1 {
+		return provider.WithFirstAttemptID(ctx, id)
+	}
+	return provider.WithAttemptID(ctx, id)
 }

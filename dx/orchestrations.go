@@ -273,11 +273,12 @@ func (rt *Runtime) ackTurn(ctx context.Context, log *slog.Logger, held *lease, f
 		return nil, time.Time{}, false
 	}
 	bg := context.WithoutCancel(ctx)
-	actx := provider.WithAttemptID(bg, uuid.NewString())
+	attemptID := uuid.NewString()
 	af, fetchNext := rt.p.(provider.OrchestrationAckFetcher)
 	_, lite := rt.p.(provider.LiteFetcher)
 	var unknown bool // a try may have committed although it failed (its reply was lost)
 	for try := 1; ; try++ {
+		actx := attemptContext(bg, attemptID, try)
 		var next *provider.LockedOrchestrationItem
 		var err error
 		if fetchNext && ctx.Err() == nil {

@@ -119,18 +119,33 @@ type Holder interface {
 // WithAttemptID returns ctx marked with id, a caller's name for one logical write (an ack) that it
 // may send more than once: a provider that runs writes at most once per attempt (redisprovider
 // does) uses id as the call's attempt id, so that a call sent again with the same id, within the
-// provider's reply window (redisprovider: 20 s), returns the first call's reply instead of applying
+// provider's reply window (redisprovider: 20 s, and for an ack as long as its lock could have lasted
+// on top), returns the first call's reply instead of applying
 // twice: an ack whose reply was lost then reports success, not ErrInvalidLockToken. dx gives each
 // acknowledgement one id for all its tries. Providers without attempt ids ignore it. id must be
 // non-empty; use a random one (a UUID) per logical write, never the same for two writes.
 func WithAttemptID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, attemptIDKey{}, id)
+	return context.WithValue(ctx, attemptIDKey{}, attempt{id: id})
 }
 
-// AttemptID returns the attempt id WithAttemptID put in ctx, or "".
-func AttemptID(ctx context.Context) string {
-	id, _ := ctx.Value(attemptIDKey{}).(string)
-	return id
+// WithFirstAttemptID is WithAttemptID for the first send of id: the caller has sent no write with
+// this id before, so the provider need not look for an earlier run's reply (redisprovider saves a
+// read per call). Later sends of the same write use WithAttemptID. dx uses it for each ack's first
+// try.
+func WithFirstAttemptID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, attemptIDKey{}, attempt{id: id, first: true})
+}
+
+// AttemptID returns the attempt id WithAttemptID or WithFirstAttemptID put in ctx ("" when none)
+// and whether it was marked as the id's first send.
+func AttemptID(ctx context.Context) (id string, first bool) {
+	a, _ := ctx.Value(attemptIDKey{}).(attempt)
+	return a.id, a.first
 }
 
 type attemptIDKey struct{}
+
+type attempt struct {
+	id    string
+	first bool
+}

@@ -78,12 +78,12 @@ type fsckInst struct {
 // Per-instance key kinds (keys.go): the ones that anchor an instance, and the others.
 var (
 	fsckAnchors = []string{"i:", "q:", "lk:", "xs:", "wq:inst:"} // wq:inst: (worker items) may precede the instance
-	fsckOthers  = []string{"qz:", "cs:", "kv:", "kd:", "ch:"}
+	fsckOthers  = []string{"cs:", "kv:", "kd:", "ch:"}
 	fsckPerExec = []string{"h:", "x:", "xo:", "he:"} // followed by "<execution>:<id>"
 )
 
 func (f *fsck) scanKeys(ctx context.Context) error {
-	match := strings.NewReplacer(`\`, `\\`, "{", `\{`, "}", `\}`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(f.prefix) + "*"
+	match := globQuote(f.prefix) + "*"
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		iter := c.Scan(ctx, 0, match, 1000).Iterator()
 		for iter.Next(ctx) {
@@ -91,11 +91,7 @@ func (f *fsck) scanKeys(ctx context.Context) error {
 		}
 		return iter.Err()
 	}
-	if cc, ok := f.p.rdb.(*redis.ClusterClient); ok {
-		// Every key of the namespace is in one slot, so on one primary; the others find none.
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
-	}
-	return scan(ctx, f.p.rdb)
+	return forEachPrimary(ctx, f.p.rdb, scan)
 }
 
 // sawKey files one key of the namespace under its instance, item or index.
@@ -227,7 +223,12 @@ func (f *fsck) check(ctx context.Context) error {
 	if err := flush("item"); err != nil {
 		return err
 	}
-	args := []any{"global"}
+	// The format record is checked once the namespace holds anything (the first write makes it).
+	hasData := "0"
+	if f.report.Keys > 0 {
+		hasData = "1"
+	}
+	args := []any{"global", hasData}
 	for _, pin := range f.pins {
 		args = append(args, pin)
 	}

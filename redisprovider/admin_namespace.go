@@ -21,7 +21,7 @@ func DropNamespace(ctx context.Context, client redis.UniversalClient, namespace 
 		return 0, provider.NewPermanentError("drop_namespace", err.Error()).WithKind(provider.ErrInvalidInput)
 	}
 	prefix := keys.Prefix(0)
-	match := strings.NewReplacer(`\`, `\\`, "{", `\{`, "}", `\}`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(prefix) + "*"
+	match := globQuote(prefix) + "*"
 	var deleted atomic.Int64
 	drop := func(ctx context.Context, c redis.Cmdable) error {
 		var batch []string
@@ -47,13 +47,22 @@ func DropNamespace(ctx context.Context, client redis.UniversalClient, namespace 
 		}
 		return flush()
 	}
-	if cc, ok := client.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return drop(ctx, c) })
-	} else {
-		err = drop(ctx, client)
-	}
-	if err != nil {
+	if err := forEachPrimary(ctx, client, drop); err != nil {
 		return int(deleted.Load()), provider.NewRetryableError("drop_namespace", err.Error()).WithCause(err)
 	}
 	return int(deleted.Load()), nil
+}
+
+// globQuote quotes s for a SCAN MATCH pattern (a namespace's prefix holds braces).
+func globQuote(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "{", `\{`, "}", `\}`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(s)
+}
+
+// forEachPrimary runs fn on client, or on every primary of a cluster (a namespace's keys are all
+// in one slot, so on one primary; the others find none of them).
+func forEachPrimary(ctx context.Context, client redis.UniversalClient, fn func(context.Context, redis.Cmdable) error) error {
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
+	}
+	return fn(ctx, client)
 }

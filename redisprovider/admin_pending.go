@@ -71,11 +71,9 @@ func (p *Provider) ListPendingStarts(ctx context.Context, limit int) ([]PendingS
 	pipe = p.rdb.Pipeline()
 	exists := make([]*redis.IntCmd, len(ids))
 	msgs := make([]*redis.MapStringStringCmd, len(ids))
-	vis := make([]*redis.ZSliceCmd, len(ids))
 	for i, id := range ids {
 		exists[i] = pipe.Exists(ctx, p.keys.Instance(id))
 		msgs[i] = pipe.HGetAll(ctx, p.keys.Messages(id))
-		vis[i] = pipe.ZRangeWithScores(ctx, p.keys.MessageVisibility(id), 0, -1)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, p.mapErr(op, err)
@@ -90,7 +88,8 @@ func (p *Provider) ListPendingStarts(ctx context.Context, limit int) ([]PendingS
 			continue
 		}
 		for field, typ := range msgs[i].Val() {
-			if !strings.HasPrefix(field, "t") || typ != "S" {
+			// t<s> is the type code and the ms the message becomes visible (scripts/lib.lua, oq_messages).
+			if !strings.HasPrefix(field, "t") || !strings.HasPrefix(typ, "S") {
 				continue
 			}
 			seq := field[1:]
@@ -109,11 +108,7 @@ func (p *Provider) ListPendingStarts(ctx context.Context, limit int) ([]PendingS
 			if s.ParentInstance != nil {
 				ps.ParentInstanceID = *s.ParentInstance
 			}
-			for _, z := range vis[i].Val() {
-				if z.Member == seq {
-					ps.QueuedAt = uint64(z.Score)
-				}
-			}
+			ps.QueuedAt, _ = strconv.ParseUint(typ[1:], 10, 64)
 			n, _ := strconv.ParseUint(seq, 10, 64)
 			out = append(out, found{ps, n})
 			break

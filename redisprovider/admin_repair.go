@@ -3,11 +3,8 @@ package redisprovider
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/duroxide-go/dxredis/provider"
 )
@@ -111,33 +108,29 @@ func (p *Provider) repairOne(ctx context.Context, f *fsck, v FsckViolation) (Rep
 	return RepairAction{FsckViolation: v, Outcome: str(r[0]), Why: str(r[1])}, nil
 }
 
-// invisibleMessages returns, for each message body of an instance that its visibility set does not
-// list, the pair (seq, visible at ms): a timer's own fire time, 0 (now) for any other message.
-// Read outside the script, it is re-checked there.
+// invisibleMessages returns, for each message body of an instance without its type-and-time field
+// t<s>, the triple (seq, type code, visible at ms): a timer at its own fire time, 0 (now) for any
+// other message. Read outside the script, it is re-checked there.
 func (p *Provider) invisibleMessages(ctx context.Context, id string) ([]any, error) {
-	bodies, err := p.rdb.HGetAll(ctx, p.keys.Messages(id)).Result()
+	fields, err := p.rdb.HGetAll(ctx, p.keys.Messages(id)).Result()
 	if err != nil {
 		return nil, err
 	}
 	var out []any
-	for f, body := range bodies {
+	for f, body := range fields {
 		s, ok := strings.CutPrefix(f, "m")
-		if !ok {
+		if _, typed := fields["t"+s]; !ok || typed {
 			continue
 		}
-		if _, err := p.rdb.ZScore(ctx, p.keys.MessageVisibility(id), s).Result(); err == nil {
-			continue
-		} else if !errors.Is(err, redis.Nil) {
-			return nil, err
-		}
-		at := uint64(0)
+		code, at := "O", uint64(0)
 		var wi provider.WorkItem
 		if json.Unmarshal([]byte(body), &wi) == nil {
+			code = typeCode(wi)
 			if t, ok := wi.Kind.(provider.TimerFired); ok {
 				at = t.FireAtMs
 			}
 		}
-		out = append(out, s, strconv.FormatUint(at, 10))
+		out = append(out, s, code, strconv.FormatUint(at, 10))
 	}
 	return out, nil
 }

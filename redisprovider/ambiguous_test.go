@@ -172,3 +172,71 @@ func TestCallerAttemptID(t *testing.T) {
 		t.Fatalf("ack with a 129-byte attempt id: %v, want ErrInvalidInput", err)
 	}
 }
+
+// TestFirstAttemptIDSkipsLookup: an ack marked as its attempt id's first send
+// (provider.WithFirstAttemptID) runs without looking for an earlier run: even an id whose reply is
+// stored runs again (a caller must mark only ids it never sent). Without the mark, the stored reply
+// is returned and the second ack does not run.
+func TestFirstAttemptIDSkipsLookup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := newTestProvider(t)
+	id := uuid.NewString()
+	fetchOne := func(n int) *provider.LockedWorkItem {
+		t.Helper()
+		act := provider.WorkItem{Kind: provider.ActivityExecute{Instance: "first-attempt", ExecutionID: 1, ID: uint64(n), Name: "A", Input: "{}"}}
+		if err := p.EnqueueForWorker(ctx, act); err != nil {
+			t.Fatal(err)
+		}
+		w, err := p.FetchWorkItem(ctx, 30*time.Second, 0, nil, provider.TagFilterDefaultOnly())
+		if err != nil || w == nil {
+			t.Fatalf("fetch work: %v %v", w, err)
+		}
+		return w
+	}
+	w1 := fetchOne(1)
+	if err := p.AckWorkItem(provider.WithFirstAttemptID(ctx, id), w1.LockToken, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The same id again, not marked first: the stored reply, so w2's ack does not run.
+	w2 := fetchOne(2)
+	if err := p.AckWorkItem(provider.WithAttemptID(ctx, id), w2.LockToken, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AbandonWorkItem(ctx, w2.LockToken, 0, true); err != nil {
+		t.Fatalf("w2 still locked after an ack answered from the stored reply: abandon: %v", err)
+	}
+	// Marked first: it runs, so the item is acknowledged and its token gone.
+	w3 := fetchOne(3)
+	if err := p.AckWorkItem(provider.WithFirstAttemptID(ctx, id), w3.LockToken, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AckWorkItem(ctx, w3.LockToken, nil); !errors.Is(err, provider.ErrInvalidLockToken) {
+		t.Fatalf("ack of an item already acknowledged by a first-marked attempt: %v, want ErrInvalidLockToken", err)
+	}
+}
+
+// An ack's reply outlives the lock it was acknowledged under: a caller retries an ack with the
+// same attempt id for as long as it holds the lock (dx does), here 90 s, longer than the 20 s an
+// enqueue's reply is kept.
+func TestAttemptReplyOutlivesTheLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := newTestProvider(t)
+	act := provider.WorkItem{Kind: provider.ActivityExecute{Instance: "long-lock", ExecutionID: 1, ID: 1, Name: "A", Input: "{}"}}
+	if err := p.EnqueueForWorker(ctx, act); err != nil {
+		t.Fatal(err)
+	}
+	w, err := p.FetchWorkItem(ctx, 90*time.Second, 0, nil, provider.TagFilterDefaultOnly())
+	if err != nil || w == nil {
+		t.Fatalf("fetch work: %v %v", w, err)
+	}
+	id := uuid.NewString()
+	if err := p.AckWorkItem(provider.WithFirstAttemptID(ctx, id), w.LockToken, nil); err != nil {
+		t.Fatal(err)
+	}
+	ttl := p.Client().PTTL(ctx, p.Keyspace().Attempt(0, id)).Val()
+	if ttl < 90*time.Second {
+		t.Fatalf("the ack's reply is kept %v, want at least the 90 s lock", ttl)
+	}
+}

@@ -74,6 +74,9 @@ type Options struct {
 	// one logger per process, so they go to the newest provider still open (see redislog.go; call
 	// redis.SetLogger after the first New to send them elsewhere). Default slog.Default().
 	Logger *slog.Logger
+
+	// anyFormat: New skips the format check (Migrate opens a format-1 namespace).
+	anyFormat bool
 }
 
 // Observer receives one call per Redis script run by the provider: the provider operation (e.g.

@@ -95,6 +95,9 @@ func (p *Provider) start(ctx context.Context) error {
 	if err := p.checkEvictionPolicy(ctx); err != nil {
 		return err
 	}
+	if err := p.checkFormat(ctx); err != nil && !p.opts.anyFormat {
+		return err
+	}
 	if !p.opts.DisableFunctions {
 		err := p.loadFunctions(ctx)
 		switch {
@@ -260,7 +263,7 @@ func (p *Provider) run(ctx context.Context, op, script string, partition int, ar
 // transient. A call that failed after it was sent (read timeout, connection lost) may have run:
 // its outcome is unknown. Writes that must not apply twice (enqueues, acks, abandons, appends) run
 // through runOnce: each call gets an attempt id, its script stores its reply under that id for
-// 20 s (dx_once in scripts/lib.lua), and runOnce retries a call whose outcome is unknown with the
+// 20 s (an ack: 20 s beyond the end of its lock; dx_once in scripts/lib.lua), and runOnce retries a call whose outcome is unknown with the
 // same id for up to attemptWindow, so a retry of a call that ran returns the first run's reply
 // (an ack that committed reports success, an enqueue is stored once). When the retries end
 // without an answer, the error is retryable with Kind provider.ErrOutcomeUnknown: the caller's
@@ -277,11 +280,12 @@ const (
 )
 
 // runOnce is run for a write that must not apply twice: see "Ambiguous failures" above.
-// Cost: one GET and, on success, one SET (with expiry) inside the script; no extra round trip.
+// Cost: on success one SET (with expiry) inside the script, and one GET on a retry or for a caller's
+// id not marked as its first send; no extra round trip.
 func (p *Provider) runOnce(ctx context.Context, op, script string, partition int, args ...any) (any, error) {
-	id, given := "", false
+	id, given, first := "", false, false
 	if ctx != nil {
-		id = provider.AttemptID(ctx)
+		id, first = provider.AttemptID(ctx)
 		given = id != ""
 	}
 	if len(id) > maxAttemptID {
@@ -295,9 +299,10 @@ func (p *Provider) runOnce(ctx context.Context, op, script string, partition int
 	unknown := false
 	for try := 1; ; try++ {
 		key := attempt
-		if try == 1 && !given {
+		if try == 1 && (!given || first) {
 			// The first try of a fresh id: no earlier run to look up (dx_once in lib.lua). A
-			// caller's id may name a call it sent before, whose reply it lost.
+			// caller's id may name a call it sent before, whose reply it lost, unless the caller
+			// marked it as its first send (provider.WithFirstAttemptID).
 			key += "!"
 		}
 		res, err := p.call(ctx, op, script, partition, key, args)
@@ -359,7 +364,7 @@ func (p *Provider) call(ctx context.Context, op, script string, partition int, a
 	argv := make([]any, 0, len(args)+1)
 	argv = append(argv, p.keys.Prefix(partition))
 	argv = append(argv, args...)
-	keys := []string{p.keys.Seq(partition)}
+	keys := []string{p.keys.Meta(partition)}
 	if attempt != "" {
 		keys = append(keys, attempt)
 	}
@@ -434,6 +439,9 @@ func (p *Provider) mapErr(op string, err error) error {
 	}
 	msg := err.Error()
 	code, rest, _ := strings.Cut(msg, " ")
+	if code == "DX_FORMAT" {
+		return p.scriptFormatErr(op, rest)
+	}
 	if kind, ok := scriptErrKinds[code]; ok {
 		return provider.NewPermanentError(op, rest).WithKind(kind)
 	}

@@ -6,7 +6,7 @@
 -- Removing the lock and its token from oq:tokens makes an in-flight ack of a deleted instance fail
 -- with DX_INVALID_TOKEN, so it cannot recreate it; deleting the worker entries makes stale worker
 -- tokens fail too.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] retention ms (taken out first: what follows is numbered without it), [2] mode, [3] force '1'|'0' ('atomic'), [4] completed_before ms ('0' = none),
 --   [5] most roots to delete (bulk modes), then by mode:
 --   'atomic' [6..] distinct instance ids: all or nothing. Refuses when one is Running and force is
@@ -49,7 +49,7 @@ local function delete_all(list, in_set, res)
     oq_unindex(id)
     redis.call('ZREM', K_LOCKED, id)
     redis.call('ZREM', K_ORPHANS, id)
-    res[4] = res[4] + redis.call('ZCARD', k_vis(id))
+    res[4] = res[4] + oq_count(id)
     -- Executions and histories (the instance hash read once for all of them).
     local i = rec_fields(id)
     for _, e in ipairs(executions(id, i)) do
@@ -65,7 +65,7 @@ local function delete_all(list, in_set, res)
     end
     if m[2] then redis.call('ZREM', k_idx_status(m[2]), id) end
     redis.call('ZREM', K_IDX_INSTANCES, id)
-    redis.call('DEL', k_inst(id), k_execs(id), k_msgs(id), k_vis(id), k_lock(id), k_cs(id), k_kv(id), k_kd(id),
+    redis.call('DEL', k_inst(id), k_execs(id), k_msgs(id), k_lock(id), k_cs(id), k_kv(id), k_kd(id),
       k_children(id))
   end
 end

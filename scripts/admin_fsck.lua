@@ -2,14 +2,15 @@
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- one atomic step: what it reports was true at one instant, so a live system's moving parts never
 -- show as a violation. redisprovider's Fsck pages over the namespace and calls it per batch.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] mode, then by mode:
 --   'inst'   [3..] instance ids
 --   'item'   [3..] worker item sequence numbers
 --   'keys'   [3] instance id, [4..] keys of it (orphaned keys: the instance has no record, no
 --            messages, no lock, no executions; keys that still exist are reported)
 --   'wready' [3] a worker ready set (wq:ready:<tk> or wq:sitems:<tk>:<sid>), [4..] its members
---   'global' [3..] pin keys whose ready set exists (besides '-')
+--   'global' [3] '1' when the namespace holds any key, [4..] pin keys whose ready set exists
+--            (besides '-')
 -- Reply: a flat list of violations, three entries each: code, subject (instance id, item seq or
 --   ''), detail (a sentence naming the keys involved).
 -- Errors: DX_INVALID unknown mode.
@@ -43,28 +44,29 @@ local function check_instance(id)
       ' expires at ' .. tostring(lk[2]))
   end
 
-  -- Messages: the bodies (q:) and the visibility set (qz:) hold the same sequence numbers.
-  local km, kz = k_msgs(id), k_vis(id)
-  local vis = redis.call('ZRANGE', kz, '0', '-1')
-  local bodies = {}
+  -- Messages: each body m<s> has its type-and-time field t<s> and each t<s> its body (lib.lua,
+  -- oq_messages).
+  local km = k_msgs(id)
+  local bodies, types, nmsg = {}, {}, 0
   for _, f in ipairs(redis.call('HKEYS', km)) do
-    if string.sub(f, 1, 1) == 'm' then bodies[string.sub(f, 2)] = true end
+    local c = string.sub(f, 1, 1)
+    if c == 'm' then bodies[string.sub(f, 2)] = true elseif c == 't' then types[string.sub(f, 2)] = true end
   end
-  local nmsg = 0
-  for _, s in ipairs(vis) do
+  for s in pairs(types) do
     nmsg = nmsg + 1
     if not bodies[s] then
-      bad('message_without_body', id, kz .. ' lists message ' .. s .. ' but ' .. km .. ' has no m' .. s)
+      bad('message_without_body', id, km .. ' has t' .. s .. ' but no body m' .. s)
     end
-    bodies[s] = nil
   end
   for s in pairs(bodies) do
-    bad('message_without_visibility', id, km .. ' holds m' .. s .. ' but ' .. kz .. ' does not list it: it is never delivered')
+    if not types[s] then
+      bad('message_without_visibility', id, km .. ' holds m' .. s .. ' without its t' .. s .. ': it is never delivered')
+    end
   end
   if locked then
     for _, s in ipairs(words(lk[3])) do
-      if redis.call('ZSCORE', kz, s) == false then
-        bad('lock_message_missing', id, kl .. ' covers message ' .. s .. ' which ' .. kz .. ' does not hold')
+      if not bodies[s] then
+        bad('lock_message_missing', id, kl .. ' covers message ' .. s .. ' which ' .. km .. ' does not hold')
       end
     end
   end
@@ -91,13 +93,13 @@ local function check_instance(id)
     bad('ready_while_locked', id, k_ready(ready_in[1]) .. ' lists the instance while ' .. kl .. ' holds it')
   end
   if nmsg == 0 and #ready_in > 0 then
-    bad('ready_without_messages', id, k_ready(ready_in[1]) .. ' lists the instance but ' .. kz .. ' is empty')
+    bad('ready_without_messages', id, k_ready(ready_in[1]) .. ' lists the instance but ' .. km .. ' is empty')
   end
   if nmsg == 0 and due then
-    bad('due_without_messages', id, K_DUE .. ' lists the instance but ' .. kz .. ' is empty')
+    bad('due_without_messages', id, K_DUE .. ' lists the instance but ' .. km .. ' is empty')
   end
   if nmsg > 0 and not locked and #ready_in == 0 and not due and not orphan then
-    bad('messages_stranded', id, kz .. ' holds ' .. nmsg .. ' message(s) but the instance is not locked and in no ' ..
+    bad('messages_stranded', id, km .. ' holds ' .. nmsg .. ' message(s) but the instance is not locked and in no ' ..
       'ready set, ' .. K_DUE .. ' or ' .. K_ORPHANS .. ': no fetch will deliver them')
   end
   if orphan and has_rec then
@@ -218,10 +220,22 @@ elseif mode == 'wready' then
 elseif mode == 'global' then
   local listed = {}
   for _, p in ipairs(redis.call('SMEMBERS', K_PINS)) do listed[p] = true end
-  for i = 3, #ARGV do
+  for i = 4, #ARGV do
     if ARGV[i] ~= '-' and not listed[ARGV[i]] and redis.call('ZCARD', k_ready(ARGV[i])) > 0 then
       bad('pin_unlisted', '', k_ready(ARGV[i]) .. ' holds ready instances but ' .. K_PINS ..
         ' does not list pin ' .. ARGV[i] .. ': no fetch looks there')
+    end
+  end
+  -- The format record (lib.lua, format_check): a namespace with data has it, and the keys a
+  -- format-1 process touches first are hashes it cannot use.
+  local fmt = ARGV[3] == '1' and redis.call('HGET', K_META, 'format') or FORMAT
+  if fmt ~= FORMAT then
+    bad('format_record', '', K_META .. ' says format ' .. tostring(fmt) .. ', want ' .. FORMAT ..
+      ': a format-1 process could write here (dxctl migrate writes the record)')
+  end
+  for _, k in ipairs(FORMAT1_KEYS) do
+    if ARGV[3] == '1' and redis.call('TYPE', P .. k)['ok'] ~= 'hash' then
+      bad('format_record', '', P .. k .. ' is not the format-2 hash: a format-1 process would use it')
     end
   end
   -- The housekeeping gates are at or before the earliest score they stand for.

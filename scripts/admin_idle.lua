@@ -5,7 +5,7 @@
 -- wq:locked, wq:tags (queued items per tag: more than the delayed ones means some are ready) and
 -- wq:due.
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix
 -- Reply: {0, earliest due ms of a delayed item, or -1 when none} when idle; {1, -1} when not.
 -- Errors: none.

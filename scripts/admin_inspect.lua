@@ -1,6 +1,6 @@
 -- admin_inspect: read-only views of one instance for the management API.
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] what, [3] instance, [4] execution id (for 'exec').
 -- An instance is known when it has an instance hash (created by an ack with name and version) or
 -- at least one execution (acks without metadata, append_with_execution).

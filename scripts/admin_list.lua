@@ -1,7 +1,7 @@
 -- admin_list: one page of instance ids from idx:instances (by created ms) or idx:status:<status>
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- (by its score, a time in ms), in index order, after a cursor.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] status ('' = every instance), [3] cursor score ('' = from the start),
 --   [4] cursor member (the last id of the previous page), [5] page size (>= 1).
 -- Reply: {next score or '', next member or '', id...}; next is '' when no id follows the page.

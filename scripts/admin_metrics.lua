@@ -2,7 +2,7 @@
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- event totals are summed over one page of idx:instances per call, so that a large namespace is
 -- walked in many short scripts instead of one long one.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] rank offset in idx:instances, [3] page size (0 = counts only).
 -- Reply: {instances, running, completed, failed, instances examined, executions, events}.
 -- Errors: none.

@@ -1,7 +1,7 @@
 -- admin_orphans: delete parked orphan messages (messages for instances that do not exist, see
 -- lib.lua), at most a page of orphan instances per call.
 -- flags: allow-oom (only frees memory, so it runs when Redis is out of memory)
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] most orphan instances to handle.
 -- Reply: {orphan instances handled, messages deleted}; fewer instances than asked: none left.
 -- Errors: none.
@@ -12,9 +12,9 @@ local msgs = 0
 for _, id in ipairs(ids) do
   -- An instance created meanwhile owns its messages; only true orphans go.
   if redis.call('EXISTS', k_inst(id), k_execs(id)) == 0 then
-    msgs = msgs + redis.call('ZCARD', k_vis(id))
+    msgs = msgs + oq_count(id)
     oq_unindex(id)
-    redis.call('DEL', k_msgs(id), k_vis(id))
+    redis.call('DEL', k_msgs(id))
   end
   redis.call('ZREM', K_ORPHANS, id)
 end

@@ -2,7 +2,7 @@
 -- flags: allow-oom (only frees memory, so it runs when Redis is out of memory)
 -- execution (the highest id) and Running executions are never deleted; KV data is
 -- instance-scoped and never touched. Each instance is pruned atomically.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] mode 'one' | 'bulk', [3] keep_last (0 and 1 both keep only the current
 --   execution), [4] prune only executions completed before this ms ('0' = no such condition),
 --   [5] bulk: select only instances whose current execution completed before this ms ('0' = all),

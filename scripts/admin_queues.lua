@@ -3,7 +3,7 @@
 -- queue never blocks the server for long. Each instance with queued messages is counted once:
 -- unlocked instances through oq:ready:<pin> (any visible message) or, when only delayed messages
 -- remain, oq:due; locked instances through oq:locked.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] what, then (Reply after each '->'):
 --   'head'                 -> {now ms, {pin...}, due instances, locked instances,
 --                              {worker unlocked, worker locked, ms since which the oldest visible worker item waits, or -1,
@@ -88,20 +88,33 @@ local off, n = tonumber(ARGV[4]), tonumber(ARGV[5])
 local ids = redis.call('ZRANGE', key, off, off + n - 1)
 local visible, delayed, locked, oldest, expired, orphaned = 0, 0, 0, -1, 0, 0
 
-local function count_unlocked(id)
-  local total = redis.call('ZCARD', k_vis(id))
-  local vis = redis.call('ZCOUNT', k_vis(id), '-inf', now)
-  visible, delayed = visible + vis, delayed + total - vis
-  if vis > 0 then
-    local first = redis.call('ZRANGEBYSCORE', k_vis(id), '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
-    local at = tonumber(first[2])
-    if oldest < 0 or at < oldest then oldest = at end
+-- An instance's messages: how many, how many are visible now, and the visible time of the oldest
+-- visible one (-1 none). Cost: O(messages).
+local function messages(id)
+  local total, vis, first = 0, 0, -1
+  for _, v in ipairs(redis.call('HVALS', k_msgs(id))) do
+    local b = string.byte(v, 1)
+    if b >= 65 and b <= 90 and #v < 24 then -- a type field ('<code><ms>'): JSON bodies start with '{', counts and notes with a digit
+      local at = tonumber(string.sub(v, 2))
+      total = total + 1
+      if at <= now then
+        vis = vis + 1
+        if first < 0 or at < first then first = at end
+      end
+    end
   end
+  return total, vis, first
+end
+
+local function count_unlocked(id)
+  local total, vis, first = messages(id)
+  visible, delayed = visible + vis, delayed + total - vis
+  if vis > 0 and (oldest < 0 or first < oldest) then oldest = first end
 end
 
 for _, id in ipairs(ids) do
   if what == 'orphans' then
-    orphaned = orphaned + redis.call('ZCARD', k_vis(id))
+    orphaned = orphaned + oq_count(id)
   elseif what == 'locked' then
     local lk = redis.call('HMGET', k_lock(id), 'until', 'seqs')
     local held = 0
@@ -109,8 +122,7 @@ for _, id in ipairs(ids) do
       if redis.call('HEXISTS', k_msgs(id), 'm' .. s) == 1 then held = held + 1 end
     end
     if lk[1] and tonumber(lk[1]) <= now then expired = expired + 1 end
-    local total = redis.call('ZCARD', k_vis(id))
-    local vis = redis.call('ZCOUNT', k_vis(id), '-inf', now)
+    local total, vis = messages(id)
     locked = locked + held
     visible, delayed = visible + vis - held, delayed + total - vis
   elseif not is_locked(id) then

@@ -2,12 +2,13 @@
 -- One function per fsck code: each re-checks its violation in this script, at one instant, and
 -- changes nothing when it no longer holds (a turn moved on since fsck looked), so a repair never
 -- races a live turn. A repair only restores what the other keys already say (an index entry from
--- its record, a lock's index from the lock, a message's visibility from its body); it never
+-- its record, a lock's index from the lock, a message's type and time from its body); it never
 -- invents data: what it cannot tell from the keys it leaves, and says why.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] retention ms (tree_settle_changed), [3] code, [4] subject (instance id,
 --   worker item number, or '' for the namespace), then by code:
---   message_without_visibility [5..] pairs: message seq, visible_at ms ('0' visible now)
+--   message_without_visibility [5..] triples: message seq, its type code (lib.lua, oq_messages),
+--            visible_at ms ('0' visible now)
 --   orphaned_keys [5..] keys of the instance (only keys of that instance's kinds are deleted)
 --   pin_unlisted [5..] pin keys whose ready set exists
 --   item_index_without_item [5..] worker ready sets (keys of other kinds are ignored)
@@ -27,7 +28,7 @@ local STATUSES = { 'Running', 'Completed', 'Failed', 'ContinuedAsNew' }
 -- the set of its own pin key, delayed or parked; without messages it is in no ready set and not
 -- delayed. Returns whether that is broken now.
 local function placement_broken(id)
-  local nmsg = redis.call('ZCARD', k_vis(id))
+  local nmsg = oq_count(id)
   local locked = is_locked(id)
   local pin = pin_of(id)
   local ready_in = 0
@@ -56,7 +57,7 @@ local function replace(id)
     redis.call('ZREM', K_DUE, id)
     return 'left parked with its orphan messages'
   end
-  if redis.call('ZCARD', k_vis(id)) == 0 then
+  if oq_count(id) == 0 then
     redis.call('ZREM', K_DUE, id)
     return 'taken out of the ready and due indexes (no messages)'
   end
@@ -106,20 +107,16 @@ function R.locked_without_lock(id)
   return repaired('removed the entry from ' .. K_LOCKED .. '; ' .. replace(id))
 end
 
--- A lock that covers messages which are gone keeps only those that exist (its ack deletes what
--- it covers; nothing else reads the list). A message whose body is still there is kept: its turn
--- has it, and message_without_visibility gives it back its entry (dropped from the lock, it would
--- be delivered again after the ack).
+-- A lock that covers messages which are gone keeps only those whose body exists (its ack deletes
+-- what it covers; nothing else reads the list). A body without its t<s> is kept: its turn has it,
+-- and message_without_visibility gives it back its field (dropped from the lock, it would be
+-- delivered again after the ack).
 function R.lock_message_missing(id)
   local seqs = redis.call('HGET', k_lock(id), 'seqs')
   if not seqs then return clean() end
   local keep, gone = {}, {}
   for _, s in ipairs(words(seqs)) do
-    if redis.call('ZSCORE', k_vis(id), s) or redis.call('HEXISTS', k_msgs(id), 'm' .. s) == 1 then
-      keep[#keep + 1] = s
-    else
-      gone[#gone + 1] = s
-    end
+    if redis.call('HEXISTS', k_msgs(id), 'm' .. s) == 1 then keep[#keep + 1] = s else gone[#gone + 1] = s end
   end
   if #gone == 0 then return clean() end
   redis.call('HSET', k_lock(id), 'seqs', table.concat(keep, ' '))
@@ -128,32 +125,36 @@ end
 
 -- Messages.
 function R.message_without_body(id)
-  local km, kz = k_msgs(id), k_vis(id)
-  local gone = {}
-  for _, s in ipairs(redis.call('ZRANGE', kz, '0', '-1')) do
-    if redis.call('HEXISTS', km, 'm' .. s) == 0 then gone[#gone + 1] = s end
+  local km = k_msgs(id)
+  local gone, fields = {}, {}
+  for _, f in ipairs(redis.call('HKEYS', km)) do
+    if string.byte(f, 1) == 116 and redis.call('HEXISTS', km, 'm' .. string.sub(f, 2)) == 0 then -- 't'
+      local s = string.sub(f, 2)
+      gone[#gone + 1] = s
+      fields[#fields + 1], fields[#fields + 2] = 't' .. s, 'a' .. s
+    end
   end
   if #gone == 0 then return clean() end
-  call_chunked('ZREM', kz, gone)
+  call_chunked('HDEL', km, fields)
   local note = ''
   if is_locked(id) then
     R.lock_message_missing(id)
     note = ' (and from the lock)'
   end
-  return repaired('removed message(s) ' .. table.concat(gone, ' ') .. ' without a body from ' .. kz .. note ..
+  return repaired('removed message(s) ' .. table.concat(gone, ' ') .. ' without a body from ' .. km .. note ..
     '; ' .. replace(id))
 end
 
--- A body without its visibility entry is given one: a timer's own fire time, any other message
--- now (the caller decodes the bodies: scripts never read JSON).
+-- A body without its t<s> field is given one: its type code and a timer's own fire time, any
+-- other message now (the caller decodes the bodies: scripts never read JSON).
 function R.message_without_visibility(id)
-  local km, kz = k_msgs(id), k_vis(id)
+  local km = k_msgs(id)
   local added = {}
-  for i = 5, #ARGV - 1, 2 do
-    local s, at = ARGV[i], tonumber(ARGV[i + 1])
-    if redis.call('HEXISTS', km, 'm' .. s) == 1 and not redis.call('ZSCORE', kz, s) then
+  for i = 5, #ARGV - 2, 3 do
+    local s, code, at = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+    if redis.call('HEXISTS', km, 'm' .. s) == 1 and redis.call('HEXISTS', km, 't' .. s) == 0 then
       if at < now then at = now end
-      redis.call('ZADD', kz, d(at), s)
+      redis.call('HSET', km, 't' .. s, code .. d(at))
       added[#added + 1] = s .. '@' .. d(at)
     end
   end
@@ -178,7 +179,6 @@ function R.orphan_with_record(id)
   if not redis.call('ZSCORE', K_ORPHANS, id) or redis.call('EXISTS', k_inst(id)) == 0 then return clean() end
   redis.call('ZREM', K_ORPHANS, id)
   redis.call('PERSIST', k_msgs(id))
-  redis.call('PERSIST', k_vis(id))
   return repaired('unparked its messages (no longer expiring); ' .. replace(id))
 end
 
@@ -265,6 +265,10 @@ function R.open_children_mismatch(id)
   return repaired('set open from ' .. was .. ' to ' .. open .. ' (its unsettled children)' .. note)
 end
 
+function R.format_record()
+  return left('the format record is written by dxctl migrate (run it), never by repair')
+end
+
 function R.child_parent_mismatch()
   return left('a children set and a child\'s record disagree on the parent: which one is right ' ..
     'cannot be told from the keys (delete or fix the instance by hand)')
@@ -277,7 +281,7 @@ function R.orphaned_keys(id)
     redis.call('ZSCORE', K_IDX_EXPIRY, id) or redis.call('SISMEMBER', K_IDX_REAP, id) == 1 then
     return clean()
   end
-  local ok = { [k_vis(id)] = true, [k_cs(id)] = true, [k_kv(id)] = true, [k_kd(id)] = true, [k_children(id)] = true }
+  local ok = { [k_cs(id)] = true, [k_kv(id)] = true, [k_kd(id)] = true, [k_children(id)] = true }
   local gone = {}
   for i = 5, #ARGV do
     local key = ARGV[i]

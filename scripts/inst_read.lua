@@ -1,6 +1,6 @@
 -- inst_read: one execution's history.
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] instance, [3] execution ('' = current).
 -- Reply: {execution or '', history (event JSON lines)}. Errors: none. Cost: O(history bytes).
 local id, exec = ARGV[2], ARGV[3]

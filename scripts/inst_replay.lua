@@ -1,7 +1,7 @@
 -- inst_replay: what a full fetch would have returned for a lite-fetched turn
 -- (provider.LiteFetcher.ReadForReplay): an execution's history, the KV snapshot and the tag.
 -- flags: no-writes (a read: runs on replicas and when Redis is out of memory)
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] instance, [3] execution id.
 -- Reply: {history (event JSON lines), kv {key, "<ms>|<value>", ...}, tag ('' unless the execution is
 --   the instance's current one)}.

@@ -1,7 +1,7 @@
 -- inst_state: what clients read about an instance: custom status, KV (store and current delta),
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- and the current execution's history size.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] instance, [3] what: 'cs' | 'kv' (then [4] key, or '' for all) | 'stats' |
 --   'hold'.
 -- Reply: cs: {version, value, cleared}; kv: {store pairs, delta pairs} (one key: {store value,

@@ -4,33 +4,71 @@
 -- Loaded as a Redis Functions library (Redis 7+) this code runs once; as EVAL scripts it runs on
 -- every call. So nothing here may depend on the call: dx_setup(ARGV[1]) sets P and the keys
 -- derived from it at the start of every call, in both modes.
-local P, K_PINS, K_DUE, K_LOCKED, K_OQ_NEXT, OQ_NEXT, K_CHORES, K_SEQ, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP, K_ORPHANS
+local P, K_PINS, K_DUE, K_LOCKED, K_OQ_NEXT, OQ_NEXT, K_CHORES, K_META, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP, K_ORPHANS
 local setup_hooks = {} -- keys of the other lib files derived from P (lib_worker.lua)
 local call_hooks = {} -- per-call state of the other lib files to reset (lib_worker.lua)
 
 local NOW, NOW_S -- the server time of this call, read once (now_ms), and as a string (now_s)
+local LOCK_UNTIL -- the expiry (ms) of the lock this call's token holds, once checked (oq_held, WQ.held; see dx_once)
 -- Under FUNCTION the library's state outlives the call: the keys derived from the prefix are
 -- recomputed only when the prefix differs from the previous call's (about 25 string
 -- concatenations and internings per call saved, most calls use one prefix); per-call state is
 -- reset every time.
-local function dx_setup(prefix)
-  NOW, NOW_S, OQ_NEXT = nil, nil, nil
+local format_checked = {} -- prefixes whose format record this library load has checked (see format_check)
+local format_check
+local function dx_setup(prefix, writes)
+  NOW, NOW_S, OQ_NEXT, LOCK_UNTIL = nil, nil, nil, nil
   for _, hook in ipairs(call_hooks) do hook() end
-  if prefix == P then return end
-  P = prefix
-  K_PINS = P .. 'oq:pins'
-  K_DUE = P .. 'oq:due'
-  K_LOCKED = P .. 'oq:locked'
-  K_OQ_NEXT = P .. 'oq:next'
-  K_CHORES = P .. 'chores'
-  K_SEQ = P .. 'seq'
-  K_WAKE_ORCH = P .. 'wake:orch'
-  K_WAKE_FILTERS = P .. 'wake:filters'
-  K_IDX_INSTANCES = P .. 'idx:instances'
-  K_IDX_EXPIRY = P .. 'idx:expiry'
-  K_IDX_REAP = P .. 'idx:reap'
-  K_ORPHANS = P .. 'oq:orphans'
-  for _, hook in ipairs(setup_hooks) do hook() end
+  if prefix ~= P then
+    P = prefix
+    K_PINS = P .. 'oq:pins'
+    K_DUE = P .. 'oq:due'
+    K_LOCKED = P .. 'oq:locked'
+    K_OQ_NEXT = P .. 'oq:gate'
+    K_CHORES = P .. 'chores'
+    K_META = P .. 'meta'
+    K_WAKE_ORCH = P .. 'wake:orch'
+    K_WAKE_FILTERS = P .. 'wake:filters'
+    K_IDX_INSTANCES = P .. 'idx:instances'
+    K_IDX_EXPIRY = P .. 'idx:expiry'
+    K_IDX_REAP = P .. 'idx:reap'
+    K_ORPHANS = P .. 'oq:parked'
+    for _, hook in ipairs(setup_hooks) do hook() end
+  end
+  if writes and not format_checked[P] then return format_check() end
+  return nil
+end
+
+-- The format record (keys.go, Meta): these scripts read and write format 2 only. A write checks
+-- it once per prefix per library load (under EVAL, every call): a namespace of another format, or
+-- one being migrated, is refused with DX_FORMAT before anything is written; a new namespace gets its
+-- record, and the keys a format-1 process touches first (its sequence, its fetch gates, its orphan
+-- index) become hashes it cannot use, so that an older release fails loudly (WRONGTYPE) at its first
+-- call instead of mixing formats. keys.go (DetectFormat) reads the same record the same way.
+local FORMAT = '2'
+local FORMAT1_KEYS = { 'seq', 'oq:next', 'wq:next', 'oq:orphans' }
+format_check = function()
+  local m = redis.call('HMGET', K_META, 'format', 'migrating')
+  if m[2] then
+    return redis.error_reply('DX_FORMAT ' .. (m[1] or '1') .. ' the namespace is being migrated to format ' .. m[2] .. ' (dxctl migrate): wait for it to finish, or run it again if it stopped')
+  end
+  if m[1] == false then
+    if redis.call('EXISTS', P .. 'seq') == 1 then
+      return redis.error_reply('DX_FORMAT 1 the namespace holds format-1 data: stop its runtimes and run dxctl migrate')
+    end
+    redis.call('HSET', K_META, 'format', FORMAT, 'partitions', '1', 'tags', string.sub(P, 1, -2))
+    for _, k in ipairs(FORMAT1_KEYS) do redis.call('HSET', P .. k, 'format', FORMAT) end
+  elseif m[1] ~= FORMAT then
+    return redis.error_reply('DX_FORMAT ' .. m[1] .. ' the namespace is format ' .. m[1] .. '; this dxredis reads and writes format ' .. FORMAT)
+  end
+  format_checked[P] = true
+  return nil
+end
+
+-- The next n enqueue sequence numbers of the partition (FIFO order of both queues): returns the
+-- last. Cost: O(1).
+local function next_seq(n)
+  return redis.call('HINCRBY', K_META, 'seq', n)
 end
 
 local function now_ms()
@@ -58,7 +96,6 @@ local function k_xout(id, e) return P .. 'xo:' .. e .. ':' .. id end
 local function k_hist(id, e) return P .. 'h:' .. e .. ':' .. id end
 local function k_hids(id, e) return P .. 'he:' .. e .. ':' .. id end
 local function k_msgs(id) return P .. 'q:' .. id end
-local function k_vis(id) return P .. 'qz:' .. id end
 local function k_lock(id) return P .. 'lk:' .. id end
 local function k_cs(id) return P .. 'cs:' .. id end
 local function k_kv(id) return P .. 'kv:' .. id end
@@ -73,11 +110,15 @@ local function fail(code, msg) return redis.error_reply('DX_' .. code .. ' ' .. 
 -- At most once per attempt. redisprovider retries a write whose reply was lost (the call may have
 -- run) with the same attempt key, KEYS[2]: a run that finds the key returns the reply stored there
 -- by the run that succeeded and changes nothing; a successful run stores its reply (an integer)
--- for ATTEMPT_TTL_MS, longer than redisprovider retries (attemptWindow). Error replies are not
--- stored: a failed run wrote nothing (DESIGN.md S8). The first try of a call passes its key with a
--- trailing '!': no earlier run can exist, so it skips the GET. Cost: one SET on success (and one
--- GET on a retry).
-local ATTEMPT_TTL_MS = '20000'
+-- for ATTEMPT_TTL_MS, longer than redisprovider retries (attemptWindow), and for a call under a
+-- lock (an ack, an abandon) at least until that lock would have expired, plus ATTEMPT_TTL_MS: a
+-- caller retries an ack with the same attempt id for as long as it holds the lock (dx does), so
+-- the reply must outlive the longest lock. The key expires on its own and is never part of an
+-- instance. Error replies are not stored: a failed run wrote nothing (DESIGN.md S8). The first try
+-- of a call passes its key with a trailing '!': no earlier run can exist, so it skips the GET.
+-- Cost: one SET on success (and one GET on a retry).
+local ATTEMPT_TTL_MS = 20000
+
 local function attempt_key(KEYS)
   local att = KEYS[2]
   if att and string.byte(att, -1) == 33 then return string.sub(att, 1, -2), true end -- 33: '!'
@@ -90,7 +131,11 @@ local function dx_once(op, KEYS, ARGV)
     if prev then return tonumber(prev) end
   end
   local r = op(KEYS, ARGV)
-  if att and type(r) == 'number' then redis.call('SET', att, r == 1 and '1' or d(r), 'PX', ATTEMPT_TTL_MS) end
+  if att and type(r) == 'number' then
+    local ttl = ATTEMPT_TTL_MS
+    if LOCK_UNTIL then ttl = ttl + math.max(0, LOCK_UNTIL - now_ms()) end
+    redis.call('SET', att, r == 1 and '1' or d(r), 'PX', d(ttl))
+  end
   return r
 end
 
@@ -275,11 +320,48 @@ end
 -- or at least one execution (acks without metadata, append_with_execution). Cost: O(1).
 local function inst_known(id) return redis.call('EXISTS', k_inst(id), k_execs(id)) > 0 end
 
--- Whether a start (type code 'S', see oq_enqueue) is queued for an instance, fetched or not.
+-- Orchestrator messages of an instance, q:<id> HASH: m<s> the item JSON, t<s> its type code and
+-- the ms it becomes visible ('<code><ms>': S start, C continue-as-new, Q queue message, O other;
+-- e.g. 'S1795742212536'), a<s> fetch attempts (absent 0), and h the hold note (orch_abandon). One
+-- field says both what a message is and when it may be fetched, so an enqueue writes one HSET and
+-- a fetch reads one HGETALL (format 1 kept the times in a sorted set of their own).
+--
+-- oq_messages reads them: the seqs visible at now (ascending, as strings), the earliest time a
+-- message not visible yet becomes visible (nil: none), and the fields by name. Cost: O(messages).
+local function oq_messages(id, now)
+  local all = redis.call('HGETALL', k_msgs(id))
+  local f, seqs, later = {}, {}, nil
+  for i = 1, #all, 2 do
+    f[all[i]] = all[i + 1]
+  end
+  for i = 1, #all, 2 do
+    if string.byte(all[i], 1) == 116 then -- 't'
+      local at = tonumber(string.sub(all[i + 1], 2))
+      if at <= now then
+        seqs[#seqs + 1] = string.sub(all[i], 2)
+      elseif later == nil or at < later then
+        later = at
+      end
+    end
+  end
+  if #seqs > 1 then table.sort(seqs, function(a, b) return tonumber(a) < tonumber(b) end) end
+  return seqs, later, f
+end
+
+-- The number of messages queued for an instance. Cost: O(messages).
+local function oq_count(id)
+  local n = 0
+  for _, f in ipairs(redis.call('HKEYS', k_msgs(id))) do
+    if string.byte(f, 1) == 116 then n = n + 1 end -- 't'
+  end
+  return n
+end
+
+-- Whether a start (type code 'S', see oq_messages) is queued for an instance, fetched or not.
 -- Cost: O(messages queued for it).
 local function start_queued(id)
   for _, v in ipairs(redis.call('HVALS', k_msgs(id))) do
-    if v == 'S' then return true end -- an item's JSON is never the bare letter
+    if string.byte(v, 1) == 83 and #v < 24 then return true end -- 'S<ms>'; an item's JSON starts with '{'
   end
   return false
 end
@@ -321,20 +403,15 @@ end
 -- when it is ready (a fetcher should be woken), else nil. Cost: O(messages of the instance that
 -- are visible) + O(log N).
 local function oq_reindex(id, now)
-  local vis = redis.call('ZRANGEBYSCORE', k_vis(id), '-inf', d(now))
-  local best, pin = nil, nil
-  for _, s in ipairs(vis) do
-    local n = tonumber(s)
-    if best == nil or n < best then best = n end
-  end
-  if best ~= nil then
+  local seqs, later = oq_messages(id, now)
+  local pin = nil
+  if seqs[1] then
     pin = pin_of(id)
-    redis.call('ZADD', k_ready(pin), d(best), id)
+    redis.call('ZADD', k_ready(pin), seqs[1], id)
     if pin ~= '-' then redis.call('SADD', K_PINS, pin) end
   end
-  local nxt = redis.call('ZRANGEBYSCORE', k_vis(id), '(' .. d(now), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
-  if nxt[1] then
-    oq_due_set(id, tonumber(nxt[2]))
+  if later then
+    oq_due_set(id, later)
   else
     redis.call('ZREM', K_DUE, id)
   end
@@ -382,7 +459,6 @@ end
 local function orphan_park(id, now)
   if redis.call('ZADD', K_ORPHANS, 'NX', now + ORPHAN_TTL_MS, id) == 1 then
     redis.call('PEXPIRE', k_msgs(id), ORPHAN_TTL_MS)
-    redis.call('PEXPIRE', k_vis(id), ORPHAN_TTL_MS)
     chore_at(now + ORPHAN_TTL_MS)
   end
 end
@@ -391,7 +467,7 @@ end
 local function orphan_sweep(now)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_ORPHANS, '-inf', now, 'LIMIT', 0, 100)) do
     redis.call('ZREM', K_ORPHANS, id)
-    redis.call('DEL', k_msgs(id), k_vis(id)) -- in case the server's expiry is late
+    redis.call('DEL', k_msgs(id)) -- in case the server's expiry is late
   end
 end
 
@@ -407,11 +483,11 @@ local function orphan_fate(id, tcode, visible_at, now)
   local parked = redis.call('ZSCORE', K_ORPHANS, id)
   if parked and tonumber(parked) <= now then -- expired, not swept yet: a new message starts afresh
     redis.call('ZREM', K_ORPHANS, id)
-    redis.call('DEL', k_msgs(id), k_vis(id))
+    redis.call('DEL', k_msgs(id))
     parked = false
   end
   if parked then return 'park' end
-  if redis.call('EXISTS', k_vis(id)) == 1 then return nil end
+  if redis.call('EXISTS', k_msgs(id)) == 1 then return nil end
   if tcode ~= 'Q' then return 'park' end
   if visible_at <= now then return 'drop' end
   return nil
@@ -422,13 +498,11 @@ end
 -- A message for a locked instance marks the lock ('more'): its ack then reindexes the instance.
 -- A message for an instance that does not exist is parked or dropped (orphan_fate; returns
 -- DROPPED then).
--- Message hash fields: m<s> the item JSON, t<s> its type code ('S' start, 'C' continue-as-new,
--- 'Q' queue message; absent: other), a<s> fetch attempts (absent: 0).
+-- Message hash fields: see oq_messages.
 local function oq_enqueue(id, json, tcode, visible_at, now)
   local start = tcode == 'S' or tcode == 'C'
   if start and redis.call('ZREM', K_ORPHANS, id) == 1 then -- the start adopts parked orphans
     redis.call('PERSIST', k_msgs(id))
-    redis.call('PERSIST', k_vis(id))
   end
   if visible_at < now then visible_at = now end
   local locked = is_locked(id)
@@ -441,13 +515,8 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
       if fate == 'drop' then return DROPPED end
     end
   end
-  local s = d(redis.call('INCR', K_SEQ))
-  if tcode == 'O' then
-    redis.call('HSET', k_msgs(id), 'm' .. s, json)
-  else
-    redis.call('HSET', k_msgs(id), 'm' .. s, json, 't' .. s, tcode)
-  end
-  redis.call('ZADD', k_vis(id), visible_at == now_ms() and now_s() or d(visible_at), s)
+  local s = d(next_seq(1))
+  redis.call('HSET', k_msgs(id), 'm' .. s, json, 't' .. s, tcode .. (visible_at == now_ms() and now_s() or d(visible_at)))
   if locked then
     redis.call('HSET', k_lock(id), 'more', '1')
     return nil
@@ -466,19 +535,17 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
   return nil
 end
 
--- Delete orchestrator messages seqs of an instance, two commands per 300 messages. An ack calls it
+-- Delete orchestrator messages seqs of an instance, one command per 300 messages. An ack calls it
 -- (or deletes the whole hash): the hold note h (orch_abandon) goes with the first chunk.
 local function oq_delete_many(id, seqs)
   for i = 1, #seqs, 300 do
-    local fields, members = {}, {}
+    local fields = {}
     if i == 1 then fields[1] = 'h' end
     for j = i, math.min(i + 299, #seqs) do
       local s = seqs[j]
       fields[#fields + 1], fields[#fields + 2], fields[#fields + 3] = 'm' .. s, 'a' .. s, 't' .. s
-      members[#members + 1] = s
     end
     redis.call('HDEL', k_msgs(id), unpack(fields))
-    redis.call('ZREM', k_vis(id), unpack(members))
   end
 end
 
@@ -508,6 +575,7 @@ local function oq_held(token, now, unexpired)
   local lk = redis.call('HMGET', k_lock(id), 'tok', 'until', 'seqs', 'inst', 'more', 'tag', 'x')
   if lk[1] ~= token then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock no longer held') end
   if unexpired and tonumber(lk[2]) <= now then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock expired') end
+  LOCK_UNTIL = tonumber(lk[2])
   return id, lk
 end
 
@@ -653,7 +721,7 @@ end
 
 -- An instance's keys; with_children false leaves out its children set (reaping needs it).
 local function instance_keys(id, with_children)
-  local keys = { k_inst(id), k_execs(id), k_cs(id), k_kv(id), k_kd(id), k_msgs(id), k_vis(id) }
+  local keys = { k_inst(id), k_execs(id), k_cs(id), k_kv(id), k_kd(id), k_msgs(id) }
   if with_children then keys[#keys + 1] = k_children(id) end
   for _, e in ipairs(executions(id)) do
     keys[#keys + 1] = k_exec(id, e)

@@ -18,7 +18,7 @@ setup_hooks[#setup_hooks + 1] = function()
   WQ.K_SCOUNT = P .. 'wq:scount'
   WQ.K_SOWNED = P .. 'wq:sowned'
   WQ.K_SIDLE = P .. 'wq:sidle'
-  WQ.K_NEXT = P .. 'wq:next'
+  WQ.K_NEXT = P .. 'wq:gate'
   WQ.K_WAITING = P .. 'wq:waiting'
 end
 call_hooks[#call_hooks + 1] = function()
@@ -269,6 +269,7 @@ function WQ.held(token, now)
   if now and tonumber(it[2]) <= now then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: the worker item lock expired')
   end
+  LOCK_UNTIL = tonumber(it[2])
   return s, it
 end
 
@@ -339,7 +340,7 @@ end
 -- one in its activity's entry of the instance index wq:inst:<id> (deleting it then drops the entry
 -- without reading it; an activity scheduled twice lists several items there).
 local function wq_enqueue(now, json, inst, exec, actid, session, tag)
-  local s = d(redis.call('INCR', K_SEQ))
+  local s = d(next_seq(1))
   local tk = WQ.tag_key(tag)
   local kx, f = WQ.k_inst(inst), exec .. ':' .. actid
   local alone = redis.call('HSETNX', kx, f, s) == 1
@@ -370,7 +371,7 @@ local function wq_enqueue_many(now, items)
     for _, w in ipairs(items) do wq_enqueue(now, w[1], w[2], w[3], w[4], w[5], w[6]) end
     return
   end
-  local s0 = redis.call('INCRBY', K_SEQ, d(n)) - n
+  local s0 = next_seq(d(n)) - n
   local created = now == now_ms() and now_s() or d(now)
   -- The instance index entries the items go to, read once per instance (an ack's items are all
   -- its own instance's): byinst[inst] = {kx, fields, got}, got[field] the entry.

@@ -1,5 +1,5 @@
 -- orch_abandon: release an instance lock without committing.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] lock token, [3] delay ms (0 = visible at once), [4] '1' = ignore attempt,
 --   [5] optional: why the runtime holds the instance (a hold: HoldOrchestrationItem), kept in the
 --   message hash's field h as '<ms> <reason>' until an ack consumes the messages (which deletes it).
@@ -15,7 +15,15 @@ local seqs = words(lk[3])
 -- The delivery counts as an attempt unless ignore_attempt (the fetch wrote no count: oq_unlock).
 if not ignore then oq_count_attempt(id, seqs) end
 if delay > 0 then
-  for _, s in ipairs(seqs) do redis.call('ZADD', k_vis(id), 'XX', d(now + delay), s) end
+  -- The locked messages that still exist become visible at now + delay: their t<s> is the type
+  -- code, then that time (lib.lua, oq_messages).
+  local names = {}
+  for i, s in ipairs(seqs) do names[i] = 't' .. s end
+  local types, at, f = call_chunked('HMGET', k_msgs(id), names), d(now + delay), {}
+  for i = 1, #names do
+    if types[i] then f[#f + 1], f[#f + 2] = names[i], string.sub(types[i], 1, 1) .. at end
+  end
+  call_chunked('HSET', k_msgs(id), f)
 end
 if ARGV[5] then redis.call('HSET', k_msgs(id), 'h', now_s() .. ' ' .. ARGV[5]) end
 local pin = oq_unlock(id, now)

@@ -1,5 +1,5 @@
 -- orch_ack: commit one orchestration turn atomically and release the instance lock.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] lock token, [3] execution id, [4] status ('' = unchanged),
 --   [5] '1' when output is given, [6] output, [7] where the output is in the appended history:
 --   '<byte offset> <length>' of it as a JSON string ('' = not there), [8] orchestration name,
@@ -98,7 +98,7 @@ end
 if lk[5] == '1' then
   oq_delete_many(id, words(lk[3]))
 else
-  redis.call('DEL', k_msgs(id), k_vis(id))
+  redis.call('DEL', k_msgs(id))
 end
 
 -- 2. Instance and execution records: their changes are gathered in ifields / xfields and written

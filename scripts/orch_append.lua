@@ -1,5 +1,5 @@
 -- orch_append: append events to an execution's history outside a turn (tests and tools).
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] instance, [3] execution, then pairs (event_id, json).
 -- Reply: 1. Errors (nothing written): DX_DUPLICATE event id exists or repeats.
 -- Cost: O(events appended).

@@ -1,5 +1,5 @@
 -- orch_enqueue: add one message to an instance's orchestrator queue. Never creates the instance.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] target instance, [3] work item JSON, [4] type code ('S' start, 'Q' queue
 --   message, 'O' other), [5] delay ms (0 = visible at once), [6] optional: '1' = start only if
 --   absent (a start, type code 'S': enqueued only when the instance neither exists nor has a start

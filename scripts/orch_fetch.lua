@@ -1,5 +1,5 @@
 -- orch_fetch: lock the instance owning the oldest visible orchestrator message and return its turn.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, ARGV[2] lock token nonce (36 characters; the token is '<nonce>.<instance>'),
 --      ARGV[3] lock ms, ARGV[4] filter: '0' none, '1' ranges follow; ARGV[5] range count n, then n
 --      pairs lo, hi (sortable pin keys, inclusive); then the ms for which the caller may wait after
@@ -106,11 +106,8 @@ while true do
 
   -- Every message of the instance: the visible ones form the batch; delayed ones ('more') keep
   -- the instance in the due index and make its ack reindex it.
-  local all = redis.call('ZRANGE', k_vis(id), '0', '-1', 'WITHSCORES')
-  local seqs, more = {}, false
-  for i = 1, #all, 2 do
-    if tonumber(all[i + 1]) <= now then seqs[#seqs + 1] = all[i] else more = true end
-  end
+  local seqs, later, msg = oq_messages(id, now)
+  local more = later ~= nil
   -- Instance fields (see orch_ack): exec current execution, tag its tag, hn/hb its history's
   -- event count and bytes, kv '1' once KV was written.
   local iv = redis.call('HMGET', k_inst(id), 'name', 'ver', 'exec', 'tag', 'hn', 'kv', 'hb')
@@ -118,19 +115,13 @@ while true do
   local exec = tonumber(iv[3])
   if exec == nil then exec = current_exec(id, true) end
   local ok = #seqs > 0
-  table.sort(seqs, function(a, b) return tonumber(a) < tonumber(b) end)
-  -- One read of the batch: its messages, type codes and attempts.
-  local fields = {}
-  for _, s in ipairs(seqs) do
-    fields[#fields + 1], fields[#fields + 2], fields[#fields + 3] = 'm' .. s, 't' .. s, 'a' .. s
-  end
-  local vals = call_chunked('HMGET', k_msgs(id), fields)
+  -- The batch's type codes (oq_messages: the first byte of t<s>).
   local has_start, has_can, only_queue = false, false, true
-  for i = 1, #seqs do
-    local t = vals[3 * i - 1]
-    if t == 'S' or t == 'C' then has_start = true end
-    if t == 'C' then has_can = true end
-    if t ~= 'Q' then only_queue = false end
+  for _, s in ipairs(seqs) do
+    local t = string.byte(msg['t' .. s], 1)
+    if t == 83 or t == 67 then has_start = true end -- 'S', 'C'
+    if t == 67 then has_can = true end
+    if t ~= 81 then only_queue = false end -- 'Q'
   end
   if ok and not has_inst and exec == nil and not has_start then
     -- Not created yet: needs a start item in the batch. A batch of QueueMessages only is dropped
@@ -154,9 +145,9 @@ while true do
     -- This delivery is attempt a+1 of each message; the count is written only if the lock ends
     -- without an ack (abandon, expiry: oq_unlock), since an ack deletes the messages anyway.
     local attempt, msgs = 0, {}
-    for i = 1, #seqs do
-      msgs[i] = vals[3 * i - 2]
-      local a = (tonumber(vals[3 * i]) or 0) + 1
+    for i, s in ipairs(seqs) do
+      msgs[i] = msg['m' .. s]
+      local a = (tonumber(msg['a' .. s]) or 0) + 1
       if a > attempt then attempt = a end
     end
     -- The batch begins an execution (a start for an instance without history, or a

@@ -1,5 +1,5 @@
 -- orch_renew: extend a held, unexpired instance lock to now + extend.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] lock token, [3] extend ms.
 -- Reply: 1. Errors: DX_INVALID_TOKEN unknown, superseded or expired token.
 -- Cost: O(log N).

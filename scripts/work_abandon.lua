@@ -1,5 +1,5 @@
 -- work_abandon: release a worker item lock; the item becomes visible again after the delay.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, ARGV[2] lock token, ARGV[3] delay ms (0 = at once), ARGV[4] '1' to ignore this
 --      attempt (decrement the attempt count, never below 0).
 -- Reply: 1.

@@ -1,6 +1,6 @@
 -- work_ack: delete a locked worker item and, with a completion, enqueue it to the orchestrator
 -- queue of its target instance, atomically.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, ARGV[2] lock token, ARGV[3] '1' with a completion / '0' without,
 --      ARGV[4] completion's target instance, ARGV[5] completion JSON (ActivityCompleted/ActivityFailed).
 -- Reply: 1.

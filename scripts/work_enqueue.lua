@@ -1,6 +1,6 @@
 -- work_enqueue: add one ActivityExecute to the worker queue, visible at once, and wake a fetcher
 -- that may take it.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, ARGV[2] item JSON (stored verbatim), ARGV[3] instance, ARGV[4] execution id,
 --      ARGV[5] activity id, ARGV[6] session id ('' none), ARGV[7] tag ('' untagged).
 -- Reply: 1.

@@ -1,5 +1,5 @@
 -- work_fetch: lock the oldest visible worker item the caller may take, for the lock timeout.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, ARGV[2] lock token nonce (36 characters; the token is '<nonce>.<s>'), ARGV[3] lock ms, ARGV[4] session owner ('' = no session
 --      config: session-bound items are never returned), ARGV[5] session lock ms, ARGV[6] the ms
 --      for which the caller may wait after an empty fetch (its wake lists stay registered that

@@ -1,5 +1,5 @@
 -- work_renew: extend a held, unexpired worker item lock to now + extend.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, ARGV[2] lock token, ARGV[3] extend ms.
 -- Reply: 1.
 -- Effects: refreshes the item's session last_activity while the session lock is valid.

@@ -1,6 +1,6 @@
 -- work_session_cleanup: delete expired sessions (locked_until <= now) that have no queued items.
 -- flags: allow-oom (only frees memory, so it runs when Redis is out of memory)
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, ARGV[2] most sessions to delete in this call.
 -- Reply: the number of sessions deleted.
 -- Errors: none.

@@ -1,5 +1,5 @@
 -- work_session_renew: extend the session locks of the given owners that are still held and not idle.
--- KEYS[1] seq key (routing only)
+-- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, ARGV[2] extend ms, ARGV[3] idle timeout ms, ARGV[4..] owner ids (distinct).
 -- Reply: the number of sessions extended.
 -- Effects: for each session owned by one of the owners with locked_until > now and

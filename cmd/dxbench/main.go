@@ -57,6 +57,7 @@ type config struct {
 	payloadBytes      int
 	ns                string
 	keep              bool
+	noKeyBytes        bool
 	noExt             bool
 	rate              float64
 	timerDelay        time.Duration
@@ -213,6 +214,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&cfg.payloadBytes, "payload-bytes", 100, "size of each activity result (a JSON string)")
 	fs.StringVar(&cfg.ns, "ns", "", "namespace, empty at the start (default dxbench-<random>); deleted at the end unless -keep")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the namespace's keys at the end (inspect them with dxctl)")
+	fs.BoolVar(&cfg.noKeyBytes, "no-keybytes", false, "skip the kept-bytes measurement (SCAN, MEMORY USAGE and PTTL of every key before and after a workload): bench/callgrind.sh counts only the system's own Redis work")
 	fs.BoolVar(&cfg.noExt, "noext", false, "-mode provider: the played dispatchers ack and fetch in separate calls, without the provider's ack-and-fetch-next extensions")
 	fs.Float64Var(&cfg.rate, "rate", 0, "orchestrations started per second; 0 = all enqueued upfront, as fast as possible")
 	fs.DurationVar(&cfg.timerDelay, "timer-delay", 100*time.Millisecond, "W3: durable timer of each orchestration")
@@ -332,8 +334,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	defer b.p.Close()
 	b.p.Client().AddHook(b.hook)
 	// Old data (an earlier -keep run, or someone else's namespace) would stall the workloads
-	// until -stall: refuse it at once. Every enqueue creates the partition's seq key.
-	if n, err := b.admin.Exists(ctx, b.p.Keyspace().Seq(0)).Result(); err != nil {
+	// until -stall: refuse it at once. The first write creates the partition's format record.
+	if n, err := b.admin.Exists(ctx, b.p.Keyspace().Meta(0)).Result(); err != nil {
 		return fmt.Errorf("checking namespace %q: %w", cfg.ns, err)
 	} else if n > 0 {
 		return fmt.Errorf("namespace %q already holds data (an earlier run with -keep?): dxbench needs an empty one: "+

@@ -325,7 +325,9 @@ func (b *bench) runOrchestrations(parent context.Context, mode string, spec orch
 			return nil, err
 		}
 	}
-	m.keysBefore = b.scanKeyBytes(ctx)
+	if !b.cfg.noKeyBytes {
+		m.keysBefore = b.scanKeyBytes(ctx)
+	}
 	m.before, m.cpuBefore = readStats(ctx, b.admin, b.hook), processCPU()
 	calls0 := cp.calls.Load()
 	enqErr := make(chan error, 1)
@@ -353,7 +355,9 @@ func (b *bench) runOrchestrations(parent context.Context, mode string, spec orch
 	m.after, m.cpuAfter = readStats(ctx, b.admin, b.hook), processCPU()
 	m.calls = cp.calls.Load() - calls0
 	m.end = time.Unix(0, r.lastDone.Load())
-	m.keysAfter = b.scanKeyBytes(ctx)
+	if !b.cfg.noKeyBytes {
+		m.keysAfter = b.scanKeyBytes(ctx)
+	}
 	if mode == modeRuntime {
 		if err := b.verifyCompleted(ctx, r); err != nil {
 			return m, err

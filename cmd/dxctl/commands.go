@@ -17,6 +17,7 @@ import (
 	"github.com/duroxide-go/dxredis/cmd/dxctl/web"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
+	"github.com/redis/go-redis/v9"
 )
 
 // commands are dxctl's commands in the order help lists them: inspection and administration,
@@ -202,6 +203,23 @@ server's whole keyspace (every primary's, on a cluster) for the namespace's keys
 		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
 			yes := fs.Bool("yes", false, "drop without asking for confirmation")
 			return func(ctx context.Context, a *app, _ []string) error { return a.drop(ctx, *yes) }
+		},
+	},
+	{
+		name:    "migrate",
+		usage:   "[--partitions N]",
+		summary: "Convert the namespace to this release's storage format (format 2), with its runtimes stopped.",
+		details: `Stop every runtime, worker and client process that uses the namespace first: migrate refuses
+while a turn or an activity is locked, a session is owned or a fetcher waits, and from its first step
+on every process of the older release fails on the namespace (loudly, writing nothing) until the
+runtimes are started again with this release. Each step is atomic: a migration stopped anywhere (a
+crash, Ctrl-C) is finished by running migrate again; on a namespace in format 2 it does nothing.
+--partitions is the namespace's partition count (this release: 1). The downtime is the time between
+stopping the old runtimes and starting the new ones; the steps themselves take milliseconds whatever
+the namespace holds (docs/operations.md, "Upgrading a namespace").`,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			partitions := fs.Int("partitions", 1, "the namespace's partition count `N` (this release: 1)")
+			return func(ctx context.Context, a *app, _ []string) error { return a.migrate(ctx, *partitions) }
 		},
 	},
 }, clientCommands...)
@@ -886,4 +904,37 @@ func (a *app) printJSON(v any) error {
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// migrate converts the namespace to format 2 (redisprovider.Migrate). It needs no provider: the
+// provider refuses a namespace in another format.
+func (a *app) migrate(ctx context.Context, partitions int) error {
+	if partitions <= 0 {
+		return usagef("migrate: --partitions must be positive")
+	}
+	c := redis.NewClient(&redis.Options{Addr: a.addr, Password: a.password})
+	defer c.Close()
+	rep, err := redisprovider.Migrate(ctx, c, a.ns, redisprovider.MigrateOptions{Partitions: partitions})
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(struct {
+			Namespace string   `json:"namespace"`
+			From      int      `json:"from_format"`
+			To        int      `json:"to_format"`
+			Steps     []string `json:"steps"`
+			ElapsedMS float64  `json:"elapsed_ms"`
+		}{rep.Namespace, rep.From, rep.To, append([]string{}, rep.Steps...), float64(rep.Elapsed.Microseconds()) / 1000})
+	}
+	switch {
+	case rep.From == 0:
+		fmt.Fprintf(a.stdout, "namespace %q holds nothing: its first write gives it format %d\n", a.ns, rep.To)
+	case len(rep.Steps) == 0:
+		fmt.Fprintf(a.stdout, "namespace %q is in format %d already: nothing to do\n", a.ns, rep.To)
+	default:
+		fmt.Fprintf(a.stdout, "namespace %q migrated from format %d to format %d in %s (steps: %s): start its runtimes with this release\n",
+			a.ns, rep.From, rep.To, rep.Elapsed.Round(time.Microsecond), strings.Join(rep.Steps, ", "))
+	}
+	return nil
 }

@@ -232,10 +232,10 @@ func (a *app) connect(ctx context.Context) error {
 }
 
 // checkNotEmpty refuses a namespace that holds nothing at all: an empty answer there would
-// hide a misspelt --ns. Every enqueue increments the partition's seq key, so a namespace that
-// ever held an instance or a message has it (until dropped).
+// hide a misspelt --ns. The first write to a namespace creates its format record (Meta), so a
+// namespace that ever held an instance or a message has it (until dropped).
 func (a *app) checkNotEmpty(ctx context.Context) error {
-	n, err := a.p.Client().Exists(ctx, a.p.Keyspace().Seq(0)).Result()
+	n, err := a.p.Client().Exists(ctx, a.p.Keyspace().Meta(0)).Result()
 	if err != nil {
 		return err
 	}

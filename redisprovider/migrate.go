@@ -1,0 +1,156 @@
+package redisprovider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	dxredis "github.com/duroxide-go/dxredis"
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// errMigrateStopped: Migrate stopped after MigrateOptions.steps steps (tests of a crash).
+var errMigrateStopped = errors.New("dxredis: migrate stopped (test)")
+
+// ErrNamespaceBusy is returned (wrapped) by Migrate while a runtime still uses the namespace:
+// a turn or activity is locked, a session is owned, or a fetcher waits.
+var ErrNamespaceBusy = errors.New("dxredis: the namespace is in use")
+
+// MigrateOptions configure Migrate.
+type MigrateOptions struct {
+	// Partitions is the partition count the namespace gets (0: 1). This release has one
+	// partition per namespace; Migrate refuses other counts.
+	Partitions int
+	// Logger receives a line per step. Default: discard.
+	Logger *slog.Logger
+
+	// steps, when positive, stops after that many atomic steps as a crash would (tests).
+	steps int
+}
+
+// MigrateReport says what Migrate did.
+type MigrateReport struct {
+	Namespace string
+	From      int           // the format found (0: the namespace holds nothing; it gets format 2 with its first write)
+	To        int           // the format it has now
+	Steps     []string      // what ran, in order (empty: nothing to do)
+	Elapsed   time.Duration // from the first step to the last: how long the namespace was unusable
+}
+
+// Migrate converts a namespace's storage to this release's format (dxredis.Format) with its
+// runtimes stopped: it refuses (ErrNamespaceBusy) while any of them holds a lock, owns a session
+// or waits to fetch, and from its first step on every process of either format refuses the
+// namespace (format-1 processes meet hashes where their sequence, gates and orphan index were;
+// format-2 ones a migration mark) until it is done. Each step is atomic and Migrate may be run
+// again after a crash anywhere: it goes on where it stopped, and on a namespace that is already
+// in format 2 it does nothing. The runtimes are then started with this release.
+func Migrate(ctx context.Context, client redis.UniversalClient, namespace string, opts MigrateOptions) (*MigrateReport, error) {
+	if ctx == nil {
+		return nil, errNilContext("migrate")
+	}
+	if client == nil {
+		return nil, provider.NewPermanentError("migrate", "nil Redis client").WithKind(provider.ErrInvalidInput)
+	}
+	if opts.Partitions == 0 {
+		opts.Partitions = 1
+	}
+	if opts.Partitions != 1 {
+		return nil, provider.NewPermanentError("migrate", fmt.Sprintf("%d partitions: this release keeps a namespace in one partition", opts.Partitions)).
+			WithKind(provider.ErrInvalidInput)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	p, err := NewFromClient(ctx, client, Options{Namespace: namespace, Logger: logger, anyFormat: true})
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	found, migrating, err := NamespaceFormat(ctx, client, p.keys, 0)
+	if err != nil {
+		return nil, p.mapErr("migrate", err)
+	}
+	rep := &MigrateReport{Namespace: namespace, From: found, To: found}
+	if found == dxredis.Format && !migrating || found == 0 {
+		return rep, nil // nothing to convert
+	}
+	if found > dxredis.Format {
+		return nil, p.formatErr("migrate", &FormatError{Namespace: namespace, Found: found})
+	}
+	start := time.Now()
+	ran := 0
+	step := func(name string, args ...any) (int64, error) {
+		if ran++; opts.steps > 0 && ran > opts.steps {
+			return 0, errMigrateStopped
+		}
+		res, err := p.run(ctx, "migrate", "admin_migrate", 0, append([]any{name}, args...)...)
+		if err != nil {
+			if _, why, busy := strings.Cut(err.Error(), "DX_BUSY "); busy {
+				return 0, fmt.Errorf("%w: %s", ErrNamespaceBusy, why)
+			}
+			return 0, err
+		}
+		n, _ := res.(int64)
+		return n, nil
+	}
+	if n, err := step("begin"); err != nil {
+		return nil, err
+	} else if n == 1 {
+		rep.Steps = append(rep.Steps, "begin")
+	}
+	converted, err := p.migrateMessages(ctx, step)
+	if err != nil {
+		return nil, err
+	}
+	if converted > 0 {
+		rep.Steps = append(rep.Steps, fmt.Sprintf("messages of %d instances", converted))
+	}
+	if n, err := step("finish"); err != nil {
+		return nil, err
+	} else if n == 1 {
+		rep.Steps = append(rep.Steps, "finish")
+	}
+	for _, s := range rep.Steps {
+		logger.Info("dxredis: migrate", "namespace", namespace, "step", s)
+	}
+	rep.To, rep.Elapsed = dxredis.Format, time.Since(start)
+	return rep, nil
+}
+
+// migrateMessages converts every instance's format-1 message visibility set (qz:<id>), in
+// batches (admin_migrate 'messages'); a batch that ran is not converted twice.
+func (p *Provider) migrateMessages(ctx context.Context, step func(string, ...any) (int64, error)) (int, error) {
+	prefix := p.keys.Prefix(0)
+	total := 0
+	var batch []any
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		n, err := step("messages", batch...)
+		total += int(n)
+		batch = batch[:0]
+		return err
+	}
+	err := forEachPrimary(ctx, p.rdb, func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, globQuote(prefix)+"qz:*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if batch = append(batch, strings.TrimPrefix(iter.Val(), prefix+"qz:")); len(batch) == 200 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		return total, p.mapErr("migrate", err)
+	}
+	return total, flush()
+}
