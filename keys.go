@@ -112,9 +112,13 @@ import (
 //     item_locked_without_lock, item_unlisted]; the worker indexes list only existing items
 //     [item_index_without_item].
 //   - The housekeeping gates oq:gate and wq:gate are at or before the earliest score of the
-//     sets they stand for (and oq:gate before chores) [gate_late].
+//     sets they stand for (and oq:gate before chores) [gate_late]; chores is at or before the
+//     first expiry of idx:expiry and oq:orphans, and due while idx:reap is not empty [chores_late].
 //   - A namespace with data has its format record, format 2, and the format-1 keys as
 //     hashes [format_record].
+//
+// redisprovider's Repair (dxctl fsck --repair) fixes each violation it can tell the fix of from
+// the other keys, one script per repair (scripts/admin_repair.lua, one function per code).
 
 var namespacePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 

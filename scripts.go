@@ -14,7 +14,7 @@ import (
 )
 
 // Every operation is one Lua file under scripts/, run after the shared helpers of the
-// scripts/lib*.lua files (lib.lua, then lib_worker.lua). Each operation file starts with a header
+// scripts/lib*.lua files (lib.lua, then the others by name: lib_admin.lua, lib_worker.lua). Each operation file starts with a header
 // giving KEYS, ARGV, the reply, the errors and the cost. Calling convention: KEYS[1] is the
 // partition's Seq key (routes cluster clients to the right slot), KEYS[2] an optional attempt key
 // (Keyspace.Attempt: the call runs at most once per attempt, see dx_once in lib.lua) and ARGV[1]

@@ -42,14 +42,20 @@ func (p *Provider) Fsck(ctx context.Context) (FsckReport, error) {
 	if ctx == nil {
 		return FsckReport{}, errNilContext(op)
 	}
+	f, err := p.runFsck(ctx, op)
+	return f.report, err
+}
+
+// runFsck scans and checks the namespace; Repair reads what the scan saw (pins, orphaned keys).
+func (p *Provider) runFsck(ctx context.Context, op string) (*fsck, error) {
 	f := &fsck{p: p, prefix: p.keys.Prefix(0), inst: map[string]*fsckInst{}, items: map[string]bool{}}
 	if err := f.scanKeys(ctx); err != nil {
-		return f.report, p.mapErr(op, err)
+		return f, p.mapErr(op, err)
 	}
 	if err := f.check(ctx); err != nil {
-		return f.report, p.mapErr(op, err)
+		return f, p.mapErr(op, err)
 	}
-	return f.report, nil
+	return f, nil
 }
 
 type fsck struct {
@@ -156,14 +162,25 @@ func (f *fsck) check(ctx context.Context) error {
 	for _, set := range f.sets {
 		rest := strings.TrimPrefix(set, f.prefix)
 		isItems := strings.HasPrefix(rest, "wq:")
+		var ready []any // members of a worker ready set: an item's tag (or session) names the set
 		if err := f.members(ctx, set, func(m string) {
 			if isItems {
 				f.items[m] = true
+				if isWorkReadySet(rest) {
+					ready = append(ready, m)
+				}
 			} else if _, ok := f.inst[m]; !ok {
 				f.inst[m] = &fsckInst{anchored: true} // no keys of its own: the index entry is what is checked
 			}
 		}); err != nil {
 			return err
+		}
+		// Entries of items that do not exist: a fetch would lock a ghost. Checked here, per set,
+		// since nothing else says which ready set an item that is gone was in.
+		for i := 0; i < len(ready); i += fsckBatch {
+			if err := f.call(ctx, append([]any{"wready", set}, ready[i:min(i+fsckBatch, len(ready))]...)...); err != nil {
+				return err
+			}
 		}
 	}
 	var batch []any
@@ -256,4 +273,21 @@ func (f *fsck) call(ctx context.Context, args ...any) error {
 		f.report.Violations = append(f.report.Violations, FsckViolation{Code: str(r[i]), Subject: str(r[i+1]), Detail: str(r[i+2])})
 	}
 	return nil
+}
+
+// isWorkReadySet reports whether a key (after the prefix) is a worker ready set: wq:ready:<tk>
+// or a session's wq:sitems:<tk>:<sid>.
+func isWorkReadySet(rest string) bool {
+	return strings.HasPrefix(rest, "wq:ready:") || strings.HasPrefix(rest, "wq:sitems:")
+}
+
+// workReadySets are the worker ready sets the key scan saw.
+func (f *fsck) workReadySets() []string {
+	var out []string
+	for _, set := range f.sets {
+		if isWorkReadySet(strings.TrimPrefix(set, f.prefix)) {
+			out = append(out, set)
+		}
+	}
+	return out
 }

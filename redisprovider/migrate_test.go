@@ -33,6 +33,7 @@ func TestMigrateFormat1Keys(t *testing.T) {
 	c.Set(ctx, prefix+"oq:next", "99999999999999", 0)
 	c.Set(ctx, prefix+"wq:next", strconv.FormatInt(now, 10), 0)
 	c.ZAdd(ctx, prefix+"oq:orphans", redis.Z{Score: float64(now + 3600_000), Member: "orphan"})
+	c.Set(ctx, prefix+"chores", strconv.FormatInt(now+3600_000, 10), 0) // as format 1 parks it (fsck: chores_late)
 	c.ZAdd(ctx, prefix+"oq:locked", redis.Z{Score: float64(now + 60_000), Member: "busy"})
 	// Format 1's messages: bodies and type codes (none for 'O') in q:<id>, visible times in qz:<id>.
 	c.HSet(ctx, prefix+"q:msgs", "m5", `{"x":1}`, "t5", "S", "m6", `{"x":2}`, "a6", "1")

@@ -8,12 +8,14 @@
 --   'item'   [3..] worker item sequence numbers
 --   'keys'   [3] instance id, [4..] keys of it (orphaned keys: the instance has no record, no
 --            messages, no lock, no executions; keys that still exist are reported)
+--   'wready' [3] a worker ready set (wq:ready:<tk> or wq:sitems:<tk>:<sid>), [4..] its members
 --   'global' [3] '1' when the namespace holds any key, [4..] pin keys whose ready set exists
 --            (besides '-')
 -- Reply: a flat list of violations, three entries each: code, subject (instance id, item seq or
 --   ''), detail (a sentence naming the keys involved).
 -- Errors: DX_INVALID unknown mode.
--- Cost: O(subjects x (keys of a subject + its messages + its children)); 'global' O(pins).
+-- Cost: O(subjects x (keys of a subject + its messages + its children)); 'wready' O(members);
+--   'global' O(pins).
 local mode = ARGV[2]
 local now = now_ms()
 local out = {}
@@ -207,6 +209,14 @@ elseif mode == 'keys' then
         table.concat(left, ' '))
     end
   end
+elseif mode == 'wready' then
+  for i = 4, #ARGV do
+    local ki = WQ.k_item(ARGV[i])
+    if redis.call('EXISTS', ki) == 0 and redis.call('ZSCORE', ARGV[3], ARGV[i]) then
+      bad('item_index_without_item', ARGV[i], ARGV[3] .. ' lists item ' .. ARGV[i] .. ' but ' .. ki ..
+        ' does not exist: a fetch would lock it')
+    end
+  end
 elseif mode == 'global' then
   local listed = {}
   for _, p in ipairs(redis.call('SMEMBERS', K_PINS)) do listed[p] = true end
@@ -229,14 +239,10 @@ elseif mode == 'global' then
     end
   end
   -- The housekeeping gates are at or before the earliest score they stand for.
-  local function head(key)
-    local h = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
-    return tonumber(h[2])
-  end
   local gate = tonumber(redis.call('GET', K_OQ_NEXT))
   if gate then
     for _, key in ipairs({ K_LOCKED, K_DUE }) do
-      local h = head(key)
+      local h = zhead(key)
       if h and h < gate then
         bad('gate_late', '', K_OQ_NEXT .. ' is ' .. gate .. ' but ' .. key .. ' has an entry due at ' .. h)
       end
@@ -246,10 +252,17 @@ elseif mode == 'global' then
       bad('gate_late', '', K_OQ_NEXT .. ' is ' .. gate .. ' but ' .. K_CHORES .. ' is due at ' .. chore)
     end
   end
+  -- The chores time is at or before the first chore (lib_admin.lua): else expired entries stay indexed.
+  local due = chores_due(now)
+  local chores_at = tonumber(redis.call('GET', K_CHORES))
+  if due and (chores_at == nil or chores_at > due) then
+    bad('chores_late', '', K_CHORES .. ' is ' .. tostring(chores_at or 'absent') .. ' but ' .. K_IDX_EXPIRY .. ', ' ..
+      K_ORPHANS .. ' or ' .. K_IDX_REAP .. ' has an entry due at ' .. due .. ': no fetch sweeps it')
+  end
   local wgate = tonumber(redis.call('GET', WQ.K_NEXT))
   if wgate then
     for _, key in ipairs({ WQ.K_LOCKED, WQ.K_DUE, WQ.K_SOWNED }) do
-      local h = head(key)
+      local h = zhead(key)
       if h and h < wgate then
         bad('gate_late', '', WQ.K_NEXT .. ' is ' .. wgate .. ' but ' .. key .. ' has an entry due at ' .. h)
       end

@@ -107,16 +107,29 @@ instance, O(instances + executions), in short scripts.`,
 	},
 	{
 		name:    "fsck",
-		usage:   "",
-		summary: "Check the namespace's storage invariants (read-only); exit status 1 when one is broken.",
+		usage:   "[--repair [--yes]]",
+		summary: "Check the namespace's storage invariants; --repair fixes what it can. Exit status 1 when one is broken (or left).",
 		details: `Walks every key and index of the namespace and checks each instance and worker item against
 the invariants the scripts keep (keys.go): every lock indexed, every queued message reachable by a
 fetch, index entries backed by their instance, records in their status index, retention counts,
 orphaned keys. Each instance is checked in one script, so a live system's turns in flight never
-show as damage. It only reads; one line per violation: code, instance (or worker item), and what
-is wrong with the keys involved. Cost: a SCAN of the namespace and O(keys) small scripts.`,
+show as damage. Without --repair it only reads; one line per violation: code, instance (or worker item), and what
+is wrong with the keys involved. Cost: a SCAN of the namespace and O(keys) small scripts.
+--repair then fixes each violation whose fix the other keys tell (docs/operations.md lists what
+each code's repair does), each in one script that re-checks the violation first and changes
+nothing when it no longer holds, so it is safe while runtimes run; histories are never changed.
+It asks first (type the namespace's name); --yes repairs without asking. One line per repair
+(repaired, clean: no longer broken, left: with why), then the check after the repairs; exit
+status 0 when that is clean, 1 when something was left.`,
 		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
-			return func(ctx context.Context, a *app, _ []string) error { return a.fsck(ctx) }
+			repair := fs.Bool("repair", false, "repair what can be repaired, then check again")
+			yes := fs.Bool("yes", false, "with --repair: repair without asking for confirmation")
+			return func(ctx context.Context, a *app, _ []string) error {
+				if *yes && !*repair {
+					return usagef("fsck: --yes goes with --repair")
+				}
+				return a.fsck(ctx, *repair, *yes)
+			}
 		},
 	},
 	{
@@ -594,7 +607,7 @@ func (a *app) queues(ctx context.Context) error {
 	return nil
 }
 
-func (a *app) fsck(ctx context.Context) error {
+func (a *app) fsck(ctx context.Context, repair, yes bool) error {
 	if err := a.open(ctx); err != nil {
 		return err
 	}
@@ -602,30 +615,29 @@ func (a *app) fsck(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if repair && len(rep.Violations) == 0 {
+		return a.printRepair(redisprovider.RepairReport{After: rep})
+	}
+	if repair {
+		if !a.json {
+			a.printFsck(rep)
+		}
+		if !yes {
+			prompt := fmt.Sprintf("Repair %d violation(s) in namespace %q at %s? Each repair re-checks its violation and\n"+
+				"changes nothing that moved on; histories are never changed.\nType the namespace's name to confirm: ",
+				len(rep.Violations), a.ns, a.addr)
+			if err := a.confirm("fsck --repair", prompt, "pass --yes to repair without asking", "nothing repaired"); err != nil {
+				return err
+			}
+		}
+		return a.repair(ctx)
+	}
 	if a.json {
-		type violation struct {
-			Code    string `json:"code"`
-			Subject string `json:"subject"`
-			Detail  string `json:"detail"`
-		}
-		out := struct {
-			Keys       int         `json:"keys"`
-			Instances  int         `json:"instances"`
-			Items      int         `json:"worker_items"`
-			Violations []violation `json:"violations"`
-		}{rep.Keys, rep.Instances, rep.Items, []violation{}}
-		for _, v := range rep.Violations {
-			out.Violations = append(out.Violations, violation(v))
-		}
-		if err := a.printJSON(out); err != nil {
+		if err := a.printJSON(fsckJSON(rep)); err != nil {
 			return err
 		}
 	} else {
-		for _, v := range rep.Violations {
-			fmt.Fprintf(a.stdout, "%s %s: %s\n", v.Code, quoteID(v.Subject), v.Detail)
-		}
-		fmt.Fprintf(a.stdout, "checked %d keys, %d instances, %d worker items: %d violation(s)\n",
-			rep.Keys, rep.Instances, rep.Items, len(rep.Violations))
+		a.printFsck(rep)
 	}
 	if len(rep.Violations) > 0 {
 		return errFsckViolations
@@ -633,8 +645,88 @@ func (a *app) fsck(ctx context.Context) error {
 	return nil
 }
 
+type fsckViolation struct {
+	Code    string `json:"code"`
+	Subject string `json:"subject"`
+	Detail  string `json:"detail"`
+}
+
+type fsckOut struct {
+	Keys       int             `json:"keys"`
+	Instances  int             `json:"instances"`
+	Items      int             `json:"worker_items"`
+	Violations []fsckViolation `json:"violations"`
+}
+
+func fsckJSON(rep redisprovider.FsckReport) fsckOut {
+	out := fsckOut{rep.Keys, rep.Instances, rep.Items, []fsckViolation{}}
+	for _, v := range rep.Violations {
+		out.Violations = append(out.Violations, fsckViolation(v))
+	}
+	return out
+}
+
+func (a *app) printFsck(rep redisprovider.FsckReport) {
+	for _, v := range rep.Violations {
+		fmt.Fprintf(a.stdout, "%s %s: %s\n", v.Code, quoteID(v.Subject), v.Detail)
+	}
+	fmt.Fprintf(a.stdout, "checked %d keys, %d instances, %d worker items: %d violation(s)\n",
+		rep.Keys, rep.Instances, rep.Items, len(rep.Violations))
+}
+
+// repair runs Provider.Repair and prints what it did and what the check after it found.
+func (a *app) repair(ctx context.Context) error {
+	rep, err := a.p.Repair(ctx)
+	if err != nil {
+		return err
+	}
+	return a.printRepair(rep)
+}
+
+// printRepair prints a repair's report; it fails (exit status 1) when violations were left.
+func (a *app) printRepair(rep redisprovider.RepairReport) error {
+	if a.json {
+		type action struct {
+			Code    string `json:"code"`
+			Subject string `json:"subject"`
+			Outcome string `json:"outcome"`
+			Detail  string `json:"detail"`
+		}
+		out := struct {
+			Found   []fsckViolation `json:"found"`
+			Repairs []action        `json:"repairs"`
+			After   fsckOut         `json:"after"`
+		}{[]fsckViolation{}, []action{}, fsckJSON(rep.After)}
+		for _, v := range rep.Found {
+			out.Found = append(out.Found, fsckViolation(v))
+		}
+		for _, r := range rep.Actions {
+			out.Repairs = append(out.Repairs, action{r.Code, r.Subject, r.Outcome, r.Why})
+		}
+		if err := a.printJSON(out); err != nil {
+			return err
+		}
+	} else if len(rep.Found) == 0 {
+		a.printFsck(rep.After)
+	} else {
+		fmt.Fprintln(a.stdout)
+		for _, r := range rep.Actions {
+			fmt.Fprintf(a.stdout, "%s %s %s: %s\n", r.Outcome, r.Code, quoteID(r.Subject), r.Why)
+		}
+		fmt.Fprintf(a.stdout, "\nafter repair: ")
+		a.printFsck(rep.After)
+	}
+	if len(rep.After.Violations) > 0 {
+		return errFsckLeft
+	}
+	return nil
+}
+
 // errFsckViolations makes fsck exit with status 1 once its report is printed.
 var errFsckViolations = errors.New("fsck: the namespace breaks its invariants (listed above)")
+
+// errFsckLeft makes fsck --repair exit with status 1 once its report is printed.
+var errFsckLeft = errors.New("fsck --repair: violations were left unrepaired (listed above)")
 
 // quoteID prints an instance id so that spaces and control characters stay visible.
 func quoteID(id string) string {
@@ -761,21 +853,38 @@ func (a *app) drop(ctx context.Context, yes bool) error {
 	return nil
 }
 
-// confirmDrop asks on stderr and reads the answer from stdin, which must be a terminal (or, in
-// tests, a reader): the namespace's name confirms, anything else refuses.
+// confirmDrop asks whether to drop the namespace (confirm).
 func (a *app) confirmDrop(ctx context.Context) error {
-	const skip = "pass --yes to drop without asking"
-	if f, ok := a.stdin.(*os.File); ok {
-		if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
-			return usagef("drop: stdin is not a terminal, so dxctl cannot ask for confirmation; %s", skip)
-		}
+	if err := a.needTerminal("drop", "pass --yes to drop without asking"); err != nil {
+		return err
 	}
 	m, err := a.p.GetSystemMetrics(ctx)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "Drop namespace %q at %s: %d instances (%d running) and everything else in it?\n"+
+	prompt := fmt.Sprintf("Drop namespace %q at %s: %d instances (%d running) and everything else in it?\n"+
 		"Type the namespace's name to confirm: ", a.ns, a.addr, m.TotalInstances, m.RunningInstances)
+	return a.confirm("drop", prompt, "pass --yes to drop without asking", fmt.Sprintf("namespace %q not dropped", a.ns))
+}
+
+// needTerminal refuses when stdin is a file that is not a terminal: nobody could answer.
+func (a *app) needTerminal(cmd, skip string) error {
+	if f, ok := a.stdin.(*os.File); ok {
+		if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+			return usagef("%s: stdin is not a terminal, so dxctl cannot ask for confirmation; %s", cmd, skip)
+		}
+	}
+	return nil
+}
+
+// confirm asks prompt on stderr and reads the answer from stdin, which must be a terminal (or, in
+// tests, a reader): the namespace's name confirms, anything else refuses (the error ends with
+// refused, what was not done).
+func (a *app) confirm(cmd, prompt, skip, refused string) error {
+	if err := a.needTerminal(cmd, skip); err != nil {
+		return err
+	}
+	fmt.Fprint(a.stderr, prompt)
 	var line string
 	if a.stdin != nil {
 		line, _ = bufio.NewReader(a.stdin).ReadString('\n')
@@ -785,9 +894,9 @@ func (a *app) confirmDrop(ctx context.Context) error {
 	case a.ns:
 		return nil
 	case "":
-		return fmt.Errorf("drop: no answer, namespace %q not dropped (%s)", a.ns, skip)
+		return fmt.Errorf("%s: no answer, %s (%s)", cmd, refused, skip)
 	default:
-		return fmt.Errorf("drop: %q is not the namespace's name: namespace %q not dropped", answer, a.ns)
+		return fmt.Errorf("%s: %q is not the namespace's name: %s", cmd, answer, refused)
 	}
 }
 

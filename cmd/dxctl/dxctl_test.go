@@ -947,6 +947,77 @@ func TestFsck(t *testing.T) {
 	}
 }
 
+// fsck --repair asks first (a refusal changes nothing), repairs what it can and checks again:
+// exit 0 when clean after it, 1 when something was left (listed with why), in text and JSON.
+func TestFsckRepair(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	if out := f.ok("fsck", "--repair"); !regexpLine(out, `^checked \d+ keys, 5 instances, 1 worker items: 0 violation\(s\)$`) {
+		t.Fatalf("fsck --repair of a healthy namespace:\n%s", out)
+	}
+	f.fails("--yes goes with --repair", "fsck", "--yes")
+	ctx := context.Background()
+	ks := f.p.Keyspace()
+	prefix := ks.Prefix(0)
+	damage := func() {
+		t.Helper()
+		if err := f.p.Client().ZRem(ctx, prefix+"oq:ready:-", "queued-1").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damage()
+	for _, answer := range []string{"", "yes\n"} {
+		out, errOut, code := f.dxctlIn(answer, "fsck", "--repair")
+		if code != 1 || !strings.Contains(errOut, "Repair 1 violation(s)") || !strings.Contains(errOut, "nothing repaired") ||
+			!regexpLine(out, `^messages_stranded "queued-1": `) {
+			t.Fatalf("fsck --repair answered %q: exit %d\nstdout:\n%s\nstderr:\n%s", answer, code, out, errOut)
+		}
+	}
+	if _, _, code := f.dxctl("fsck"); code != 1 {
+		t.Fatal("a refused repair changed the namespace")
+	}
+	out, errOut, code := f.dxctlIn(testNS+"\n", "fsck", "--repair")
+	if code != 0 || !regexpLine(out, `^repaired messages_stranded "queued-1": made ready under pin -$`) ||
+		!regexpLine(out, `^after repair: checked \d+ keys, 5 instances, 1 worker items: 0 violation\(s\)$`) {
+		t.Fatalf("fsck --repair confirmed: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	f.ok("fsck")
+
+	// Something repair cannot tell is left: exit 1, in JSON too.
+	damage()
+	if err := f.p.Client().HSet(ctx, ks.Instance("queued-1"), "parent", "elsewhere").Err(); err != nil {
+		t.Fatal(err)
+	}
+	first, err := f.p.Client().ZRange(ctx, prefix+"idx:instances", 0, 0).Result()
+	if err != nil || len(first) != 1 {
+		t.Fatalf("instances: %q, %v", first, err)
+	}
+	if err := f.p.Client().SAdd(ctx, ks.Children(first[0]), "queued-1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = f.dxctl("--json", "fsck", "--repair", "--yes")
+	var rep struct {
+		Found   []struct{ Code, Subject string } `json:"found"`
+		Repairs []struct {
+			Code, Subject, Outcome, Detail string
+		} `json:"repairs"`
+		After struct {
+			Violations []struct{ Code, Subject string } `json:"violations"`
+		} `json:"after"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 || len(rep.Found) < 2 ||
+		len(rep.After.Violations) != 1 || rep.After.Violations[0].Code != "child_parent_mismatch" {
+		t.Fatalf("fsck --repair --json: exit %d, %+v, %v\n%s", code, rep, err, out)
+	}
+	outcomes := map[string]string{}
+	for _, r := range rep.Repairs {
+		outcomes[r.Code] = r.Outcome
+	}
+	if outcomes["messages_stranded"] != "repaired" || outcomes["child_parent_mismatch"] != "left" {
+		t.Fatalf("repairs: %+v", rep.Repairs)
+	}
+}
+
 // raise warns when the instance is not waiting for the event (it would be dropped), and only then.
 func TestRaiseWarnsWhenNotWaiting(t *testing.T) {
 	f := newFixture(t)

@@ -1,0 +1,136 @@
+package redisprovider
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// Outcomes of one repair (RepairAction.Outcome).
+const (
+	RepairRepaired = "repaired" // the violation was fixed; Detail says what was written
+	RepairClean    = "clean"    // it no longer held when the repair re-checked it: nothing written
+	RepairLeft     = "left"     // not repaired; Detail says why
+)
+
+// RepairAction is what Repair did about one violation.
+type RepairAction struct {
+	FsckViolation        // the violation as fsck reported it
+	Outcome       string // RepairRepaired, RepairClean or RepairLeft
+	Why           string // what was written, or why nothing was
+}
+
+// RepairReport is what Repair found, did and left.
+type RepairReport struct {
+	Found   []FsckViolation // the first check's violations
+	Actions []RepairAction  // one per violation found, over every pass, in order
+	After   FsckReport      // the check after the repairs: its violations were left unrepaired
+}
+
+// repairPasses bounds the check-and-repair rounds: a repair can uncover another violation (a
+// message without a body removed leaves an empty instance in a ready set, say).
+const repairPasses = 3
+
+// Repair checks the namespace as Fsck does and repairs what can be repaired without guessing
+// (docs/operations.md lists what each code's repair does and what it leaves), then checks again.
+// Each repair runs in one script (admin_repair) that re-checks its violation first and writes
+// nothing when it no longer holds, so Repair is safe on a live system: a turn that moved on since
+// the check is left alone. It repeats check and repair while a pass repairs something (at most
+// three passes); the report's After lists what is left. Histories are never changed.
+func (p *Provider) Repair(ctx context.Context) (RepairReport, error) {
+	const op = "repair"
+	if ctx == nil {
+		return RepairReport{}, errNilContext(op)
+	}
+	var rep RepairReport
+	f, err := p.runFsck(ctx, op)
+	if err != nil {
+		return rep, err
+	}
+	rep.Found = f.report.Violations
+	for pass := 0; pass < repairPasses && len(f.report.Violations) > 0; pass++ {
+		fixed := false
+		for _, v := range f.report.Violations {
+			a, err := p.repairOne(ctx, f, v)
+			if err != nil {
+				return rep, p.mapErr(op, err)
+			}
+			rep.Actions = append(rep.Actions, a)
+			fixed = fixed || a.Outcome == RepairRepaired
+		}
+		if f, err = p.runFsck(ctx, op); err != nil {
+			return rep, err
+		}
+		if !fixed {
+			break
+		}
+	}
+	rep.After = f.report
+	return rep, nil
+}
+
+// repairOne runs the repair of one violation, with the arguments its code takes.
+func (p *Provider) repairOne(ctx context.Context, f *fsck, v FsckViolation) (RepairAction, error) {
+	args := []any{ms(p.opts.Retention), v.Code, v.Subject}
+	switch v.Code {
+	case "message_without_visibility":
+		more, err := p.invisibleMessages(ctx, v.Subject)
+		if err != nil {
+			return RepairAction{}, err
+		}
+		args = append(args, more...)
+	case "orphaned_keys":
+		if in := f.inst[v.Subject]; in != nil {
+			for _, k := range in.others {
+				args = append(args, k)
+			}
+		}
+	case "pin_unlisted":
+		for _, pin := range f.pins {
+			args = append(args, pin)
+		}
+	case "item_index_without_item":
+		for _, set := range f.workReadySets() {
+			args = append(args, set)
+		}
+	}
+	res, err := p.run(ctx, "repair", "admin_repair", p.keys.PartitionOf(v.Subject), args...)
+	if err != nil {
+		return RepairAction{}, err
+	}
+	r := list(res)
+	if len(r) != 2 {
+		return RepairAction{}, provider.NewPermanentError("repair", "unexpected reply from admin_repair")
+	}
+	return RepairAction{FsckViolation: v, Outcome: str(r[0]), Why: str(r[1])}, nil
+}
+
+// invisibleMessages returns, for each message body of an instance without its type-and-time field
+// t<s>, the triple (seq, type code, visible at ms): a timer at its own fire time, 0 (now) for any
+// other message. Read outside the script, it is re-checked there.
+func (p *Provider) invisibleMessages(ctx context.Context, id string) ([]any, error) {
+	fields, err := p.rdb.HGetAll(ctx, p.keys.Messages(id)).Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []any
+	for f, body := range fields {
+		s, ok := strings.CutPrefix(f, "m")
+		if _, typed := fields["t"+s]; !ok || typed {
+			continue
+		}
+		code, at := "O", uint64(0)
+		var wi provider.WorkItem
+		if json.Unmarshal([]byte(body), &wi) == nil {
+			code = typeCode(wi)
+			if t, ok := wi.Kind.(provider.TimerFired); ok {
+				at = t.FireAtMs
+			}
+		}
+		out = append(out, s, code, strconv.FormatUint(at, 10))
+	}
+	return out, nil
+}

@@ -1,0 +1,435 @@
+-- admin_repair: repair one violation admin_fsck reported (keys.go, "Invariants"), re-checked here.
+-- One function per fsck code: each re-checks its violation in this script, at one instant, and
+-- changes nothing when it no longer holds (a turn moved on since fsck looked), so a repair never
+-- races a live turn. A repair only restores what the other keys already say (an index entry from
+-- its record, a lock's index from the lock, a message's type and time from its body); it never
+-- invents data: what it cannot tell from the keys it leaves, and says why.
+-- KEYS[1] meta key (routing only)
+-- ARGV[1] prefix, [2] retention ms (tree_settle_changed), [3] code, [4] subject (instance id,
+--   worker item number, or '' for the namespace), then by code:
+--   message_without_visibility [5..] triples: message seq, its type code (lib.lua, oq_messages),
+--            visible_at ms ('0' visible now)
+--   orphaned_keys [5..] keys of the instance (only keys of that instance's kinds are deleted)
+--   pin_unlisted [5..] pin keys whose ready set exists
+--   item_index_without_item [5..] worker ready sets (keys of other kinds are ignored)
+-- Reply: {outcome, detail}: outcome 'repaired' (detail says what was written), 'clean' (the
+--   violation no longer holds: nothing written) or 'left' (not repaired: detail says why).
+-- Errors: none (a code without a repair is 'left').
+-- Cost: O(the subject's keys + its messages + its children), as admin_fsck; 'pin_unlisted' O(pins).
+local retention, code, subject = tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local now = now_ms()
+local function repaired(what) return { 'repaired', what } end
+local function clean() return { 'clean', 'the violation no longer holds' } end
+local function left(why) return { 'left', why } end
+
+local STATUSES = { 'Running', 'Completed', 'Failed', 'ContinuedAsNew' }
+
+-- Instance placement (admin_fsck's second block): an instance with messages is locked, ready in
+-- the set of its own pin key, delayed or parked; without messages it is in no ready set and not
+-- delayed. Returns whether that is broken now.
+local function placement_broken(id)
+  local nmsg = oq_count(id)
+  local locked = is_locked(id)
+  local pin = pin_of(id)
+  local ready_in = 0
+  for _, p in ipairs(ready_pins()) do
+    if redis.call('ZSCORE', k_ready(p), id) then
+      ready_in = ready_in + 1
+      if p ~= pin or locked or nmsg == 0 then return true end
+    end
+  end
+  if ready_in > 1 then return true end
+  local due = redis.call('ZSCORE', K_DUE, id)
+  if nmsg == 0 and due then return true end
+  local orphan = redis.call('ZSCORE', K_ORPHANS, id)
+  if orphan and redis.call('EXISTS', k_inst(id)) == 1 then return true end
+  return nmsg > 0 and not locked and ready_in == 0 and not due and not orphan
+end
+
+-- Put an instance where its messages say: out of every ready set; unlocked, back in the ready set
+-- of its pin and the due index as oq_reindex computes them (a fetcher is woken for ready work),
+-- unless its messages are parked orphans. A locked instance stays out of the ready sets: its ack,
+-- abandon or expiry reindexes it.
+local function replace(id)
+  for _, p in ipairs(ready_pins()) do redis.call('ZREM', k_ready(p), id) end
+  if is_locked(id) then return 'taken out of the ready sets (locked: its turn reindexes it)' end
+  if redis.call('ZSCORE', K_ORPHANS, id) and redis.call('EXISTS', k_inst(id)) == 0 then
+    redis.call('ZREM', K_DUE, id)
+    return 'left parked with its orphan messages'
+  end
+  if oq_count(id) == 0 then
+    redis.call('ZREM', K_DUE, id)
+    return 'taken out of the ready and due indexes (no messages)'
+  end
+  redis.call('ZREM', K_DUE, id)
+  local pin = oq_reindex(id, now)
+  if pin then
+    wake_orch(pin, 1)
+    return 'made ready under pin ' .. pin
+  end
+  return 'indexed as delayed in ' .. K_DUE
+end
+
+local function reindex_if_broken(id)
+  if not placement_broken(id) then return clean() end
+  return repaired(replace(id))
+end
+
+-- An instance record's indexes (admin_fsck's third block).
+local function record_score(id, field)
+  local r = redis.call('HMGET', k_inst(id), field, 'updated', 'created')
+  return r[1] or r[2] or r[3] or d(now)
+end
+
+local R = {}
+
+-- Locks.
+function R.lock_unindexed(id)
+  local u = tonumber(redis.call('HGET', k_lock(id), 'until'))
+  if not u or redis.call('ZSCORE', K_LOCKED, id) then return clean() end
+  redis.call('ZADD', K_LOCKED, d(u), id)
+  oq_note(u)
+  return repaired('indexed the lock in ' .. K_LOCKED .. ' at its expiry ' .. d(u) .. ': a fetch reclaims it then')
+end
+
+function R.lock_expiry_mismatch(id)
+  local u = tonumber(redis.call('HGET', k_lock(id), 'until'))
+  local score = tonumber(redis.call('ZSCORE', K_LOCKED, id))
+  if not u or not score or score == u then return clean() end
+  redis.call('ZADD', K_LOCKED, d(u), id)
+  oq_note(u)
+  return repaired('rescored the lock in ' .. K_LOCKED .. ' at its expiry ' .. d(u))
+end
+
+function R.locked_without_lock(id)
+  if is_locked(id) or not redis.call('ZSCORE', K_LOCKED, id) then return clean() end
+  redis.call('ZREM', K_LOCKED, id)
+  return repaired('removed the entry from ' .. K_LOCKED .. '; ' .. replace(id))
+end
+
+-- A lock that covers messages which are gone keeps only those whose body exists (its ack deletes
+-- what it covers; nothing else reads the list). A body without its t<s> is kept: its turn has it,
+-- and message_without_visibility gives it back its field (dropped from the lock, it would be
+-- delivered again after the ack).
+function R.lock_message_missing(id)
+  local seqs = redis.call('HGET', k_lock(id), 'seqs')
+  if not seqs then return clean() end
+  local keep, gone = {}, {}
+  for _, s in ipairs(words(seqs)) do
+    if redis.call('HEXISTS', k_msgs(id), 'm' .. s) == 1 then keep[#keep + 1] = s else gone[#gone + 1] = s end
+  end
+  if #gone == 0 then return clean() end
+  redis.call('HSET', k_lock(id), 'seqs', table.concat(keep, ' '))
+  return repaired('the lock no longer covers missing message(s) ' .. table.concat(gone, ' '))
+end
+
+-- Messages.
+function R.message_without_body(id)
+  local km = k_msgs(id)
+  local gone, fields = {}, {}
+  for _, f in ipairs(redis.call('HKEYS', km)) do
+    if string.byte(f, 1) == 116 and redis.call('HEXISTS', km, 'm' .. string.sub(f, 2)) == 0 then -- 't'
+      local s = string.sub(f, 2)
+      gone[#gone + 1] = s
+      fields[#fields + 1], fields[#fields + 2] = 't' .. s, 'a' .. s
+    end
+  end
+  if #gone == 0 then return clean() end
+  call_chunked('HDEL', km, fields)
+  local note = ''
+  if is_locked(id) then
+    R.lock_message_missing(id)
+    note = ' (and from the lock)'
+  end
+  return repaired('removed message(s) ' .. table.concat(gone, ' ') .. ' without a body from ' .. km .. note ..
+    '; ' .. replace(id))
+end
+
+-- A body without its t<s> field is given one: its type code and a timer's own fire time, any
+-- other message now (the caller decodes the bodies: scripts never read JSON).
+function R.message_without_visibility(id)
+  local km = k_msgs(id)
+  local added = {}
+  for i = 5, #ARGV - 2, 3 do
+    local s, code, at = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+    if redis.call('HEXISTS', km, 'm' .. s) == 1 and redis.call('HEXISTS', km, 't' .. s) == 0 then
+      if at < now then at = now end
+      redis.call('HSET', km, 't' .. s, code .. d(at))
+      added[#added + 1] = s .. '@' .. d(at)
+    end
+  end
+  if #added == 0 then return clean() end
+  if is_locked(id) then
+    redis.call('HSET', k_lock(id), 'more', '1') -- as an enqueue under a lock: its ack reindexes
+    return repaired('made message(s) visible (seq@ms): ' .. table.concat(added, ' ') ..
+      '; the instance is locked: its turn reindexes it')
+  end
+  return repaired('made message(s) visible (seq@ms): ' .. table.concat(added, ' ') .. '; ' .. replace(id))
+end
+
+R.messages_stranded = reindex_if_broken
+R.ready_twice = reindex_if_broken
+R.ready_wrong_pin = reindex_if_broken
+R.ready_while_locked = reindex_if_broken
+R.ready_without_messages = reindex_if_broken
+R.due_without_messages = reindex_if_broken
+
+-- Parked orphan messages of an instance that exists: its messages are its own again.
+function R.orphan_with_record(id)
+  if not redis.call('ZSCORE', K_ORPHANS, id) or redis.call('EXISTS', k_inst(id)) == 0 then return clean() end
+  redis.call('ZREM', K_ORPHANS, id)
+  redis.call('PERSIST', k_msgs(id))
+  return repaired('unparked its messages (no longer expiring); ' .. replace(id))
+end
+
+function R.pin_unlisted()
+  local added = {}
+  for i = 5, #ARGV do
+    local p = ARGV[i]
+    if p ~= '-' and redis.call('SISMEMBER', K_PINS, p) == 0 and redis.call('ZCARD', k_ready(p)) > 0 then
+      redis.call('SADD', K_PINS, p)
+      added[#added + 1] = p
+    end
+  end
+  if #added == 0 then return clean() end
+  return repaired('listed pin(s) ' .. table.concat(added, ', ') .. ' in ' .. K_PINS)
+end
+
+-- Records and their indexes.
+function R.record_unlisted(id)
+  if redis.call('EXISTS', k_inst(id)) == 0 or redis.call('ZSCORE', K_IDX_INSTANCES, id) then return clean() end
+  local at = record_score(id, 'created')
+  redis.call('ZADD', K_IDX_INSTANCES, at, id)
+  return repaired('listed the instance in ' .. K_IDX_INSTANCES .. ' at its creation time ' .. at)
+end
+
+function R.status_unindexed(id)
+  local st = redis.call('HGET', k_inst(id), 'status')
+  if not st or redis.call('ZSCORE', k_idx_status(st), id) then return clean() end
+  local at = record_score(id, is_terminal(st) and 'done' or 'updated')
+  redis.call('ZADD', k_idx_status(st), at, id)
+  return repaired('listed the instance in ' .. k_idx_status(st) .. ' at ' .. at .. ' (when its record last changed)')
+end
+
+function R.status_stale(id)
+  local st = redis.call('HGET', k_inst(id), 'status')
+  if not st then return clean() end
+  local dropped = {}
+  for _, s in ipairs(STATUSES) do
+    if s ~= st and redis.call('ZREM', k_idx_status(s), id) == 1 then dropped[#dropped + 1] = k_idx_status(s) end
+  end
+  if #dropped == 0 then return clean() end
+  return repaired('removed the instance from ' .. table.concat(dropped, ', ') .. ' (its status is ' .. st .. ')')
+end
+
+-- Index entries of an instance without a record (not a retained root awaiting its sweep).
+function R.listed_without_record(id)
+  if redis.call('EXISTS', k_inst(id)) == 1 or redis.call('ZSCORE', K_IDX_EXPIRY, id) then return clean() end
+  local dropped = {}
+  if redis.call('ZREM', K_IDX_INSTANCES, id) == 1 then dropped[1] = K_IDX_INSTANCES end
+  for _, s in ipairs(STATUSES) do
+    if redis.call('ZREM', k_idx_status(s), id) == 1 then dropped[#dropped + 1] = k_idx_status(s) end
+  end
+  if #dropped == 0 then return clean() end
+  return repaired('removed the instance from ' .. table.concat(dropped, ', '))
+end
+R.status_without_record = R.listed_without_record
+
+function R.retained_unlisted(id)
+  local ttl = redis.call('PTTL', k_inst(id))
+  if ttl <= 0 or redis.call('ZSCORE', K_IDX_EXPIRY, id) then return clean() end
+  redis.call('ZADD', K_IDX_EXPIRY, d(now + ttl), id)
+  chore_at(now + ttl)
+  return repaired('listed the instance in ' .. K_IDX_EXPIRY .. ' at its keys\' expiry ' .. d(now + ttl) ..
+    ': its children are reaped then')
+end
+
+-- The open count is recounted from the children that exist; when that changes whether the
+-- instance is settled, its ancestors' counts follow (as an ack's would).
+function R.open_children_mismatch(id)
+  local rec = redis.call('HMGET', k_inst(id), 'status', 'open')
+  if not rec[1] then return clean() end
+  local open = 0
+  for _, c in ipairs(redis.call('SMEMBERS', k_children(id))) do
+    if redis.call('HGET', k_inst(c), 'parent') == id and not settled(c) then open = open + 1 end
+  end
+  local was = tonumber(rec[2]) or 0
+  if open == was then return clean() end
+  local before = settled(id)
+  redis.call('HSET', k_inst(id), 'open', d(open))
+  local note = ''
+  if settled(id) ~= before then
+    tree_settle_changed(id, not before, now, retention)
+    note = '; its ancestors\' counts and retention follow'
+  end
+  return repaired('set open from ' .. was .. ' to ' .. open .. ' (its unsettled children)' .. note)
+end
+
+function R.format_record()
+  return left('the format record is written by dxctl migrate (run it), never by repair')
+end
+
+function R.child_parent_mismatch()
+  return left('a children set and a child\'s record disagree on the parent: which one is right ' ..
+    'cannot be told from the keys (delete or fix the instance by hand)')
+end
+
+-- Keys of an instance that has no record, messages, lock, execution set or worker entries.
+-- Only keys of per-instance kinds that do not anchor an instance are deleted (a history does).
+function R.orphaned_keys(id)
+  if redis.call('EXISTS', k_inst(id), k_msgs(id), k_lock(id), k_execs(id), WQ.k_inst(id)) > 0 or
+    redis.call('ZSCORE', K_IDX_EXPIRY, id) or redis.call('SISMEMBER', K_IDX_REAP, id) == 1 then
+    return clean()
+  end
+  local ok = { [k_cs(id)] = true, [k_kv(id)] = true, [k_kd(id)] = true, [k_children(id)] = true }
+  local gone = {}
+  for i = 5, #ARGV do
+    local key = ARGV[i]
+    local mine = ok[key]
+    if not mine then
+      for _, kind in ipairs({ 'x:', 'xo:', 'he:' }) do
+        local e = string.match(string.sub(key, #P + #kind + 1), '^(%d+):')
+        if string.sub(key, 1, #P + #kind) == P .. kind and e and key == P .. kind .. e .. ':' .. id then mine = true end
+      end
+    end
+    if mine and redis.call('DEL', key) == 1 then gone[#gone + 1] = key end
+  end
+  if #gone == 0 then return clean() end
+  return repaired('deleted ' .. table.concat(gone, ' '))
+end
+
+-- Namespace-wide: the housekeeping gates. A missing gate means unknown: the next fetch scans the
+-- sets and sets it (lib.lua oq_note, lib_worker.lua WQ.note).
+function R.gate_late()
+  local fixed = {}
+  local gate = tonumber(redis.call('GET', K_OQ_NEXT))
+  if gate then
+    local late = false
+    for _, key in ipairs({ K_LOCKED, K_DUE }) do
+      local h = zhead(key)
+      if h and h < gate then late = true end
+    end
+    local chore = tonumber(redis.call('GET', K_CHORES))
+    if late or (chore and chore < gate) then
+      redis.call('DEL', K_OQ_NEXT)
+      fixed[#fixed + 1] = K_OQ_NEXT
+    end
+  end
+  local wgate = tonumber(redis.call('GET', WQ.K_NEXT))
+  if wgate then
+    for _, key in ipairs({ WQ.K_LOCKED, WQ.K_DUE, WQ.K_SOWNED }) do
+      local h = zhead(key)
+      if h and h < wgate and fixed[#fixed] ~= WQ.K_NEXT then
+        redis.call('DEL', WQ.K_NEXT)
+        fixed[#fixed + 1] = WQ.K_NEXT
+      end
+    end
+  end
+  if #fixed == 0 then return clean() end
+  return repaired('deleted ' .. table.concat(fixed, ' ') .. ': the next fetch rescans and sets it')
+end
+
+function R.chores_late()
+  local due = chores_due(now)
+  local cur = tonumber(redis.call('GET', K_CHORES))
+  if due == nil or (cur and cur <= due) then return clean() end
+  redis.call('SET', K_CHORES, d(due))
+  oq_note(due)
+  return repaired('set ' .. K_CHORES .. ' to ' .. d(due) .. ': the next fetch sweeps the expired entries')
+end
+
+-- Worker items (today's layout, lib_worker.lua). An item's place follows from its hash: locked
+-- (k) in wq:locked at its lock's expiry; otherwise delayed (kept in wq:due when it is there) or
+-- ready in its tag's (or session's) ready set.
+local function item_place(s)
+  local ki = WQ.k_item(s)
+  local it = redis.call('HMGET', ki, 'i', 's', 't', 'k', 'u')
+  if not it[1] then return nil end
+  local sid, tk = it[2] or '', it[3] or '-'
+  local rk = sid == '' and WQ.k_ready(tk) or WQ.k_sitems(tk, sid)
+  local locked = redis.call('ZSCORE', WQ.K_LOCKED, s)
+  local due = redis.call('ZSCORE', WQ.K_DUE, s)
+  local ready = redis.call('ZSCORE', rk, s)
+  if it[4] then
+    local u = tonumber(it[5]) or 0 -- a lock without its expiry: due at once, a fetch reclaims it
+    if locked and not due and not ready then return nil end -- in wq:locked only, as it should be
+    if due then redis.call('ZREM', WQ.K_DUE, s) end
+    if ready then WQ.unready(s, sid, tk) end
+    redis.call('ZADD', WQ.K_LOCKED, d(u), s)
+    WQ.note(u)
+    return 'indexed as locked in ' .. WQ.K_LOCKED .. ' until ' .. d(u)
+  end
+  local n = (due and 1 or 0) + (ready and 1 or 0)
+  if not locked and n == 1 then return nil end
+  if locked then redis.call('ZREM', WQ.K_LOCKED, s) end
+  if due then
+    if ready then WQ.unready(s, sid, tk) end
+    return 'kept delayed in ' .. WQ.K_DUE .. ' only'
+  end
+  if not ready then WQ.make_ready(s, sid, tk, true) end
+  return 'made ready in ' .. rk
+end
+
+local function repair_item(s)
+  local what = item_place(s)
+  if not what then return clean() end
+  return repaired(what)
+end
+R.item_placement = repair_item
+R.item_lock_unindexed = repair_item
+R.item_locked_without_lock = repair_item
+
+-- The instance's worker index lists the item under its execution and activity (wq_enqueue's x
+-- mark: '1' while the entry lists it alone).
+function R.item_unlisted(s)
+  local it = redis.call('HMGET', WQ.k_item(s), 'i', 'e', 'a')
+  if not it[1] then return clean() end
+  local kx, f = WQ.k_inst(it[1]), it[2] .. ':' .. it[3]
+  local list = redis.call('HGET', kx, f)
+  for w in string.gmatch(list or '', '%S+') do
+    if w == s then return clean() end
+  end
+  if list then
+    for o in string.gmatch(list, '%S+') do redis.call('HDEL', WQ.k_item(o), 'x') end
+    redis.call('HSET', kx, f, list .. ' ' .. s)
+    redis.call('HSET', WQ.k_item(s), 'x', '0')
+  else
+    redis.call('HSET', kx, f, s)
+    redis.call('HSET', WQ.k_item(s), 'x', '1')
+  end
+  return repaired('listed the item in ' .. kx .. ' under ' .. f)
+end
+
+-- Index entries of an item that does not exist: wq:locked, wq:due and the worker ready sets the
+-- caller names (a session's group index then points at its next item).
+function R.item_index_without_item(s)
+  if redis.call('EXISTS', WQ.k_item(s)) == 1 then return clean() end
+  local dropped = {}
+  for _, k in ipairs({ WQ.K_LOCKED, WQ.K_DUE }) do
+    if redis.call('ZREM', k, s) == 1 then dropped[#dropped + 1] = k end
+  end
+  for i = 5, #ARGV do
+    local key = ARGV[i]
+    local tk = string.match(key, '^' .. P:gsub('%p', '%%%0') .. 'wq:ready:(.+)$')
+    local rest = string.match(key, '^' .. P:gsub('%p', '%%%0') .. 'wq:sitems:(.+)$')
+    local sid
+    if rest then -- '<tk>:<sid>', tk '-' or '<length>:<tag>'
+      local n, tail = string.match(rest, '^(%d+):(.*)$')
+      if string.sub(rest, 1, 2) == '-:' then
+        tk, sid = '-', string.sub(rest, 3)
+      elseif n and string.sub(tail, tonumber(n) + 1, tonumber(n) + 1) == ':' then
+        tk, sid = n .. ':' .. string.sub(tail, 1, tonumber(n)), string.sub(tail, tonumber(n) + 2)
+      end
+    end
+    if tk and redis.call('ZREM', key, s) == 1 then
+      dropped[#dropped + 1] = key
+      if sid then WQ.reindex_group(sid, tk) end
+    end
+  end
+  if #dropped == 0 then return clean() end
+  return repaired('removed the item from ' .. table.concat(dropped, ', '))
+end
+
+local fn = R[code]
+if not fn then return left('dxctl has no repair for this code') end
+return fn(subject)
