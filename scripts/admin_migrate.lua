@@ -30,7 +30,8 @@ if step == 'begin' then
   local function live(key, what)
     local r = redis.call('ZRANGEBYSCORE', key, '(' .. now_s(), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
     if r[1] then
-      return what .. ' ' .. r[1] .. ' (' .. key .. ', until ' .. r[2] .. ' ms)'
+      return what .. ' ' .. r[1] .. ' (' .. key .. ', for ' .. d(math.ceil((tonumber(r[2]) - now) / 1000)) ..
+        ' s more; a stopped process\'s entry lapses by itself then)'
     end
     return nil
   end
