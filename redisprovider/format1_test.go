@@ -180,7 +180,7 @@ func repoRoot() (string, error) {
 func goBuild(dir, out, pkg string) error {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
-		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return fmt.Errorf("the format-1 generator is built with go, which is not on PATH: %v", err)
 	}
 	cmd := exec.Command(goCmd, "build", "-o", out, pkg)
 	cmd.Dir = dir
