@@ -5,23 +5,40 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
+	"github.com/redis/go-redis/v9"
 )
 
 // namespaceKeys lists a namespace's keys (relative to its prefix), sorted.
 func namespaceKeys(t *testing.T, p *redisprovider.Provider) []string {
 	t.Helper()
-	prefix := p.Keyspace().Prefix(0)
-	keys, err := p.Client().Keys(context.Background(), prefix+"*").Result()
+	ctx, prefix := context.Background(), p.Keyspace().Prefix(0)
+	var (
+		mu   sync.Mutex // ForEachMaster calls list concurrently
+		keys []string
+	)
+	list := func(ctx context.Context, c redis.Cmdable) error {
+		found, err := c.Keys(ctx, strings.NewReplacer("{", `\{`, "}", `\}`).Replace(prefix)+"*").Result()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range found {
+			keys = append(keys, strings.TrimPrefix(k, prefix))
+		}
+		return err
+	}
+	var err error
+	if cc, ok := p.Client().(*redis.ClusterClient); ok { // the namespace's slot is on one primary
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return list(ctx, c) })
+	} else {
+		err = list(ctx, p.Client())
+	}
 	if err != nil {
 		t.Fatal(err)
-	}
-	for i, k := range keys {
-		keys[i] = strings.TrimPrefix(k, prefix)
 	}
 	slices.Sort(keys)
 	return keys
