@@ -221,6 +221,9 @@ func wait(ctx dx.Context, in WaitIn) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		// finish sends the second message once this says the first was taken: the two then
+		// never share a batch (which would change the history's order).
+		ctx.SetCustomStatus("waiting:queue2")
 		b, err := dx.Dequeue[string](ctx, "inbox").Await(ctx)
 		return a + "," + b, err
 	case "child":
@@ -492,6 +495,9 @@ func (g *gen) finish(ctx context.Context, m Manifest) (map[string]map[string]any
 		}
 	}
 	for _, q := range m.Enqueue {
+		if err := waitState(ctx, c, q.Instance, "waiting:queue2"); err != nil {
+			return nil, err
+		}
 		if err := c.EnqueueEvent(ctx, q.Instance, q.Name, json.RawMessage(q.Data)); err != nil {
 			return nil, fmt.Errorf("enqueue %s %s: %w", q.Instance, q.Name, err)
 		}
