@@ -7,6 +7,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/duroxide-go/dxredis"
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -23,10 +24,7 @@ func TestLuaKeysMatchGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lib, err := dxredis.LibSource()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := luascripts.LibSource()
 	script := redis.NewScript(lib + `
 local id = ARGV[2]
 return { k_inst(id), k_execs(id), k_exec(id, 7), k_xout(id, 7), k_hist(id, 7), k_hids(id, 7), k_msgs(id), k_lock(id),
@@ -73,11 +71,8 @@ func TestKeysShareOneSlotAndNeverCollide(t *testing.T) {
 
 // TestScriptsHaveHeaders checks every operation script documents KEYS, ARGV, reply and cost.
 func TestScriptsHaveHeaders(t *testing.T) {
-	for _, name := range dxredis.ScriptNames() {
-		src, err := dxredis.ScriptSource(name)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, name := range luascripts.ScriptNames() {
+		src := luascripts.ScriptSource(name)
 		for _, want := range []string{"KEYS[1]", "ARGV[1]", "Reply", "Cost"} {
 			if !strings.Contains(src, want) {
 				t.Errorf("scripts/%s.lua: header lacks %q", name, want)

@@ -7,10 +7,11 @@ import (
 	"io/fs"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 )
 
 // Every operation is one Lua file under scripts/, run after the shared helpers of the
@@ -33,20 +34,9 @@ var scriptFiles embed.FS
 // newer release's library can delete the libraries of older ones.
 const Release = "0.1.0"
 
-// libraryPrefix starts the name of every dxredis Functions library: "dxredis_v<major>_<minor>_<patch>_<hash>".
-const libraryPrefix = "dxredis_v"
-
-type registry struct {
-	evals   map[string]*redis.Script
-	flagged map[string]*redis.Script // the EVAL form with a "#!lua flags=" shebang (Redis 7+)
-	flags   map[string][]string
-	names   []string
-	library string
-	name    string
-	version string
-}
-
-var scripts = loadScripts()
+// The operations are built once and handed to internal/luascripts, through which this module's
+// packages (redisprovider) call them: the root package's API holds only what users call.
+func init() { luascripts.Register(loadScripts()) }
 
 // libSource concatenates the shared helpers.
 func libSource() string {
@@ -59,10 +49,6 @@ func libSource() string {
 	}
 	return lib.String()
 }
-
-// LibSource returns the shared helpers followed by the per-call setup, ready to be followed by
-// an EVAL body (tests use it to call helpers directly).
-func LibSource() (string, error) { return libSource() + setupCall("ARGV", true), nil }
 
 // checksFormat reports whether an operation checks the namespace's format before it runs: every
 // operation that writes, except one whose header says "-- format: any" (the migration).
@@ -79,15 +65,10 @@ func setupCall(args string, writes bool) string {
 	return "do local ferr = dx_setup(" + args + "[1], true) if ferr then return ferr end end\n"
 }
 
-// ScriptSource returns one operation file (without the shared helpers).
-func ScriptSource(name string) (string, error) {
-	b, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
-	return string(b), err
-}
-
-func loadScripts() registry {
+func loadScripts() *luascripts.Set {
 	lib := libSource()
-	r := registry{evals: map[string]*redis.Script{}, flagged: map[string]*redis.Script{}, flags: map[string][]string{}}
+	r := &luascripts.Set{Evals: map[string]*redis.Script{}, Flagged: map[string]*redis.Script{}, Flags: map[string][]string{},
+		Sources: map[string]string{}, LibSource: lib + setupCall("ARGV", true)}
 	entries, _ := fs.Glob(scriptFiles, "scripts/*.lua")
 	bodies := map[string]string{}
 	for _, path := range entries {
@@ -97,11 +78,12 @@ func loadScripts() registry {
 		}
 		body, _ := scriptFiles.ReadFile(path)
 		bodies[name] = string(body)
-		r.flags[name] = scriptFlags(string(body))
-		r.names = append(r.names, name)
+		r.Sources[name] = string(body)
+		r.Flags[name] = scriptFlags(string(body))
+		r.Names = append(r.Names, name)
 	}
-	sort.Strings(r.names)
-	for _, name := range r.names {
+	sort.Strings(r.Names)
+	for _, name := range r.Names {
 		body := bodies[name]
 		// Operations a combined one calls (header "-- include: a, b") are defined first, as in
 		// the Functions library.
@@ -114,36 +96,36 @@ func loadScripts() registry {
 		// An EVAL script runs its helpers' definitions on every call: it carries only the
 		// helpers it uses (the Functions library defines them all, once per server).
 		var eval strings.Builder
-		setup := setupCall("ARGV", checksFormat(r.flags[name], body))
+		setup := setupCall("ARGV", checksFormat(r.Flags[name], body))
 		eval.WriteString(libFor(lib, setup+ops.String()) + setup)
 		eval.WriteString(ops.String())
-		r.evals[name] = redis.NewScript(eval.String())
-		r.flagged[name] = redis.NewScript("#!lua flags=" + strings.Join(r.flags[name], ",") + "\n" + eval.String())
+		r.Evals[name] = redis.NewScript(eval.String())
+		r.Flagged[name] = redis.NewScript("#!lua flags=" + strings.Join(r.Flags[name], ",") + "\n" + eval.String())
 	}
 
 	sum := sha1.New()
 	sum.Write([]byte(lib))
-	for _, n := range r.names {
+	for _, n := range r.Names {
 		sum.Write([]byte(n + "\x00" + bodies[n]))
 	}
-	r.version = hex.EncodeToString(sum.Sum(nil))[:12]
+	r.Version = hex.EncodeToString(sum.Sum(nil))[:12]
 
-	r.name = libraryPrefix + strings.ReplaceAll(Release, ".", "_") + "_" + r.version
+	r.Name = luascripts.LibraryPrefix + strings.ReplaceAll(Release, ".", "_") + "_" + r.Version
 	var b strings.Builder
-	b.WriteString("#!lua name=" + r.name + "\n")
+	b.WriteString("#!lua name=" + r.Name + "\n")
 	b.WriteString(lib)
 	// Each operation body becomes a function of (KEYS, ARGV), so it reads exactly as in EVAL;
 	// declared first, so that a combined operation can call the others.
-	b.WriteString("local op_" + strings.Join(r.names, ", op_") + "\n")
-	for _, n := range r.names {
+	b.WriteString("local op_" + strings.Join(r.Names, ", op_") + "\n")
+	for _, n := range r.Names {
 		b.WriteString("op_" + n + " = function(KEYS, ARGV)\n" + bodies[n] + "\nend\n")
 	}
-	for _, n := range r.names {
-		b.WriteString("redis.register_function{function_name = '" + functionName(r.version, n) + "',\n" +
-			"  callback = function(keys, args)\n    " + setupCall("args", checksFormat(r.flags[n], bodies[n])) + "    " + wrapOnce(n, "op_"+n, "keys", "args", bodies[n]) + "\n  end,\n" +
-			"  flags = {" + luaStrings(r.flags[n]) + "}}\n")
+	for _, n := range r.Names {
+		b.WriteString("redis.register_function{function_name = '" + luascripts.FunctionNameOf(r.Version, n) + "',\n" +
+			"  callback = function(keys, args)\n    " + setupCall("args", checksFormat(r.Flags[n], bodies[n])) + "    " + wrapOnce(n, "op_"+n, "keys", "args", bodies[n]) + "\n  end,\n" +
+			"  flags = {" + luaStrings(r.Flags[n]) + "}}\n")
 	}
-	r.library = b.String()
+	r.Library = b.String()
 	return r
 }
 
@@ -290,57 +272,3 @@ func luaStrings(ss []string) string {
 	}
 	return strings.Join(q, ", ")
 }
-
-func functionName(version, op string) string { return "dx_" + version + "_" + op }
-
-// Script returns the EVAL form of the named operation (the file name under scripts/ without
-// ".lua"), or nil.
-func Script(name string) *redis.Script { return scripts.evals[name] }
-
-// FlaggedScript returns the EVAL form of the named operation with its flags in a "#!lua flags="
-// shebang, for servers that support it (Redis 7+), or nil.
-func FlaggedScript(name string) *redis.Script { return scripts.flagged[name] }
-
-// ReadOnly reports whether the named operation never writes (flag no-writes): it may run with
-// FCALL_RO or EVALSHA_RO, on replicas, and when Redis is out of memory.
-func ReadOnly(name string) bool { return slices.Contains(scripts.flags[name], "no-writes") }
-
-// ScriptNames lists every operation, sorted.
-func ScriptNames() []string { return append([]string(nil), scripts.names...) }
-
-// FunctionLibrary returns the Redis Functions library holding every operation, for FUNCTION
-// LOAD. Its name carries a hash of the sources, so different dxredis versions can share a server.
-func FunctionLibrary() string { return scripts.library }
-
-// LibraryName returns the name of FunctionLibrary.
-func LibraryName() string { return scripts.name }
-
-// OlderLibrary reports whether name is the Functions library of an older dxredis release. Names of
-// another form (e.g. "dxredis_<hash>", before releases were named) are never reported: nothing
-// tells whether a process still uses them.
-func OlderLibrary(name string) bool {
-	mine, ok1 := libraryRelease(scripts.name)
-	theirs, ok2 := libraryRelease(name)
-	return ok1 && ok2 && slices.Compare(theirs, mine) < 0
-}
-
-// libraryRelease parses the release of a library name made by loadScripts.
-func libraryRelease(name string) ([]int, bool) {
-	rest, ok := strings.CutPrefix(name, libraryPrefix)
-	parts := strings.Split(rest, "_")
-	if !ok || len(parts) != 4 {
-		return nil, false
-	}
-	out := make([]int, 3)
-	for i := range out {
-		n, err := strconv.Atoi(parts[i])
-		if err != nil || n < 0 {
-			return nil, false
-		}
-		out[i] = n
-	}
-	return out, true
-}
-
-// FunctionName returns the FCALL name of an operation in FunctionLibrary.
-func FunctionName(op string) string { return functionName(scripts.version, op) }

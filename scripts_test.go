@@ -3,6 +3,8 @@ package dxredis
 import (
 	"strings"
 	"testing"
+
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 )
 
 func TestLibForKeepsWhatIsUsed(t *testing.T) {
@@ -33,8 +35,8 @@ setup = function() end
 // TestEvalScriptsAreSmaller: every EVAL script carries less than all the helpers.
 func TestEvalScriptsAreSmaller(t *testing.T) {
 	lib := libSource()
-	for _, n := range ScriptNames() {
-		body, _ := ScriptSource(n)
+	for _, n := range luascripts.ScriptNames() {
+		body := luascripts.ScriptSource(n)
 		if got := libFor(lib, body+" dx_setup dx_once"); len(got) >= len(lib) {
 			t.Errorf("%s carries every helper (%d bytes)", n, len(got))
 		}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	dxredis "github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 )
@@ -94,7 +94,7 @@ func fsckDamaged(t *testing.T) (*redisprovider.Provider, fsckState) {
 func repairScript(t *testing.T, p *redisprovider.Provider, code, subject string) string {
 	t.Helper()
 	ks := p.Keyspace()
-	res, err := dxredis.Script("admin_repair").Run(context.Background(), p.Client(), []string{ks.Meta(0)}, ks.Prefix(0), "0", code, subject).StringSlice()
+	res, err := luascripts.Script("admin_repair").Run(context.Background(), p.Client(), []string{ks.Meta(0)}, ks.Prefix(0), "0", code, subject).StringSlice()
 	if err != nil || len(res) != 2 {
 		t.Fatalf("repair %s %q: %q, %v", code, subject, res, err)
 	}

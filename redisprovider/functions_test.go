@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/duroxide-go/dxredis"
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 	"github.com/google/uuid"
@@ -153,9 +153,9 @@ func TestOlderReleaseLibrariesAreDeleted(t *testing.T) {
 		for _, l := range libs {
 			have[l.Name] = true
 		}
-		if have[older] || !have[newer] || !have[unnamed] || !have[dxredis.LibraryName()] {
+		if have[older] || !have[newer] || !have[unnamed] || !have[luascripts.LibraryName()] {
 			t.Errorf("%s: libraries after New: older %v newer %v unnamed %v own %v; want only the older one gone",
-				c.Options().Addr, have[older], have[newer], have[unnamed], have[dxredis.LibraryName()])
+				c.Options().Addr, have[older], have[newer], have[unnamed], have[luascripts.LibraryName()])
 		}
 	})
 }

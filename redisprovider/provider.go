@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/duroxide-go/dxredis"
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/redis/go-redis/v9"
 )
@@ -118,7 +119,7 @@ func (p *Provider) start(ctx context.Context) error {
 	p.flagged = p.rdb.Eval(ctx, "#!lua flags=no-writes\nreturn 1", nil).Err() == nil
 	// Send only the scripts the server does not hold yet (a provider per dxctl call must not
 	// re-send every script each time).
-	names := dxredis.ScriptNames()
+	names := luascripts.ScriptNames()
 	hashes := make([]string, len(names))
 	for i, name := range names {
 		hashes[i] = p.script(name).Hash()
@@ -159,14 +160,14 @@ func (p *Provider) loadLibrary(ctx context.Context, c redis.Cmdable) error {
 	if err != nil {
 		return err // no Functions here, or the server is unreachable: New decides
 	}
-	if !slices.ContainsFunc(libs, func(l redis.Library) bool { return l.Name == dxredis.LibraryName() }) {
+	if !slices.ContainsFunc(libs, func(l redis.Library) bool { return l.Name == luascripts.LibraryName() }) {
 		// REPLACE: another process may load the same library between the list and the load.
-		if err := c.FunctionLoadReplace(ctx, dxredis.FunctionLibrary()).Err(); err != nil {
+		if err := c.FunctionLoadReplace(ctx, luascripts.FunctionLibrary()).Err(); err != nil {
 			return err
 		}
 	}
 	for _, l := range libs {
-		if dxredis.OlderLibrary(l.Name) {
+		if luascripts.OlderLibrary(l.Name) {
 			if err := c.FunctionDelete(ctx, l.Name).Err(); err == nil {
 				p.opts.Logger.Info("dxredis: deleted the Functions library of an older release", "library", l.Name)
 			}
@@ -411,9 +412,9 @@ func (p *Provider) call(ctx context.Context, op, script string, partition int, a
 // script returns the EVAL form of an operation: with its flags where the server parses them.
 func (p *Provider) script(name string) *redis.Script {
 	if p.flagged {
-		return dxredis.FlaggedScript(name)
+		return luascripts.FlaggedScript(name)
 	}
-	return dxredis.Script(name)
+	return luascripts.Script(name)
 }
 
 // Script error replies are "DX_<CODE> message"; the code decides the sentinel. Scripts fail
@@ -472,13 +473,13 @@ func (p *Provider) mapErr(op string, err error) error {
 // of the whole source. Read-only scripts go as FCALL_RO / EVALSHA_RO: Redis then runs them on
 // replicas and when it is out of memory.
 func (p *Provider) send(ctx context.Context, c redis.Cmdable, script string, keys []string, argv []any, full bool) *redis.Cmd {
-	ro := dxredis.ReadOnly(script)
+	ro := luascripts.ReadOnly(script)
 	s := p.script(script)
 	switch {
 	case p.fcall.Load() && ro:
-		return c.FCallRO(ctx, dxredis.FunctionName(script), keys, argv...)
+		return c.FCallRO(ctx, luascripts.FunctionName(script), keys, argv...)
 	case p.fcall.Load():
-		return c.FCall(ctx, dxredis.FunctionName(script), keys, argv...)
+		return c.FCall(ctx, luascripts.FunctionName(script), keys, argv...)
 	case full && ro && p.flagged:
 		return s.EvalRO(ctx, c, keys, argv...)
 	case full:
@@ -498,7 +499,7 @@ var ErrNotReplicated = errors.New("write not acknowledged by enough replicas")
 // waitsForReplicas says which scripts are followed by WAIT: every write that a caller is told
 // succeeded. Fetches are not: a lost fetch is a lost lock, and its work is delivered again.
 func waitsForReplicas(script string) bool {
-	return !dxredis.ReadOnly(script) && script != "orch_fetch" && script != "work_fetch"
+	return !luascripts.ReadOnly(script) && script != "orch_fetch" && script != "work_fetch"
 }
 
 // callAndWait runs a write script and WAIT in one pipeline, so that both use one connection (WAIT

@@ -12,7 +12,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
-	"github.com/duroxide-go/dxredis"
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 	"github.com/redis/go-redis/v9"
@@ -77,7 +77,7 @@ func TestScriptsRecoverAfterFlush(t *testing.T) { // not parallel: it flushes th
 	}
 	// Redis 7 forgets the library (unknown to miniredis). Only this build's library is deleted:
 	// the test server may be shared with other builds.
-	forEachServer(t, p.Client(), func(c *redis.Client) { _ = c.FunctionDelete(ctx, dxredis.LibraryName()).Err() })
+	forEachServer(t, p.Client(), func(c *redis.Client) { _ = c.FunctionDelete(ctx, luascripts.LibraryName()).Err() })
 	start := provider.WorkItem{Kind: provider.StartOrchestration{Instance: "i", Orchestration: "O", Input: "{}", ExecutionID: 1}}
 	if err := p.EnqueueForOrchestrator(ctx, start, 0); err != nil {
 		t.Fatalf("enqueue after SCRIPT FLUSH: %v", err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/duroxide-go/dxredis"
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 	"github.com/redis/go-redis/v9"
@@ -168,10 +169,7 @@ func wNoQueueKeys(t *testing.T, p *redisprovider.Provider) {
 // helpers directly.
 func wLib(t *testing.T) string {
 	t.Helper()
-	lib, err := dxredis.LibSource()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := luascripts.LibSource()
 	return lib + "\n"
 }
 
@@ -951,14 +949,11 @@ func TestWorkerConcurrentFetchNoDuplicates(t *testing.T) {
 func TestWorkerScriptsParse(t *testing.T) {
 	t.Parallel()
 	newTestProvider(t)
-	for _, name := range dxredis.ScriptNames() {
+	for _, name := range luascripts.ScriptNames() {
 		if !strings.HasPrefix(name, "work_") {
 			continue
 		}
-		src, err := dxredis.ScriptSource(name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		src := luascripts.ScriptSource(name)
 		for _, h := range []string{"KEYS[1]", "ARGV[1]", "Reply:", "Errors:", "Cost:"} {
 			if !strings.Contains(src, h) {
 				t.Errorf("%s.lua header lacks %q", name, h)
