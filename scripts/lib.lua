@@ -44,7 +44,7 @@ end
 -- one being migrated, is refused with DX_FORMAT before anything is written; a new namespace gets its
 -- record, and the keys a format-1 process touches first (its sequence, its fetch gates, its orphan
 -- index) become hashes it cannot use, so that an older release fails loudly (WRONGTYPE) at its first
--- call instead of mixing formats. keys.go (DetectFormat) reads the same record the same way.
+-- call instead of mixing formats. redisprovider (NamespaceFormat) reads the record the same way.
 local FORMAT = '2'
 local FORMAT1_KEYS = { 'seq', 'oq:next', 'wq:next', 'oq:orphans' }
 format_check = function()
