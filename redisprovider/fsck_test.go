@@ -503,7 +503,7 @@ func TestRepairUnderLoad(t *testing.T) {
 			if i == 0 {
 				close(firstStarted) // the namespace has its format record: the damage comes after it
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // pacing, not waiting: spreads the starts over the damage and repair rounds
 		}
 	})
 

@@ -68,7 +68,8 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	p, err := NewFromClient(ctx, client, Options{Namespace: namespace, Logger: logger, anyFormat: true})
+	// An administrative run, like dxctl's: the eviction-policy check guards runtimes, not this.
+	p, err := NewFromClient(ctx, client, Options{Namespace: namespace, Logger: logger, AllowEvictingMaxmemoryPolicy: true, anyFormat: true})
 	if err != nil {
 		return nil, err
 	}

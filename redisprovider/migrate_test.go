@@ -230,3 +230,18 @@ func TestMigrateFormat1Namespace(t *testing.T) {
 	defer p.Close()
 	checkFsck(t, p)
 }
+
+// Migrate is an administrative run, like dxctl's: it works on a server whose maxmemory-policy
+// evicts, which a runtime's New refuses.
+func TestMigrateOnAnEvictingServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mr := withPolicy(t, "allkeys-lru")
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer c.Close()
+	c.Set(ctx, "{evict:0}:seq", "3", 0) // a format-1 namespace
+	rep, err := redisprovider.Migrate(ctx, c, "evict", redisprovider.MigrateOptions{})
+	if err != nil || rep.To != dxredis.Format {
+		t.Fatalf("migrate on an allkeys-lru server: %+v %v", rep, err)
+	}
+}

@@ -91,19 +91,16 @@ local visible, delayed, locked, oldest, expired, orphaned = 0, 0, 0, -1, 0, 0
 -- An instance's messages: how many, how many are visible now, and the visible time of the oldest
 -- visible one (-1 none). Cost: O(messages).
 local function messages(id)
-  local total, vis, first = 0, 0, -1
-  for _, v in ipairs(redis.call('HVALS', k_msgs(id))) do
-    local b = string.byte(v, 1)
-    if b >= 65 and b <= 90 and #v < 24 then -- a type field ('<code><ms>'): JSON bodies start with '{', counts and notes with a digit
-      local at = tonumber(string.sub(v, 2))
-      total = total + 1
-      if at <= now then
-        vis = vis + 1
-        if first < 0 or at < first then first = at end
-      end
-    end
+  local seqs, _, f = oq_messages(id, now)
+  local total, first = 0, -1
+  for name in pairs(f) do
+    if string.byte(name, 1) == 116 then total = total + 1 end -- 't'
   end
-  return total, vis, first
+  for _, s in ipairs(seqs) do
+    local at = tonumber(string.sub(f['t' .. s], 2))
+    if first < 0 or at < first then first = at end
+  end
+  return total, #seqs, first
 end
 
 local function count_unlocked(id)
