@@ -257,9 +257,11 @@ func TestAuditEvents(t *testing.T) {
 		})
 	}
 	midRun := func(a *eaEnv) {
-		// EvMid: timer 300 ms, then race(wait "x", timer 200 ms).
+		// EvMid: timer 1 s, then race(wait "x", timer 200 ms). The first timer leaves a test's
+		// raise (or blocker) that much time to land before it fires; 300 ms was too little on a
+		// loaded machine (the raise then came after TimerFired: another history).
 		dx.Register(a.rt, "EvMid", func(ctx dx.Context, _ dx.Raw) (string, error) {
-			if err := ctx.Sleep(300 * time.Millisecond); err != nil {
+			if err := ctx.Sleep(time.Second); err != nil {
 				return "", err
 			}
 			w := dx.WaitEvent[string](ctx, "x")
@@ -372,7 +374,7 @@ func TestAuditEvents(t *testing.T) {
 				a.startRuntime()
 				a.start("EvMid", "ev-batch", nil)
 				a.waitHistory("ev-batch", "TimerCreated", 1)
-				a.block("blocker", 900*time.Millisecond)
+				a.block("blocker", 1600*time.Millisecond)
 				a.raise("ev-batch", "x", `"early"`)
 				a.wait("ev-batch")
 			},

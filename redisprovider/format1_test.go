@@ -490,10 +490,16 @@ func snapshot(t *testing.T, ctx context.Context, client redis.UniversalClient, n
 		s.Value = string(b)
 		// PEXPIRETIME (Redis 7) is exact. miniredis's TTLs stand still (they move only with
 		// FastForward; its PEXPIRETIME adds them to the wall clock): there the remaining time is.
+		// Read last: -2 (the key is gone) means it expired while it was read, as "none" above.
 		if backend() != "miniredis" {
 			at, _ := client.Do(ctx, "PEXPIRETIME", k).Int64()
+			if at == -2 {
+				continue
+			}
 			s.Expiry = max(at, 0)
-		} else if ttl := client.PTTL(ctx, k).Val(); ttl > 0 {
+		} else if ttl := client.PTTL(ctx, k).Val(); ttl == -2 {
+			continue
+		} else if ttl > 0 {
 			s.Expiry = ttl.Milliseconds()
 		}
 		out[k] = s
