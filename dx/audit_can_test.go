@@ -368,6 +368,7 @@ func TestAuditCANMessages(t *testing.T) {
 		Ev     string          `json:"ev"`
 	}
 	prog := goldenProgram{
+		racy: "the event e2 must arrive within the 200 ms timer",
 		register: func(g *goldenEnv) {
 			a = newEA(g)
 			dx.Register(g.rt, "CanMsgs", func(ctx dx.Context, in canIn) (*out, error) {
@@ -638,6 +639,7 @@ func TestAuditCANTimerLoserFiresLater(t *testing.T) {
 	// nondeterminism) and changes nothing else.
 	i := "timer-loser"
 	prog := goldenProgram{
+		racy: "the activity \"fast\" must complete within the 300 ms timer",
 		register: func(g *goldenEnv) {
 			registerEcho(g)
 			dx.Register(g.rt, "TimerLoser", func(ctx dx.Context, _ dx.Raw) (dx.Raw, error) {
@@ -678,6 +680,7 @@ func TestAuditCANTimersOneBatch(t *testing.T) {
 	i, blk := "timer-batch", "timer-batch-blocker"
 	var a *eaEnv
 	prog := goldenProgram{
+		racy: "the blocker must hold the only slot before the 150 ms timer fires",
 		register: func(g *goldenEnv) {
 			a = newEA(g)
 			dx.Register(g.rt, "TimerBatch", func(ctx dx.Context, _ dx.Raw) (dx.Raw, error) {
