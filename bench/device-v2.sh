@@ -9,9 +9,10 @@
 #   (git archive 563f790 | tar -x -C /tmp/f1; cd /tmp/f1; CGO_ENABLED=0 go build -ldflags="-s -w" -o $D/dxbench-before ./cmd/dxbench)
 #   CGO_ENABLED=0 go build -ldflags="-s -w" -o $D/dxbench-after ./cmd/dxbench
 #   (cd bench/gwbench && CGO_ENABLED=0 go build -ldflags="-s -w" -o $D/gwbench-bin .)
-# PORT, SCALE (divides every -n) and ROUNDS are optional.
+# PORT, SCALE (divides every -n), ROUNDS and the two builds' labels BEFORE and AFTER (format1,
+# format2) and BEFORE_ARGS (more flags for dxbench-before, e.g. -no-keybytes) are optional.
 D=$(cd "${D:-.devbench}" && pwd)
-PORT=${PORT:-6379}; S=${SCALE:-1}
+PORT=${PORT:-6379}; S=${SCALE:-1}; B=${BEFORE:-format1}; A=${AFTER:-format2}
 R="$D/ld-linux-x86-64.so.2 --library-path $D/lib"
 nproc; grep -m1 "model name" /proc/cpuinfo
 taskset -c 0 $R $D/redis-server --port $PORT --save '' --appendonly no --bind 127.0.0.1 --daemonize no > $OUT/redis.log 2>&1 &
@@ -26,12 +27,12 @@ run() { # label, binary, args...
   $R $D/redis-cli -p $PORT flushall > /dev/null
 }
 for i in $(seq ${ROUNDS:-2}); do
-  run W1-format1 dxbench-before -mode runtime -workload hello -baseline 0 -n $((20000/S))
-  run W1-format2 dxbench-after -mode runtime -workload hello -baseline 0 -no-keybytes -n $((20000/S))
+  run W1-$B dxbench-before -mode runtime -workload hello -baseline 0 -n $((20000/S)) ${BEFORE_ARGS:-}
+  run W1-$A dxbench-after -mode runtime -workload hello -baseline 0 -no-keybytes -n $((20000/S))
   run W1-goworkflows gwbench-bin -done ack -n $((20000/S)) -pollers 4
 done
-run W2-format1 dxbench-before -mode runtime -workload fanout -baseline 0 -n $((2000/S))
-run W2-format2 dxbench-after -mode runtime -workload fanout -baseline 0 -no-keybytes -n $((2000/S))
+run W2-$B dxbench-before -mode runtime -workload fanout -baseline 0 -n $((2000/S)) ${BEFORE_ARGS:-}
+run W2-$A dxbench-after -mode runtime -workload fanout -baseline 0 -no-keybytes -n $((2000/S))
 run W2-goworkflows gwbench-bin -done ack -n $((2000/S)) -fanout 10 -pollers 16
-run W1-rate500-format1 dxbench-before -mode runtime -workload hello -baseline 0 -n $((5000/S)) -rate 500
-run W1-rate500-format2 dxbench-after -mode runtime -workload hello -baseline 0 -no-keybytes -n $((5000/S)) -rate 500
+run W1-rate500-$B dxbench-before -mode runtime -workload hello -baseline 0 -n $((5000/S)) -rate 500 ${BEFORE_ARGS:-}
+run W1-rate500-$A dxbench-after -mode runtime -workload hello -baseline 0 -no-keybytes -n $((5000/S)) -rate 500
