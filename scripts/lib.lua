@@ -214,8 +214,8 @@ local function wake_orch(pin, n)
 end
 
 -- Executions: one layout. The instance hash i:<id> holds the record of the instance's current
--- execution (exec, its id; status; xs started ms; done completed ms, written when it finishes;
--- out where its output is; hn/hb its history's events and bytes; hd '1' while its event ids are
+-- execution (exec, its id; status; xs started ms, absent when it is created's; done completed ms,
+-- absent until it finishes and when it is updated's (see exec_record); out where its output is; hn/hb its history's events and bytes; hd '1' while its event ids are
 -- 1..hn, else '0'; pink its pin key, absent when unpinned), next to the instance's own fields (name,
 -- ver, created, updated, parent, open, tag, kv). An instance with any execution has that record:
 -- an ack or append without a name and version writes it too (a record without name: the instance
@@ -223,7 +223,9 @@ end
 -- execution (older ones of a continued-as-new instance, or appended ones): status, started,
 -- completed, out, hn, hd, pink. Fields always written: exec, hn, hb, hd, out in i:; hn, hd, out in
 -- x:. Fields absent for want of a value: status and started of an execution only appended to (no
--- ack started it), done/completed until it finishes, pink when unpinned. The execution set
+-- ack started it), done/completed until it finishes, pink when unpinned; and, to save bytes, the
+-- instance hash's xs and done when they repeat created and updated (the one rule: exec_record).
+-- The execution set
 -- xs:<id> is absent while the instance has one execution (a ZADD per hello saved): execs_add
 -- writes it with the second. admin_migrate converts the older layouts (lib_admin.lua,
 -- record_convert).
@@ -268,14 +270,21 @@ local function is_terminal(st)
 end
 
 -- An execution's record {status, started, completed, out, hn, hd} (false where absent): the
--- instance hash's when e is its current execution, else its execution hash's. i: the instance
--- hash's REC_FIELDS when the caller read them already (further fields may follow).
-local REC_FIELDS = { 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd' }
+-- instance hash's when e is its current execution, else its execution hash's. The instance hash
+-- leaves out the two times that most often repeat its own (about 30 bytes per finished instance):
+-- started is xs, or created when xs is absent; completed is done, or updated when done is absent
+-- and the status is terminal (orch_ack writes each exactly when it differs). i: the instance hash's
+-- REC_FIELDS when the caller read them already (further fields may follow).
+local REC_FIELDS = { 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd', 'created', 'updated' }
 local function rec_fields(id) return redis.call('HMGET', k_inst(id), unpack(REC_FIELDS)) end
 local function exec_record(id, e, i)
   e = tostring(e)
   i = i or rec_fields(id)
-  if i[1] == e then return { i[3], i[2], i[4], i[5], i[6], i[7] } end
+  if i[1] == e then
+    local done = i[4]
+    if not done and is_terminal(i[3]) then done = i[9] end
+    return { i[3], i[2] or i[8], done, i[5], i[6], i[7] }
+  end
   return redis.call('HMGET', k_exec(id, e), 'status', 'started', 'completed', 'out', 'hn', 'hd')
 end
 

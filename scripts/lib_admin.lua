@@ -24,10 +24,10 @@ end
 -- current execution's record in x:<e>:<id> when it did not begin with the instance hash (no marker
 -- hd in the hash: instances acked without a name, records written before that layout; the current
 -- execution was then the highest of xs:<id>), the pinned version as pin besides pink, and left
--- fields out to mean something: xs (started at created), done (completed at updated while the
--- status is terminal), out (the output in xo:<e>:<id> if any), hn (count the id set he:<e>:<id>),
--- hd in x: (ids not dense), hb (the history's length); an appended execution could have no
--- record at all. record_old says how an instance departs from the one layout (admin_fsck);
+-- fields out to mean something: out (the output in xo:<e>:<id> if any), hn (count the id set
+-- he:<e>:<id>), hd in x: (ids not dense), hb (the history's length); an appended execution could
+-- have no record at all. (xs and done absent in the instance hash mean what they meant then:
+-- lib.lua, exec_record.) record_old says how an instance departs from the one layout (admin_fsck);
 -- record_convert rewrites it so (admin_migrate, admin_repair), reading every field as those
 -- releases did, so that every read returns what it returned before. Cost: O(executions).
 
@@ -59,8 +59,6 @@ local function record_old(id)
   for _, f in ipairs({ 'hd', 'hn', 'hb', 'out' }) do
     if not i[f] then return k_inst(id) .. ' has no ' .. f end
   end
-  if i.status and not i.xs then return k_inst(id) .. ' has no xs (started)' end
-  if is_terminal(i.status) and not i.done then return k_inst(id) .. ' is ' .. i.status .. ' without done (completed)' end
   for _, e in ipairs(redis.call('ZRANGE', k_execs(id), '0', '-1')) do
     if e ~= cur then
       local x = redis.call('HMGET', k_exec(id, e), 'hn', 'hd', 'out', 'pin')
@@ -88,8 +86,6 @@ local function record_convert(id)
   end
   local xk = k_exec(id, cur)
   if i.exec and i.hd then -- the record is in the instance hash: fill in what absence meant
-    if i.status and not i.xs then set('xs', i.created) end
-    if is_terminal(i.status) and not i.done then set('done', i.updated) end
     if not i.out then set('out', old_out(id, cur)) end
     if not i.hn then set('hn', d(redis.call('SCARD', k_hids(id, cur)))) end
     if not i.hb then set('hb', d(redis.call('STRLEN', k_hist(id, cur)))) end

@@ -52,7 +52,7 @@ local witems, cancels, oitems = section(6), section(3), section(4)
 -- The instance record, read once (fields: lib.lua, Executions).
 local ikey = k_inst(id)
 local iv = redis.call('HMGET', ikey, 'name', 'ver', 'status', 'open', 'exec', 'parent', 'tag', 'hn', 'hb',
-  'kv', 'hd', 'out', 'pink', 'xs', 'done')
+  'kv', 'hd', 'out', 'pink', 'xs', 'done', 'created', 'updated')
 local has_inst = iv[1] ~= false -- created (an ack with name and version wrote the record)
 -- An instance that existed when the turn was fetched and is gone now expired (retention) under
 -- the lock: writing would re-create it as a Running fragment of itself.
@@ -61,8 +61,10 @@ if lk[4] == '1' and not has_inst then
 end
 
 -- The execution this turn writes and its record (lib.lua, Executions), as a table by field
--- (status, started, completed, out, hn, hb, hd, pink): stored is what its hash holds now, rec what
--- this turn makes of it; only the fields that differ are written. The current execution's record
+-- (status, started, completed, out, hn, hb, hd, pink): stored is what its hash holds now (the
+-- instance hash's started and completed as stored: xs and done are left out when they equal
+-- created and updated, lib.lua, exec_record), rec what this turn makes of it (started and
+-- completed as they are); only the fields that differ are written. The current execution's record
 -- is in the instance hash (a new current execution takes the place of the previous one, whose
 -- record moves to x:<prev>:<id>; one that an append recorded in x:<e>:<id> is moved in); any
 -- other execution's is in x:<e>:<id>, which does not keep hb.
@@ -82,10 +84,14 @@ local function record_of(vals) -- HMGET values in REC's order -> table (absent f
   return t
 end
 local in_i = record_of({ iv[3], iv[14], iv[15], iv[12], iv[8], iv[9], iv[11], iv[13] })
+local cur = {} -- the current execution's record as it is (lib.lua, exec_record)
+for f, v in pairs(in_i) do cur[f] = v end
+cur.started = in_i.started or iv[16] or nil
+if not in_i.completed and is_terminal(in_i.status) then cur.completed = iv[17] or nil end
 local stored, rec, in_x = {}, nil, false
 if nexec == prev then
-  stored = in_i
-else
+  stored = cur
+elseif prev ~= nil then -- (an instance without a current execution has no other either)
   local x = redis.call('HMGET', xkey, 'status', 'started', 'completed', 'out', 'hn', 'hn', 'hd', 'pink')
   if x[5] then -- hn: every execution record has it
     in_x = true
@@ -101,7 +107,7 @@ if new_record then
 end
 if is_current then
   if in_x then rec.hb = d(redis.call('STRLEN', k_hist(id, exec))) end
-  stored = in_i
+  stored = in_i -- as stored: rec's started and completed are folded before they are compared
 else
   rec.hb = nil
 end
@@ -153,7 +159,7 @@ end
 if new_exec and prev ~= nil then
   local a = {}
   for _, f in ipairs(REC) do
-    if f[3] and in_i[f[1]] then a[#a + 1], a[#a + 2] = f[3], in_i[f[1]] end
+    if f[3] and cur[f[1]] then a[#a + 1], a[#a + 2] = f[3], cur[f[1]] end
   end
   redis.call('HSET', k_exec(id, prev), unpack(a))
 end
@@ -249,7 +255,14 @@ if terminal and (#kvops > 0 or iv[10] or not has_inst or created) then
   if #d > 0 then redis.call('DEL', kd) end
 end
 
--- The records, written once: the fields of rec that differ from what its hash holds.
+-- The records, written once: the fields of rec that differ from what its hash holds. In the
+-- instance hash, started is left out when it is the instance's created time and completed when it
+-- is its updated time and the status is terminal (lib.lua, exec_record: about 30 bytes less per
+-- finished instance).
+if is_current then
+  if rec.started == (iseen['created'] and nows or iv[16] or nil) then rec.started = nil end
+  if is_terminal(rec.status) and rec.completed == (iseen['updated'] and nows or iv[17] or nil) then rec.completed = nil end
+end
 local xfields, dels = {}, {}
 for _, f in ipairs(REC) do
   local v, n = rec[f[1]], f[is_current and 2 or 3]
