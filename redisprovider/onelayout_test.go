@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/Masterminds/semver/v3"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/duroxide-go/dxredis/provider"
@@ -32,7 +33,10 @@ func oldLayoutEvents(n int) string {
 //   - implied: the record in the instance hash (hd) with the fields that meant by absence (no
 //     xs: started at created; no done while Completed: completed at updated; no out: xo:);
 //   - appended: an execution appended beside the current one, without any record.
-func writeOldLayouts(t *testing.T, p *redisprovider.Provider) map[string]string {
+//
+// format2 writes the format record first (a format-2 namespace written before the one layout);
+// without it the namespace is left to the caller (format 1).
+func writeOldLayouts(t *testing.T, p *redisprovider.Provider, format2 bool) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	ks, c := p.Keyspace(), p.Client()
@@ -51,9 +55,9 @@ func writeOldLayouts(t *testing.T, p *redisprovider.Provider) map[string]string 
 			c.ZAdd(ctx, prefix+"idx:status:"+status, redis.Z{Score: score, Member: id}).Err())
 	}
 	h2, h1 := oldLayoutEvents(2), oldLayoutEvents(1)
-	// A format-2 namespace: its first write script writes the format record.
-	// (an event for an instance that does not exist, which it drops).
-	layoutEnqueue(t, p, provider.WorkItem{Kind: provider.ExternalRaised{Instance: "none", Name: "e", Data: "{}"}})
+	if format2 { // its first write script writes the format record (an event it drops: no such instance)
+		layoutEnqueue(t, p, provider.WorkItem{Kind: provider.ExternalRaised{Instance: "none", Name: "e", Data: "{}"}})
+	}
 
 	ok(c.HSet(ctx, ks.Instance("legacy"), "name", "O", "ver", "1.0.0", "created", "5", "updated", "6", "status", "Running",
 		"exec", "1", "pin", "0.1.30", "pink", pink, "tag", "0123456789ab", "hn", "2", "hb", len(h2)).Err(),
@@ -156,7 +160,7 @@ func TestOldRecordLayoutsConverted(t *testing.T) {
 	for _, how := range []string{"migrate", "repair"} {
 		t.Run(how, func(t *testing.T) {
 			p := newTestProvider(t)
-			want := writeOldLayouts(t, p)
+			want := writeOldLayouts(t, p, true)
 			got := fsckCodes(t, p)
 			for id := range want {
 				if !slices.Contains(got, "record_layout "+id) {
@@ -218,5 +222,99 @@ func TestOldRecordLayoutsConverted(t *testing.T) {
 				t.Fatalf("execution info after a turn: %+v %v", x, err)
 			}
 		})
+	}
+}
+
+// The one record layout (scripts/lib.lua, Executions): whatever wrote an execution (an ack with or
+// without a name and version, an append), the current execution's record is in the instance hash
+// with its fields explicit (exec, hn, hb, hd, out), every other execution's is a whole record in
+// x:<e>:<id>, and nothing writes pin. Reads return what the older layouts returned.
+func TestOneRecordLayout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := newTestProvider(t)
+	ks, c := p.Keyspace(), p.Client()
+	rec := func(key string, fields ...string) string {
+		t.Helper()
+		return fmt.Sprint(c.HMGet(ctx, key, fields...).Val())
+	}
+	// Acked without a name and version, pinned, then continued as new.
+	md := provider.ExecutionMetadata{Status: provider.StatusRunning, PinnedDuroxideVersion: semver.MustParse("0.1.30")}
+	layoutEnqueue(t, p, layoutStart("bare"))
+	if err := layoutTurn(t, p, "bare", 1, []provider.Event{layoutStarted("bare", 1)}, md); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec(ks.Instance("bare"), "exec", "status", "hn", "hd", "out", "name", "pin"); got != "[1 Running 1 1 - <nil> <nil>]" {
+		t.Fatalf("bare's record: %s", got)
+	}
+	if n := c.Exists(ctx, ks.Execution("bare", 1), ks.Executions("bare")).Val(); n != 0 {
+		t.Fatalf("bare: %d execution keys besides the instance hash", n)
+	}
+	if info, err := p.GetInstanceInfo(ctx, "bare"); err != nil || info.OrchestrationName != "" || info.Status != provider.StatusRunning ||
+		info.CurrentExecutionID != 1 || info.CreatedAt == 0 {
+		t.Fatalf("bare's info: %+v %v", info, err)
+	}
+	if ids, err := p.ListInstances(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("instances listed: %v %v (one acked without a name is not created)", ids, err)
+	}
+	can := provider.WorkItem{Kind: provider.ContinueAsNew{Instance: "bare", Orchestration: "O", Input: "{}", CarryForwardEvents: []provider.CarriedEvent{}}}
+	md.Status = provider.StatusContinuedAsNew
+	layoutEnqueue(t, p, provider.WorkItem{Kind: provider.ExternalRaised{Instance: "bare", Name: "e", Data: "{}"}})
+	if err := layoutTurn(t, p, "bare", 1, nil, md, can); err != nil {
+		t.Fatal(err)
+	}
+	md = provider.ExecutionMetadata{Status: provider.StatusRunning}
+	if err := layoutTurn(t, p, "bare", 2, []provider.Event{layoutStarted("bare", 2)}, md); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec(ks.Execution("bare", 1), "status", "hn", "hd", "out", "pink", "pin"); got != "[ContinuedAsNew 1 1 - 0000000000.0000000001.0000000030~ <nil>]" {
+		t.Fatalf("bare's first execution: %s", got)
+	}
+	if got := rec(ks.Instance("bare"), "exec", "status", "hn", "hd", "out", "pink", "done"); got != "[2 Running 1 1 - <nil> <nil>]" {
+		t.Fatalf("bare's record after continue-as-new: %s", got)
+	}
+	if x, err := p.GetExecutionInfo(ctx, "bare", 1); err != nil || x.Status != provider.StatusContinuedAsNew || x.CompletedAt == 0 || x.StartedAt == 0 || x.EventCount != 1 {
+		t.Fatalf("bare's first execution info: %+v %v", x, err)
+	}
+
+	// Appended to an instance without executions: its record; to another execution: a whole x: record.
+	ev := func(id uint64) []provider.Event {
+		return []provider.Event{layoutEvent("app", 1, id, provider.ExternalEventEvent{Name: "e", Data: "{}"})}
+	}
+	if err := p.AppendWithExecution(ctx, "app", 1, ev(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendWithExecution(ctx, "app", 3, ev(5)); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec(ks.Instance("app"), "exec", "hn", "hd", "out", "status"); got != "[1 1 1 - <nil>]" {
+		t.Fatalf("app's record: %s", got)
+	}
+	if got := rec(ks.Execution("app", 3), "hn", "hd", "out"); got != "[1 0 -]" {
+		t.Fatalf("app's execution 3: %s", got)
+	}
+	if e, err := p.LatestExecutionID(ctx, "app"); err != nil || e != 1 {
+		t.Fatalf("app's current execution: %d %v", e, err)
+	}
+	// An ack of the appended execution makes it current: its record moves into the instance hash.
+	layoutEnqueue(t, p, provider.WorkItem{Kind: provider.ExternalRaised{Instance: "app", Name: "e", Data: "{}"}})
+	md = layoutRunning()
+	if err := layoutTurn(t, p, "app", 3, []provider.Event{layoutEvent("app", 3, 5, provider.ExternalEventEvent{Name: "e", Data: "{}"})}, md); !errors.Is(err, provider.ErrDuplicateEvent) {
+		t.Fatalf("duplicate in the appended execution: %v", err)
+	}
+	if err := layoutTurn(t, p, "app", 3, []provider.Event{layoutEvent("app", 3, 6, provider.ExternalEventEvent{Name: "e", Data: "{}"})}, md); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec(ks.Instance("app"), "exec", "hn", "hd", "status", "name"); got != "[3 2 0 Running O]" {
+		t.Fatalf("app's record after its ack: %s", got)
+	}
+	if n := c.Exists(ctx, ks.Execution("app", 3)).Val(); n != 0 {
+		t.Fatal("app: the current execution's record is still in x:")
+	}
+	if got := rec(ks.Execution("app", 1), "hn", "hd", "out"); got != "[1 1 -]" {
+		t.Fatalf("app's execution 1: %s", got)
+	}
+	if execs, err := p.ListExecutions(ctx, "app"); err != nil || fmt.Sprint(execs) != "[1 3]" {
+		t.Fatalf("app's executions: %v %v", execs, err)
 	}
 }
