@@ -15,15 +15,9 @@
 -- Errors (nothing written): DX_INVALID_TOKEN unknown/expired token (also after a delete under
 --   the lock, or when the instance existed at fetch and its retention TTL lapsed since), DX_DUPLICATE event id already stored or repeated in the delta.
 -- Cost: O(delta + items + locked messages + KV keys touched) — never O(history length).
--- Instance hash fields (i:<id>): name, ver, created, updated (ms), status, exec (current execution),
---   parent, pink (the pinned version's sortable key; pin, the version, in older records), open
---   (children not settled, retention),
---   tag (current execution's tag, see orch_fetch), hn / hb (its history's events and bytes), kv ('1'
---   once KV was written), and the current execution's record when it has hd ('1' while its event
---   ids are dense, else '0'): xs (started ms; absent: created), done (completed ms; absent while
---   the status is terminal and updated is that time), out (where its output is). Execution hash
---   fields (x:<e>:<id>, other executions): started, completed (ms), status, pin, pink, out, hn,
---   hd. See lib.lua (Executions, exec_output, history_append).
+-- Instance hash fields (i:<id>): name, ver, created, updated (ms), parent, open (children not
+--   settled, retention), tag (current execution's tag, see orch_fetch), kv ('1' once KV was
+--   written), and the current execution's record, always (one layout: lib.lua, Executions).
 local token, exec = ARGV[2], ARGV[3]
 local status, has_output, output, out_at = ARGV[4], ARGV[5] == '1', ARGV[6], ARGV[7]
 local name, ver, parent, pin, pink = ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12]
