@@ -11,6 +11,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/duroxide-go/dxredis/dx"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 )
@@ -150,8 +151,8 @@ func layoutReads(t *testing.T, p *redisprovider.Provider, id string) string {
 }
 
 // Records in the layouts of older releases are reported by fsck (record_layout) and converted to
-// the one layout by dxctl migrate, and by fsck --repair, after which every read returns what the
-// releases that wrote them read, fsck finds nothing, no record is left in x: for a current
+// the one layout by dxctl migrate, and by fsck --repair, after which every read (the provider's,
+// its listings, the dx client's) returns what the releases that wrote them read, fsck finds nothing, no record is left in x: for a current
 // execution and no pin field anywhere, and the instances go on: a duplicate is refused, a turn
 // finishes one.
 func TestOldRecordLayoutsConverted(t *testing.T) {
@@ -188,6 +189,24 @@ func TestOldRecordLayoutsConverted(t *testing.T) {
 			for id, w := range want {
 				if got := layoutReads(t, p, id); got != w {
 					t.Errorf("%s after %s:\n got %s\nwant %s", id, how, got, w)
+				}
+			}
+			// Listings (an instance acked without a name is listed nowhere) and the dx client.
+			for status, want := range map[string]string{"": "[appended implied legacy]", "Running": "[appended legacy]", "Completed": "[implied]"} {
+				ids, err := p.ListInstancesByStatus(ctx, status)
+				if status == "" {
+					ids, err = p.ListInstances(ctx)
+				}
+				slices.Sort(ids)
+				if err != nil || fmt.Sprint(ids) != want {
+					t.Errorf("instances %q: %v %v, want %s", status, ids, err, want)
+				}
+			}
+			client := dx.NewClient(p)
+			for id, want := range map[string]string{"bare": "Completed res2 2", "implied": "Completed resC 1", "legacy": "Running  1"} {
+				st, err := client.Status(ctx, id)
+				if got := fmt.Sprintf("%s %s %d", st.State, st.Output, st.ExecutionID); err != nil || got != want {
+					t.Errorf("dx client status of %s: %s %v, want %s", id, got, err, want)
 				}
 			}
 			ks, c := p.Keyspace(), p.Client()
