@@ -725,8 +725,9 @@ end
 local function instance_keys(id, with_children)
   local keys = { k_inst(id), k_execs(id), k_cs(id), k_kv(id), k_kd(id), k_msgs(id) }
   if with_children then keys[#keys + 1] = k_children(id) end
-  for _, e in ipairs(executions(id)) do
-    keys[#keys + 1] = k_exec(id, e)
+  local cur = redis.call('HGET', k_inst(id), 'exec') -- its record is in the instance hash
+  for _, e in ipairs(executions(id, { cur })) do
+    if e ~= cur then keys[#keys + 1] = k_exec(id, e) end
     keys[#keys + 1] = k_xout(id, e)
     keys[#keys + 1] = k_hist(id, e)
     keys[#keys + 1] = k_hids(id, e)

@@ -25,7 +25,7 @@ end
 -- hd in the hash: instances acked without a name, records written before that layout; the current
 -- execution was then the highest of xs:<id>), the pinned version as pin besides pink, and left
 -- fields out to mean something: out (the output in xo:<e>:<id> if any), hn (count the id set
--- he:<e>:<id>), hd in x: (ids not dense), hb (the history's length); an appended execution could
+-- he:<e>:<id>), hd (the id set holds the ids), hb (the history's length); an appended execution could
 -- have no record at all. (xs and done absent in the instance hash mean what they meant then:
 -- lib.lua, exec_record.) record_old says how an instance departs from the one layout (admin_fsck);
 -- record_convert rewrites it so (admin_migrate, admin_repair), reading every field as those
@@ -35,6 +35,13 @@ end
 local function old_out(id, e)
   if redis.call('EXISTS', k_xout(id, e)) == 1 then return 'k' end
   return '-'
+end
+
+-- The hd field of a record without one: '0' when the id set he:<e>:<id> exists (it holds the ids,
+-- as older releases always kept it), else '1' (no writer leaves ids that are not 1..n without it).
+local function old_hd(id, e)
+  if redis.call('EXISTS', k_hids(id, e)) == 1 then return '0' end
+  return '1'
 end
 
 -- The instance's current execution as the older layouts tell it, and its instance hash fields.
@@ -85,11 +92,14 @@ local function record_convert(id)
     if v then f[#f + 1], f[#f + 2] = name, v end
   end
   local xk = k_exec(id, cur)
-  if i.exec and i.hd then -- the record is in the instance hash: fill in what absence meant
+  -- Where older releases read the record: the instance hash when it names the execution and has
+  -- the marker hd or there is no execution hash, else x:<cur>:<id>.
+  if i.exec and (i.hd or redis.call('EXISTS', xk) == 0) then -- fill in what absence meant
     if not i.out then set('out', old_out(id, cur)) end
     if not i.hn then set('hn', d(redis.call('SCARD', k_hids(id, cur)))) end
     if not i.hb then set('hb', d(redis.call('STRLEN', k_hist(id, cur)))) end
-    if redis.call('DEL', xk) == 1 then changed = 1 end -- a stale copy
+    if not i.hd then set('hd', old_hd(id, cur)) end
+    if redis.call('DEL', xk) == 1 then changed = 1 end -- a stale copy nothing read
   else -- the record is in x:<cur>:<id> (or nowhere): move it into the instance hash
     local x = redis.call('HMGET', xk, 'status', 'started', 'completed', 'out', 'hn', 'hd', 'pink')
     local pink = x[7]
@@ -101,7 +111,7 @@ local function record_convert(id)
     set('out', x[4] or old_out(id, cur))
     set('hn', x[5] or d(redis.call('SCARD', k_hids(id, cur))))
     set('hb', d(redis.call('STRLEN', k_hist(id, cur))))
-    set('hd', x[6] or '0')
+    set('hd', x[6] or old_hd(id, cur))
     set('pink', pink)
     local fresh = redis.call('EXISTS', ki) == 0
     local ttl = redis.call('PTTL', xk)
@@ -133,7 +143,7 @@ local function record_convert(id)
       local x = redis.call('HMGET', xe, 'hn', 'hd', 'out', 'pin')
       f = {}
       if not x[1] then set('hn', d(redis.call('SCARD', k_hids(id, e)))) end
-      if not x[2] then set('hd', '0') end
+      if not x[2] then set('hd', old_hd(id, e)) end
       if not x[3] then set('out', old_out(id, e)) end
       if #f > 0 then
         redis.call('HSET', xe, unpack(f))
