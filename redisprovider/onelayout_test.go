@@ -333,6 +333,9 @@ func TestOneRecordLayout(t *testing.T) {
 	if got := rec(ks.Execution("app", 1), "hn", "hd", "out"); got != "[1 1 -]" {
 		t.Fatalf("app's execution 1: %s", got)
 	}
+	if x, err := p.GetExecutionInfo(ctx, "app", 3); err != nil || x.StartedAt == 0 || x.EventCount != 2 || x.Status != provider.StatusRunning {
+		t.Fatalf("app's execution 3 info: %+v %v", x, err)
+	}
 	if execs, err := p.ListExecutions(ctx, "app"); err != nil || fmt.Sprint(execs) != "[1 3]" {
 		t.Fatalf("app's executions: %v %v", execs, err)
 	}

@@ -100,7 +100,10 @@ if new_record then
   rec = { status = 'Running', started = nows, out = '-', hn = '0', hb = '0', hd = '1' }
 end
 if is_current then
-  if in_x then rec.hb = d(redis.call('STRLEN', k_hist(id, exec))) end
+  if in_x then -- an appended execution this ack makes current (and starts, unless an ack did)
+    rec.hb = d(redis.call('STRLEN', k_hist(id, exec)))
+    rec.started = rec.started or nows
+  end
   stored = in_i -- as stored: rec's started and completed are folded before they are compared
 else
   rec.hb = nil
