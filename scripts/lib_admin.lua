@@ -45,7 +45,7 @@ local function old_hd(id, e)
 end
 
 -- The instance's current execution as the older layouts tell it, and its instance hash fields.
-local OLD_FIELDS = { 'exec', 'status', 'xs', 'done', 'out', 'hn', 'hb', 'hd', 'pin', 'pink', 'created', 'updated', 'name' }
+local OLD_FIELDS = { 'exec', 'status', 'out', 'hn', 'hb', 'hd', 'pin', 'pink', 'name' }
 local function old_current(id)
   local v = redis.call('HMGET', k_inst(id), unpack(OLD_FIELDS))
   local i = {}
