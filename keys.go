@@ -43,21 +43,23 @@ import (
 //	P idx:expiry            ZSET    retained (settled) roots, score = when their keys expire
 //	P idx:reap              SET     descendants of expired roots, deleted by the next fetches
 //	P idx:status:<status>   ZSET    instance id by current status, score = ms it entered that status
-//	P i:<id>                HASH    instance: name ver exec status created updated parent pink (the
-//	                                pinned version's sortable key; pin too in older records)
-//	                                open (direct children whose subtree is not finished; retention)
-//	                                tag (current execution's tag) hn hb (its history's events, bytes)
-//	                                kv ("1" once KV was written); and, when the current execution began
-//	                                with the hash, its record: hd ("1" while its event ids are 1..n,
-//	                                else "0"; the marker) xs (started; absent = created) done
-//	                                (completed; absent while the status is terminal = updated) out
-//	                                ("<offset> <length>" of the output in the history, "k" in xo:, "-"
-//	                                none)
-//	P xs:<id>               ZSET    execution ids of the instance (score = id); absent while an
-//	                                instance with a hash has one execution
-//	P x:<e>:<id>            HASH    execution record when not in i: (older executions, instances
-//	                                without a hash, older records): status started completed pin pink
-//	                                out hn hd
+//	P i:<id>                HASH    instance: name ver created updated parent (absent, with created
+//	                                and updated, for an instance acked or appended without a name
+//	                                and version: known, not created, in no index) open (direct
+//	                                children whose subtree is not finished; retention) tag (current
+//	                                execution's tag) kv ("1" once KV was written); and always its
+//	                                current execution's record (one layout): exec status hn hb
+//	                                (its history's events, bytes) hd ("1" while its event ids are
+//	                                1..n, else "0") out ("<offset> <length>" of the output in the
+//	                                history, "k" in xo:, "-" none) pink (the pinned version's
+//	                                sortable key; absent: unpinned) xs (started; absent: created)
+//	                                done (completed; absent while unfinished, and while the status
+//	                                is terminal: updated); see scripts/lib.lua, Executions
+//	P xs:<id>               ZSET    execution ids of the instance (score = id); absent while the
+//	                                instance has one execution
+//	P x:<e>:<id>            HASH    record of an execution that is not the current one (older
+//	                                executions, appended ones): status started completed pink out
+//	                                hn hd
 //	P xo:<e>:<id>           STRING  an execution's output when its history does not hold it
 //	P h:<e>:<id>            STRING  history: event JSON lines ("<json>\n"), appended, never rewritten
 //	                                (a finished one of at most 4 KiB is rewritten once, exactly);
@@ -71,8 +73,7 @@ import (
 //	                                while the runtime holds the instance (its next ack deletes it with
 //	                                the messages)
 //	P lk:<id>               HASH    instance lock: tok ("<nonce>.<id>") until seqs inst ("1": the instance
-//	                                existed at fetch) more ("1": other messages pending) tag, x (the
-//	                                execution the fetch found when the instance hash names none)
+//	                                was created at fetch) more ("1": other messages pending) tag
 //	P cs:<id>               HASH    custom status: v (version) s (value) n ("1" when cleared)
 //	P kv:<id>               HASH    KV store (earlier executions): key -> "<ms>|<value>"
 //	P kd:<id>               HASH    KV delta (current execution): key -> "s<ms>|<value>" or "t" (tombstone)
@@ -97,7 +98,10 @@ import (
 //     ready_wrong_pin, ready_while_locked, ready_without_messages, due_without_messages]; parked
 //     messages belong to an instance without a record [orphan_with_record]; a ready set of a
 //     pinned pin key is listed in oq:pins [pin_unlisted].
-//   - An instance record i:<id> is in idx:instances and in idx:status:<its status>, in no other
+//   - An instance's current execution's record is in i:<id> with exec hn hb hd out, every other
+//     execution listed in xs:<id> has a record x:<e>:<id> with hn hd out, and no record holds
+//     pin (the layouts of older releases; dxctl migrate converts them) [record_layout].
+//   - An instance record i:<id> with a name is in idx:instances and in idx:status:<its status>, in no other
 //     status index [record_unlisted, status_unindexed, status_stale]; without a record, an id
 //     stays in those indexes only while it is a retained root in idx:expiry, until the sweep
 //     [listed_without_record, status_without_record].
@@ -194,17 +198,16 @@ const WakeFilterNone = "*"
 // to the list of every filter that accepts the work, so it reaches a fetcher that can take it.
 func (k Keyspace) WakeFilters(partition int) string { return k.Prefix(partition) + "wake:filters" }
 
-// Instance is an instance's metadata hash. It also holds its current execution's record (the
-// fields of Execution, see scripts/orch_ack.lua) when that execution began with the hash.
+// Instance is an instance's metadata hash. It also holds its current execution's record, always
+// (scripts/lib.lua, Executions).
 func (k Keyspace) Instance(id string) string { return k.inst("i:", id) }
 
-// Executions is the sorted set of an instance's execution ids. An instance with an Instance hash
-// and one execution has none: the hash's exec field is that execution (scripts/lib.lua,
-// executions).
+// Executions is the sorted set of an instance's execution ids. An instance with one execution
+// has none: the Instance hash's exec field is that execution (scripts/lib.lua, executions).
 func (k Keyspace) Executions(id string) string { return k.inst("xs:", id) }
 
-// Execution is one execution's metadata hash, for executions whose record is not in the Instance
-// hash (older executions of a continued-as-new instance, instances without a hash).
+// Execution is the metadata hash of an execution that is not the instance's current one (older
+// executions of a continued-as-new instance, executions appended beside the current one).
 func (k Keyspace) Execution(id string, execution uint64) string {
 	return k.inst("x:"+strconv.FormatUint(execution, 10)+":", id)
 }

@@ -208,6 +208,9 @@ var fsckDamages = []struct {
 	{"worker ready entry without item", []string{"ZADD", "$Pwq:ready:-", "1", "999999"}, []string{"item_index_without_item 999999"}},
 	{"session ready entry without item", []string{"ZADD", "$Pwq:sitems:3:gpu:s:1", "1", "999999"}, []string{"item_index_without_item 999999"}},
 	{"gate late", []string{"SET", "$Poq:gate", "99999999999999"}, []string{"gate_late "}},
+	{"record with a pin field", []string{"HSET", "$Pi:a", "pin", "1.0.0"}, []string{"record_layout a"}},
+	{"record without its marker", []string{"HDEL", "$Pi:d", "hd"}, []string{"record_layout d"}},
+	{"current record in x:", []string{"HSET", "$Px:1:a", "status", "Running", "started", "1"}, []string{"record_layout a"}},
 	{"format-1 key usable", []string{"DEL", "$Pseq"}, []string{"format_record "}}, // dxctl migrate's: repair leaves it
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
-	"github.com/redis/go-redis/v9"
 )
 
 // layoutTurn fetches the next turn (it must be instance's) and acks it with events and md.
@@ -429,71 +428,6 @@ func TestLargeAckAndFetch(t *testing.T) {
 			Metadata: layoutRunning()}); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// An instance written by the previous storage layout (execution hash, execution set, id set,
-// output key, events with their duroxide_version) keeps working: it is described, its
-// duplicates are refused, it finishes and is deleted whole.
-func TestInstanceOfThePreviousLayout(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	p := newTestProvider(t)
-	ks, c := p.Keyspace(), p.Client()
-	const id, pink = "legacy", "0000000000.0000000001.0000000030~"
-	lines := `{"event_id":1,"timestamp_ms":5,"duroxide_version":"0.1.30","type":"OrchestrationStarted","name":"O","version":"1.0.0","input":"{}","parent_instance":null,"parent_id":null}` + "\n" +
-		`{"event_id":2,"timestamp_ms":6,"duroxide_version":"0.1.30","type":"ExternalEvent","name":"e","data":"{}"}` + "\n"
-	prefix := ks.Prefix(0)
-	for _, err := range []error{
-		c.HSet(ctx, ks.Instance(id), "name", "O", "ver", "1.0.0", "created", "5", "updated", "6", "status", "Running",
-			"exec", "1", "pin", "0.1.30", "pink", pink, "tag", "0123456789abcdef0123456789abcdef0123", "hn", "2",
-			"hb", len(lines)).Err(),
-		c.ZAdd(ctx, ks.Executions(id), redis.Z{Score: 1, Member: "1"}).Err(),
-		c.HSet(ctx, ks.Execution(id, 1), "started", "5", "status", "Running", "pin", "0.1.30", "pink", pink).Err(),
-		c.Set(ctx, ks.History(id, 1), lines, 0).Err(),
-		c.SAdd(ctx, ks.HistoryIDs(id, 1), "1", "2").Err(),
-		c.ZAdd(ctx, prefix+"idx:instances", redis.Z{Score: 5, Member: id}).Err(),
-		c.ZAdd(ctx, prefix+"idx:status:Running", redis.Z{Score: 5, Member: id}).Err(),
-	} {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if x, err := p.GetExecutionInfo(ctx, id, 1); err != nil || x.Status != provider.StatusRunning || x.EventCount != 2 || x.StartedAt != 5 {
-		t.Fatalf("execution info: %+v %v", x, err)
-	}
-	raise := provider.WorkItem{Kind: provider.ExternalRaised{Instance: id, Name: "e", Data: "{}"}}
-	md := layoutRunning()
-	layoutEnqueue(t, p, raise)
-	if err := layoutTurn(t, p, id, 1, []provider.Event{layoutEvent(id, 1, 2, provider.ExternalEventEvent{Name: "e", Data: "{}"})}, md); !errors.Is(err, provider.ErrDuplicateEvent) {
-		t.Fatalf("duplicate of a stored event: %v", err)
-	}
-	out := `"done"`
-	md.Status, md.Output = provider.StatusCompleted, &out
-	if err := layoutTurn(t, p, id, 1, []provider.Event{
-		layoutEvent(id, 1, 3, provider.ExternalEventEvent{Name: "e", Data: "{}"}),
-		layoutEvent(id, 1, 4, provider.OrchestrationCompletedEvent{Output: out}),
-	}, md); err != nil {
-		t.Fatal(err)
-	}
-	info, err := p.GetInstanceInfo(ctx, id)
-	if err != nil || info.Status != provider.StatusCompleted || info.Output == nil || *info.Output != out {
-		t.Fatalf("instance info: %+v %v", info, err)
-	}
-	x, err := p.GetExecutionInfo(ctx, id, 1)
-	if err != nil || x.Status != provider.StatusCompleted || x.EventCount != 4 || x.StartedAt != 5 || x.CompletedAt == 0 ||
-		x.Output == nil || *x.Output != out {
-		t.Fatalf("execution info: %+v %v", x, err)
-	}
-	h, err := p.Read(ctx, id)
-	if err != nil || len(h) != 4 || h[0].DuroxideVersion != "0.1.30" || h[3].EventID != 4 {
-		t.Fatalf("history: %+v %v", h, err)
-	}
-	if d, err := p.DeleteInstance(ctx, id, false); err != nil || d.EventsDeleted != 4 {
-		t.Fatalf("delete: %+v %v", d, err)
-	}
-	if keys := instanceKeys(t, p, id); len(keys) != 0 {
-		t.Fatalf("keys left after delete: %v", keys)
 	}
 }
 

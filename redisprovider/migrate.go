@@ -48,8 +48,10 @@ type MigrateReport struct {
 // or waits to fetch, and from its first step on every process of either format refuses the
 // namespace (format-1 processes meet hashes where their sequence, gates and orphan index were;
 // format-2 ones a migration mark) until it is done. Each step is atomic and Migrate may be run
-// again after a crash anywhere: it goes on where it stopped, and on a namespace that is already
-// in format 2 it does nothing. The runtimes are then started with this release.
+// again after a crash anywhere: it goes on where it stopped. On a namespace that is already in
+// format 2 it only converts execution records that a release before the one record layout wrote
+// (scripts/lib_admin.lua, record_convert; nothing when there are none), instance by instance,
+// with the runtimes stopped as well. The runtimes are then started with this release.
 func Migrate(ctx context.Context, client redis.UniversalClient, namespace string, opts MigrateOptions) (*MigrateReport, error) {
 	if ctx == nil {
 		return nil, errNilContext("migrate")
@@ -79,7 +81,7 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 		return nil, p.mapErr("migrate", err)
 	}
 	rep := &MigrateReport{Namespace: namespace, From: found, To: found}
-	if found == dxredis.Format && !migrating || found == 0 {
+	if found == 0 {
 		return rep, nil // nothing to convert
 	}
 	if found > dxredis.Format {
@@ -104,17 +106,39 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 		}
 		return n, nil
 	}
+	// records converts older execution-record layouts (format 1, and format 2 as written before
+	// the one layout): a step of its own, which a format-2 namespace runs alone.
+	records := func() error {
+		converted, err := p.migrateEach(ctx, step, "records", "i:*", "xs:*")
+		if converted > 0 {
+			rep.Steps = append(rep.Steps, fmt.Sprintf("records of %d instances", converted))
+		}
+		return err
+	}
+	if found == dxredis.Format && !migrating {
+		if err := records(); err != nil {
+			return nil, err
+		}
+		for _, s := range rep.Steps {
+			logger.Info("dxredis: migrate", "namespace", namespace, "step", s)
+		}
+		rep.Elapsed = time.Since(start)
+		return rep, nil
+	}
 	if n, err := step("begin"); err != nil {
 		return nil, err
 	} else if n == 1 {
 		rep.Steps = append(rep.Steps, "begin")
 	}
-	converted, err := p.migrateMessages(ctx, step)
+	converted, err := p.migrateEach(ctx, step, "messages", "qz:*")
 	if err != nil {
 		return nil, err
 	}
 	if converted > 0 {
 		rep.Steps = append(rep.Steps, fmt.Sprintf("messages of %d instances", converted))
+	}
+	if err := records(); err != nil {
+		return nil, err
 	}
 	if n, err := step("finish"); err != nil {
 		return nil, err
@@ -128,9 +152,11 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 	return rep, nil
 }
 
-// migrateMessages converts every instance's format-1 message visibility set (qz:<id>), in
-// batches (admin_migrate 'messages'); a batch that ran is not converted twice.
-func (p *Provider) migrateMessages(ctx context.Context, step func(string, ...any) (int64, error)) (int, error) {
+// migrateEach runs admin_migrate's step name over the instances that have a key of the given
+// kinds (globs of "<kind>:*" relative to the prefix, e.g. the format-1 message visibility sets
+// qz:<id>), in batches of 200 ids; a batch that ran converts nothing when it runs again (nor does
+// an id found under a second kind).
+func (p *Provider) migrateEach(ctx context.Context, step func(string, ...any) (int64, error), name string, kinds ...string) (int, error) {
 	prefix := p.keys.Prefix(0)
 	total := 0
 	var batch []any
@@ -138,21 +164,26 @@ func (p *Provider) migrateMessages(ctx context.Context, step func(string, ...any
 		if len(batch) == 0 {
 			return nil
 		}
-		n, err := step("messages", batch...)
+		n, err := step(name, batch...)
 		total += int(n)
 		batch = batch[:0]
 		return err
 	}
 	err := forEachPrimary(ctx, p.rdb, func(ctx context.Context, c redis.Cmdable) error {
-		iter := c.Scan(ctx, 0, globQuote(prefix)+"qz:*", 1000).Iterator()
-		for iter.Next(ctx) {
-			if batch = append(batch, strings.TrimPrefix(iter.Val(), prefix+"qz:")); len(batch) == 200 {
-				if err := flush(); err != nil {
-					return err
+		for _, kind := range kinds {
+			iter := c.Scan(ctx, 0, globQuote(prefix)+kind, 1000).Iterator()
+			for iter.Next(ctx) {
+				if batch = append(batch, strings.TrimPrefix(iter.Val(), prefix+strings.TrimSuffix(kind, "*"))); len(batch) == 200 {
+					if err := flush(); err != nil {
+						return err
+					}
 				}
 			}
+			if err := iter.Err(); err != nil {
+				return err
+			}
 		}
-		return iter.Err()
+		return nil
 	})
 	if err != nil {
 		return total, p.mapErr("migrate", err)

@@ -134,7 +134,7 @@ func TestMigrateResumesAfterAStop(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	now := time.Now().UnixMilli()
-	format1 := func(p *redisprovider.Provider) {
+	format1 := func(p *redisprovider.Provider) map[string]string {
 		c, prefix := p.Client(), p.Keyspace().Prefix(0)
 		c.Set(ctx, prefix+"seq", "900", 0)
 		c.Set(ctx, prefix+"oq:next", "99999999999999", 0)
@@ -144,15 +144,21 @@ func TestMigrateResumesAfterAStop(t *testing.T) {
 			c.HSet(ctx, prefix+"q:"+id, "m1", `{"x":1}`, "t1", "Q", "m2", `{"x":2}`)
 			c.ZAdd(ctx, prefix+"qz:"+id, redis.Z{Score: float64(now), Member: "1"}, redis.Z{Score: float64(now + int64(i)), Member: "2"})
 		}
+		return writeOldLayouts(t, p, false) // one batch of the records step
 	}
 	ref := newTestProvider(t)
 	skipFsck(t) // hand-made messages without instances or indexes
-	format1(ref)
+	reads := format1(ref)
 	if _, err := redisprovider.Migrate(ctx, ref.Client(), ref.Keyspace().Namespace(), redisprovider.MigrateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	for id, w := range reads { // the records in older layouts read as before
+		if got := layoutReads(t, ref, id); got != w {
+			t.Errorf("%s after migrate:\n got %s\nwant %s", id, got, w)
+		}
+	}
 	want := valueSnapshot(t, ref)
-	for n := 1; n <= 4; n++ { // begin, three batches of messages, finish: 5 steps
+	for n := 1; n <= 5; n++ { // begin, three batches of messages, one of records, finish: 6 steps
 		p := newTestProvider(t)
 		format1(p)
 		_, err := redisprovider.Migrate(ctx, p.Client(), p.Keyspace().Namespace(), redisprovider.MigrateStoppingAfter(n))

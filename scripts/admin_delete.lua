@@ -29,13 +29,12 @@
 local retention = tonumber(table.remove(ARGV, 2))
 local mode, force, before, limit = ARGV[2], ARGV[3] == '1', tonumber(ARGV[4]), tonumber(ARGV[5])
 
-local function known(id) return redis.call('EXISTS', k_inst(id), k_execs(id)) > 0 end
+local known = inst_known
 
--- Current status: the instance hash's, or the current execution's for instances acked without
--- metadata; false when unknown.
+-- Current status (the current execution's, in the instance hash; lib.lua, Executions), false when
+-- unknown.
 local function status_of(id)
-  local _, rec, i = current_record(id)
-  return i[3] or (rec and rec[1]) or false
+  return redis.call('HGET', k_inst(id), 'status')
 end
 
 local function terminal(s) return s == 'Completed' or s == 'Failed' or s == 'ContinuedAsNew' end
@@ -54,7 +53,7 @@ local function delete_all(list, in_set, res)
     local i = rec_fields(id)
     for _, e in ipairs(executions(id, i)) do
       res[2] = res[2] + 1
-      res[3] = res[3] + exec_events(id, e, exec_record(id, e, i))
+      res[3] = res[3] + exec_events(exec_record(id, e, i))
       redis.call('DEL', k_hist(id, e), k_hids(id, e), k_exec(id, e), k_xout(id, e))
     end
     -- Parent link and indexes. A parent that stays stops waiting for this child to settle.

@@ -27,8 +27,18 @@ local STATUSES = { 'Running', 'Completed', 'Failed', 'ContinuedAsNew' }
 
 local function check_instance(id)
   local ki, kl = k_inst(id), k_lock(id)
-  local rec = redis.call('HMGET', ki, 'status', 'parent', 'open', 'pink')
-  local has_rec = rec[1] ~= false
+  local rec = redis.call('HMGET', ki, 'status', 'parent', 'open', 'pink', 'name')
+  -- Created (named, with its status): the indexes list it; a record without a name (an execution
+  -- acked or appended without metadata) is listed nowhere.
+  local has_rec = rec[5] ~= false and rec[1] ~= false
+  local known = inst_known(id)
+
+  -- The record's layout (lib.lua, Executions; lib_admin.lua, record_old).
+  local old = record_old(id)
+  if old then
+    bad('record_layout', id, old .. ': an older release\'s layout, which this release does not read ' ..
+      '(dxctl migrate converts it, as does fsck --repair)')
+  end
   local lk = redis.call('HMGET', kl, 'tok', 'until', 'seqs')
   local locked = lk[1] ~= false
   local lscore = redis.call('ZSCORE', K_LOCKED, id)
@@ -102,7 +112,7 @@ local function check_instance(id)
     bad('messages_stranded', id, km .. ' holds ' .. nmsg .. ' message(s) but the instance is not locked and in no ' ..
       'ready set, ' .. K_DUE .. ' or ' .. K_ORPHANS .. ': no fetch will deliver them')
   end
-  if orphan and has_rec then
+  if orphan and known then
     bad('orphan_with_record', id, K_ORPHANS .. ' parks the messages of an instance that exists (' .. ki .. ')')
   end
 

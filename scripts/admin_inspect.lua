@@ -2,10 +2,10 @@
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, [2] what, [3] instance, [4] execution id (for 'exec').
--- An instance is known when it has an instance hash (created by an ack with name and version) or
--- at least one execution (acks without metadata, append_with_execution).
+-- An instance is known when it has an instance hash: created by an ack with name and version, or
+-- holding the record of an execution acked or appended without them (lib.lua, Executions).
 -- Reply by what:
---   'info'     {known 0/1, has instance hash 0/1, name, ver, exec, status, output or false,
+--   'info'     {known 0/1, created (has a name) 0/1, name, ver, exec, status, output or false,
 --              created, updated, parent or false, 'q' when the output is JSON-quoted}
 --   'exec'     {exists 0/1, status, output or false, started, completed, event count, 'q' when
 --              the output is JSON-quoted}
@@ -21,25 +21,22 @@ local function known() return inst_known(id) end
 
 if what == 'info' then
   if not known() then return { 0 } end
-  -- One read of the instance hash: the record fields exec_record takes, then name, ver, parent.
-  local i = redis.call('HMGET', k_inst(id), 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd', 'created', 'updated',
-    'name', 'ver', 'parent')
-  local has = redis.call('EXISTS', k_inst(id))
-  local exec = i[1] or current_exec(id, true)
-  local status, created, updated, output, quoted = i[3], i[8], i[9], false, ''
-  if exec then
-    local x = exec_record(id, exec, i)
-    output, quoted = exec_output(id, exec, x[4])
-    if has == 0 then status, created, updated = x[1], x[2], x[2] end
-  end
-  return { 1, has, i[10] or '', i[11] or '', exec and tostring(exec) or '0', status or '', output or false,
-    created or '0', updated or '0', i[12] or false, quoted }
+  -- One read of the instance hash: the record fields exec_record takes, then name, ver, parent,
+  -- created, updated. An instance without a name is described from its current execution.
+  local i = redis.call('HMGET', k_inst(id), 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd', 'name', 'ver', 'parent',
+    'created', 'updated')
+  local exec, has = i[1], i[8] and 1 or 0
+  local created, updated, output, quoted = i[11], i[12], false, ''
+  if exec then output, quoted = exec_output(id, exec, i[5]) end
+  if has == 0 then created, updated = i[2], i[2] end
+  return { 1, has, i[8] or '', i[9] or '', exec or '0', i[3] or '', output or false,
+    created or '0', updated or '0', i[10] or false, quoted }
 elseif what == 'exec' then
   local e = ARGV[4]
   if not has_exec(id, e) then return { 0 } end
   local x = exec_record(id, e)
   local output, quoted = exec_output(id, e, x[4])
-  return { 1, x[1] or '', output or false, x[2] or '0', x[3] or '0', exec_events(id, e, x), quoted }
+  return { 1, x[1] or '', output or false, x[2] or '0', x[3] or '0', exec_events(x), quoted }
 elseif what == 'execs' then
   return executions(id)
 elseif what == 'latest' then

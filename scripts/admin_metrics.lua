@@ -22,7 +22,7 @@ for _, id in ipairs(ids) do
   local i = rec_fields(id) -- read once for all of the instance's executions
   for _, e in ipairs(executions(id, i)) do
     out[6] = out[6] + 1
-    out[7] = out[7] + exec_events(id, e, exec_record(id, e, i))
+    out[7] = out[7] + exec_events(exec_record(id, e, i))
   end
 end
 return out

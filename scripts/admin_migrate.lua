@@ -15,10 +15,15 @@
 --   message's visible time in a sorted set qz:<id> and its type code (absent for 'O') in t<s>;
 --   format 2 keeps both in t<s> ('<code><ms>', lib.lua, oq_messages). An instance without qz:<id>
 --   is converted already. Reply: instances converted.
+-- 'records' (then instance ids) converts the instances' execution records to the one layout
+--   (lib.lua, Executions; lib_admin.lua, record_convert): the current execution's record into the
+--   instance hash, explicit fields where older releases left them out, no pin. Converted records
+--   are left as they are, so a batch may run again. It also runs on a format-2 namespace (written
+--   by a release before the one layout), with no begin or finish. Reply: instances converted.
 -- 'finish' writes the format record (format 2, one partition, its hash tag) and removes the mark.
 -- Reply: 1 done, 0 nothing to do (begun already / not migrating).
 -- Errors: DX_BUSY (begin: what is live), DX_FORMAT (the namespace is in a format other than 1 or 2).
--- Cost: O(1) for begin and finish; messages O(their messages).
+-- Cost: O(1) for begin and finish; messages O(their messages); records O(their executions).
 local step = ARGV[2]
 local now = now_ms()
 local m = redis.call('HMGET', K_META, 'format', 'migrating')
@@ -67,6 +72,11 @@ elseif step == 'messages' then
     end
     redis.call('DEL', kz)
   end
+  return n
+elseif step == 'records' then
+  if not m[2] and m[1] ~= FORMAT then return fail('INVALID', 'migrate: records before begin') end
+  local n = 0
+  for i = 3, #ARGV do n = n + record_convert(ARGV[i]) end
   return n
 elseif step == 'finish' then
   if not m[2] then return 0 end

@@ -11,7 +11,7 @@ local ids = redis.call('ZRANGE', K_ORPHANS, 0, n - 1)
 local msgs = 0
 for _, id in ipairs(ids) do
   -- An instance created meanwhile owns its messages; only true orphans go.
-  if redis.call('EXISTS', k_inst(id), k_execs(id)) == 0 then
+  if not inst_known(id) then
     msgs = msgs + oq_count(id)
     oq_unindex(id)
     redis.call('DEL', k_msgs(id))

@@ -15,7 +15,7 @@ local mode, keep, exec_before = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local inst_before, limit = tonumber(ARGV[5]), tonumber(ARGV[6])
 if keep < 1 then keep = 1 end
 
-local function known(id) return redis.call('EXISTS', k_inst(id), k_execs(id)) > 0 end
+local known = inst_known
 
 local res = { 0, 0, 0 }
 
@@ -29,7 +29,7 @@ local function prune(id)
     if ok and exec_before > 0 then ok = x[3] and tonumber(x[3]) < exec_before end
     if ok then
       res[2] = res[2] + 1
-      res[3] = res[3] + exec_events(id, e, x)
+      res[3] = res[3] + exec_events(x)
       redis.call('DEL', k_hist(id, e), k_hids(id, e), k_exec(id, e), k_xout(id, e))
       redis.call('ZREM', k_execs(id), e)
     end

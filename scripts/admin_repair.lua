@@ -197,23 +197,25 @@ end
 
 -- Records and their indexes.
 function R.record_unlisted(id)
-  if redis.call('EXISTS', k_inst(id)) == 0 or redis.call('ZSCORE', K_IDX_INSTANCES, id) then return clean() end
+  if redis.call('HEXISTS', k_inst(id), 'name') == 0 or redis.call('ZSCORE', K_IDX_INSTANCES, id) then return clean() end
   local at = record_score(id, 'created')
   redis.call('ZADD', K_IDX_INSTANCES, at, id)
   return repaired('listed the instance in ' .. K_IDX_INSTANCES .. ' at its creation time ' .. at)
 end
 
 function R.status_unindexed(id)
-  local st = redis.call('HGET', k_inst(id), 'status')
-  if not st or redis.call('ZSCORE', k_idx_status(st), id) then return clean() end
+  local r = redis.call('HMGET', k_inst(id), 'status', 'name')
+  local st = r[1]
+  if not st or not r[2] or redis.call('ZSCORE', k_idx_status(st), id) then return clean() end
   local at = record_score(id, is_terminal(st) and 'done' or 'updated')
   redis.call('ZADD', k_idx_status(st), at, id)
   return repaired('listed the instance in ' .. k_idx_status(st) .. ' at ' .. at .. ' (when its record last changed)')
 end
 
 function R.status_stale(id)
-  local st = redis.call('HGET', k_inst(id), 'status')
-  if not st then return clean() end
+  local r = redis.call('HMGET', k_inst(id), 'status', 'name')
+  local st = r[1]
+  if not st or not r[2] then return clean() end
   local dropped = {}
   for _, s in ipairs(STATUSES) do
     if s ~= st and redis.call('ZREM', k_idx_status(s), id) == 1 then dropped[#dropped + 1] = k_idx_status(s) end
@@ -224,7 +226,7 @@ end
 
 -- Index entries of an instance without a record (not a retained root awaiting its sweep).
 function R.listed_without_record(id)
-  if redis.call('EXISTS', k_inst(id)) == 1 or redis.call('ZSCORE', K_IDX_EXPIRY, id) then return clean() end
+  if redis.call('HEXISTS', k_inst(id), 'name') == 1 or redis.call('ZSCORE', K_IDX_EXPIRY, id) then return clean() end
   local dropped = {}
   if redis.call('ZREM', K_IDX_INSTANCES, id) == 1 then dropped[1] = K_IDX_INSTANCES end
   for _, s in ipairs(STATUSES) do
@@ -263,6 +265,16 @@ function R.open_children_mismatch(id)
     note = '; its ancestors\' counts and retention follow'
   end
   return repaired('set open from ' .. was .. ' to ' .. open .. ' (its unsettled children)' .. note)
+end
+
+-- A record in an older layout is converted as dxctl migrate converts it (lib_admin.lua,
+-- record_convert): each older layout says what its fields meant, so the one-layout record is
+-- told from the keys.
+function R.record_layout(id)
+  local old = record_old(id)
+  if not old then return clean() end
+  record_convert(id)
+  return repaired('converted the instance\'s records to the one layout (' .. old .. ')')
 end
 
 function R.format_record()

@@ -18,11 +18,11 @@ elseif what == 'kv' then
   if key ~= '' then return { redis.call('HGET', k_kv(id), key), redis.call('HGET', k_kd(id), key) } end
   return { redis.call('HGETALL', k_kv(id)), redis.call('HGETALL', k_kd(id)) }
 end
-local exec, rec = current_record(id)
-if exec == nil and redis.call('EXISTS', k_inst(id)) == 0 then return { 0 } end
+local iv = redis.call('HMGET', k_inst(id), 'exec', 'hn')
+if iv[1] == false and redis.call('EXISTS', k_inst(id)) == 0 then return { 0 } end
 local count, hist = 0, ''
-if exec then
-  count = exec_events(id, exec, rec)
-  hist = redis.call('GET', k_hist(id, exec)) or ''
+if iv[1] then
+  count = tonumber(iv[2]) or 0
+  hist = redis.call('GET', k_hist(id, iv[1])) or ''
 end
 return { 1, count, hist, redis.call('HGETALL', k_kv(id)), redis.call('HGETALL', k_kd(id)) }

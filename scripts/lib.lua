@@ -213,23 +213,26 @@ local function wake_orch(pin, n)
   end
 end
 
--- Executions. An instance with an instance hash keeps the record of a current execution that
--- began with the hash in that hash (marker hd, dense ids; status, pink, xs started, done
--- completed, out output location, hn/hb history events and bytes; see orch_ack and exec_record)
--- and has no execution set xs:<id> while it has one execution: xs: is written once a second
--- execution exists (execs_add). x:<e>:<id> holds the record of every other execution (and of
--- executions of instances without a hash or written before this layout), with fields started,
--- completed, status, pin, pink, out, hn, hd.
+-- Executions: one layout. The instance hash i:<id> holds the record of the instance's current
+-- execution (exec, its id; status; xs started ms, absent when it is created's; done completed ms,
+-- absent until it finishes and when it is updated's (see exec_record); out where its output is; hn/hb its history's events and bytes; hd '1' while its event ids are
+-- 1..hn, else '0'; pink its pin key, absent when unpinned), next to the instance's own fields (name,
+-- ver, created, updated, parent, open, tag, kv). An instance with any execution has that record:
+-- an ack or append without a name and version writes it too (a record without name: the instance
+-- is known but not created, and no index lists it). x:<e>:<id> holds the record of every other
+-- execution (older ones of a continued-as-new instance, or appended ones): status, started,
+-- completed, out, hn, hd, pink. Fields always written: exec, hn, hb, hd, out in i:; hn, hd, out in
+-- x:. Fields absent for want of a value: status and started of an execution only appended to (no
+-- ack started it), done/completed until it finishes, pink when unpinned; and, to save bytes, the
+-- instance hash's xs and done when they repeat created and updated (the one rule: exec_record).
+-- The execution set
+-- xs:<id> is absent while the instance has one execution (a ZADD per hello saved): execs_add
+-- writes it with the second. admin_migrate converts the older layouts (lib_admin.lua,
+-- record_convert).
 
--- Current execution of an instance (highest acked), or nil. hash_read: the caller read the
--- instance hash's exec field already and found none.
-local function current_exec(id, hash_read)
-  local e = nil
-  if not hash_read then e = tonumber(redis.call('HGET', k_inst(id), 'exec')) end
-  if e then return e end
-  local r = redis.call('ZRANGE', k_execs(id), '-1', '-1')
-  if r[1] then return tonumber(r[1]) end
-  return nil
+-- Current execution of an instance, or nil.
+local function current_exec(id)
+  return tonumber(redis.call('HGET', k_inst(id), 'exec'))
 end
 
 -- Execution ids of an instance, ascending (strings). i: the instance hash's REC_FIELDS (see
@@ -266,17 +269,18 @@ local function is_terminal(st)
   return st == 'Completed' or st == 'Failed' or st == 'ContinuedAsNew'
 end
 
--- An execution's record {status, started, completed, out, hn, hd} (false where absent). The
--- instance hash holds the current execution's record when it has hd; its started is xs, or
--- created when xs is absent; its completed is done, or updated when done is absent and the
--- status is terminal (orch_ack writes done only once updated moves on). i: the instance hash's
+-- An execution's record {status, started, completed, out, hn, hd} (false where absent): the
+-- instance hash's when e is its current execution, else its execution hash's. The instance hash
+-- leaves out the two times that most often repeat its own (about 30 bytes per finished instance):
+-- started is xs, or created when xs is absent; completed is done, or updated when done is absent
+-- and the status is terminal (orch_ack writes each exactly when it differs). i: the instance hash's
 -- REC_FIELDS when the caller read them already (further fields may follow).
 local REC_FIELDS = { 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd', 'created', 'updated' }
 local function rec_fields(id) return redis.call('HMGET', k_inst(id), unpack(REC_FIELDS)) end
 local function exec_record(id, e, i)
   e = tostring(e)
   i = i or rec_fields(id)
-  if i[1] == e and i[7] then
+  if i[1] == e then
     local done = i[4]
     if not done and is_terminal(i[3]) then done = i[9] end
     return { i[3], i[2] or i[8], done, i[5], i[6], i[7] }
@@ -288,27 +292,27 @@ end
 -- hash's REC_FIELDS: one read of the hash.
 local function current_record(id)
   local i = rec_fields(id)
-  local e = tonumber(i[1]) or current_exec(id, true)
+  local e = tonumber(i[1])
   if e == nil then return nil, nil, i end
   return e, exec_record(id, e, i), i
 end
 
 -- An execution's event count (rec: its exec_record).
-local function exec_events(id, e, rec)
-  return tonumber(rec[5]) or redis.call('SCARD', k_hids(id, e))
+local function exec_events(rec)
+  return tonumber(rec[5]) or 0
 end
 
 -- An execution's output, given its record's out field: '<offset> <length>' the bytes of the
 -- output as a JSON string in the execution's history (most outputs: the terminal event carries
--- them, so they are not stored twice), 'k' or absent the output key xo:<e>:<id>, '-' none.
+-- them, so they are not stored twice), 'k' the output key xo:<e>:<id>, '-' none.
 -- Returns the output (false when none) and 'q' when it is JSON-quoted (redisprovider unquotes).
 local function exec_output(id, e, out)
-  if out == '-' then return false, '' end
+  if out == 'k' then return redis.call('GET', k_xout(id, e)), '' end
   local off, len = string.match(out or '', '^(%d+) (%d+)$')
   if off then
     return redis.call('GETRANGE', k_hist(id, e), off, tonumber(off) + tonumber(len) - 1), 'q'
   end
-  return redis.call('GET', k_xout(id, e)), ''
+  return false, ''
 end
 
 -- The pin key of an instance's current execution ('-' when none).
@@ -316,9 +320,9 @@ local function pin_of(id)
   return redis.call('HGET', k_inst(id), 'pink') or '-'
 end
 
--- Whether an instance exists: it has an instance hash (created by an ack with name and version)
--- or at least one execution (acks without metadata, append_with_execution). Cost: O(1).
-local function inst_known(id) return redis.call('EXISTS', k_inst(id), k_execs(id)) > 0 end
+-- Whether an instance exists: it has an instance hash (created by an ack with name and version,
+-- or the record of an execution acked or appended without them). Cost: O(1).
+local function inst_known(id) return redis.call('EXISTS', k_inst(id)) == 1 end
 
 -- Orchestrator messages of an instance, q:<id> HASH: m<s> the item JSON, t<s> its type code and
 -- the ms it becomes visible ('<code><ms>': S start, C continue-as-new, Q queue message, O other;
@@ -510,7 +514,7 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
   if not locked then
     local iv = redis.call('HMGET', k_inst(id), 'pink', 'name', 'exec')
     pin = iv[1] or '-'
-    if not start and not iv[2] and not iv[3] and redis.call('EXISTS', k_execs(id)) == 0 then
+    if not start and not iv[2] and not iv[3] then -- no record, no execution (lib.lua, Executions)
       fate = orphan_fate(id, tcode, visible_at, now)
       if fate == 'drop' then return DROPPED end
     end
@@ -566,13 +570,11 @@ end
 -- or nil and an error reply. With unexpired, a lock past its time is refused too (abandon accepts
 -- one that a fetch has not reclaimed yet). Lock hash fields: tok (token), until (ms), seqs (the
 -- locked message seqs), inst ('1': the instance existed at fetch), more ('1': the instance has
--- other messages, delayed or arrived during the lock), tag (the execution tag the fetch announced),
--- x (only when the instance hash names no execution: the current execution the fetch found in the
--- execution set, '' none; so the ack need not look again).
+-- other messages, delayed or arrived during the lock), tag (the execution tag the fetch announced).
 local function oq_held(token, now, unexpired)
   local id = oq_token_instance(token)
   if not id then return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown or already released') end
-  local lk = redis.call('HMGET', k_lock(id), 'tok', 'until', 'seqs', 'inst', 'more', 'tag', 'x')
+  local lk = redis.call('HMGET', k_lock(id), 'tok', 'until', 'seqs', 'inst', 'more', 'tag')
   if lk[1] ~= token then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock no longer held') end
   if unexpired and tonumber(lk[2]) <= now then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock expired') end
   LOCK_UNTIL = tonumber(lk[2])
@@ -723,8 +725,9 @@ end
 local function instance_keys(id, with_children)
   local keys = { k_inst(id), k_execs(id), k_cs(id), k_kv(id), k_kd(id), k_msgs(id) }
   if with_children then keys[#keys + 1] = k_children(id) end
-  for _, e in ipairs(executions(id)) do
-    keys[#keys + 1] = k_exec(id, e)
+  local cur = redis.call('HGET', k_inst(id), 'exec') -- its record is in the instance hash
+  for _, e in ipairs(executions(id, { cur })) do
+    if e ~= cur then keys[#keys + 1] = k_exec(id, e) end
     keys[#keys + 1] = k_xout(id, e)
     keys[#keys + 1] = k_hist(id, e)
     keys[#keys + 1] = k_hids(id, e)

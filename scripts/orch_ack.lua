@@ -15,15 +15,9 @@
 -- Errors (nothing written): DX_INVALID_TOKEN unknown/expired token (also after a delete under
 --   the lock, or when the instance existed at fetch and its retention TTL lapsed since), DX_DUPLICATE event id already stored or repeated in the delta.
 -- Cost: O(delta + items + locked messages + KV keys touched) — never O(history length).
--- Instance hash fields (i:<id>): name, ver, created, updated (ms), status, exec (current execution),
---   parent, pink (the pinned version's sortable key; pin, the version, in older records), open
---   (children not settled, retention),
---   tag (current execution's tag, see orch_fetch), hn / hb (its history's events and bytes), kv ('1'
---   once KV was written), and the current execution's record when it has hd ('1' while its event
---   ids are dense, else '0'): xs (started ms; absent: created), done (completed ms; absent while
---   the status is terminal and updated is that time), out (where its output is). Execution hash
---   fields (x:<e>:<id>, other executions): started, completed (ms), status, pin, pink, out, hn,
---   hd. See lib.lua (Executions, exec_output, history_append).
+-- Instance hash fields (i:<id>): name, ver, created, updated (ms), parent, open (children not
+--   settled, retention), tag (current execution's tag, see orch_fetch), kv ('1' once KV was
+--   written), and the current execution's record, always (one layout: lib.lua, Executions).
 local token, exec = ARGV[2], ARGV[3]
 local status, has_output, output, out_at = ARGV[4], ARGV[5] == '1', ARGV[6], ARGV[7]
 local name, ver, parent, pin, pink = ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12]
@@ -49,43 +43,74 @@ end
 local hist, kvops = section(2), section(3)
 local witems, cancels, oitems = section(6), section(3), section(4)
 
--- The instance record, read once (fields: see the header of this file).
+-- The instance record, read once (fields: lib.lua, Executions).
 local ikey = k_inst(id)
-local iv = redis.call('HMGET', ikey, 'name', 'ver', 'status', 'open', 'exec', 'parent', 'pin', 'tag', 'hn', 'hb',
-  'kv', 'xs', 'hd', 'out', 'done', 'pink', 'created', 'updated')
-local has_inst = iv[1] ~= false
+local iv = redis.call('HMGET', ikey, 'name', 'ver', 'status', 'open', 'exec', 'parent', 'tag', 'hn', 'hb',
+  'kv', 'hd', 'out', 'pink', 'xs', 'done', 'created', 'updated')
+local has_inst = iv[1] ~= false -- created (an ack with name and version wrote the record)
 -- An instance that existed when the turn was fetched and is gone now expired (retention) under
 -- the lock: writing would re-create it as a Running fragment of itself.
 if lk[4] == '1' and not has_inst then
   return fail('INVALID_TOKEN', 'Invalid lock token: instance ' .. id .. ' expired while locked')
 end
 
--- The execution this turn writes, and where its record is (lib.lua, Executions): in the instance
--- hash (rec_in_i) when it is the current execution of an instance with a hash and began with one,
--- else in its execution hash (xrec: that hash's hn, hd, out when it exists).
+-- The execution this turn writes and its record (lib.lua, Executions), as a table by field
+-- (status, started, completed, out, hn, hb, hd, pink): stored is what its hash holds now (the
+-- instance hash's started and completed as stored: xs and done are left out when they equal
+-- created and updated, lib.lua, exec_record), rec what this turn makes of it (started and
+-- completed as they are); only the fields that differ are written. The current execution's record
+-- is in the instance hash (a new current execution takes the place of the previous one, whose
+-- record moves to x:<prev>:<id>; one that an append recorded in x:<e>:<id> is moved in); any
+-- other execution's is in x:<e>:<id>, which does not keep hb.
 local prev = tonumber(iv[5])
-if prev == nil then
-  if lk[7] then prev = tonumber(lk[7]) else prev = current_exec(id, true) end -- lk[7]: see oq_held
-end
 local nexec = tonumber(exec)
 local new_exec = prev == nil or nexec > prev
 local is_current = new_exec or nexec == prev
-local new_record = nexec ~= prev and (prev == nil or redis.call('ZSCORE', k_execs(id), exec) == false)
-local will_inst = has_inst or (name ~= '' and ver ~= '')
-local rec_in_i = will_inst and ((new_exec and new_record) or (nexec == prev and iv[13] ~= false))
 local xkey = k_exec(id, exec)
-local xrec = nil
-local hn, hb = tonumber(iv[9]), tonumber(iv[10])
-if new_exec then hn, hb = 0, 0 end
-local dense = nil -- the event count while the execution's ids are dense (lib.lua)
-if new_record then
-  dense = 0
-elseif rec_in_i then
-  if iv[13] == '1' then dense = hn end
-else
-  xrec = redis.call('HMGET', xkey, 'hn', 'hd', 'out')
-  if xrec[2] == '1' then dense = tonumber(xrec[1]) end
+-- REC lists the record's fields with their names in the instance hash and in x:<e>:<id>.
+local REC = { { 'status', 'status', 'status' }, { 'started', 'xs', 'started' }, { 'completed', 'done', 'completed' },
+  { 'out', 'out', 'out' }, { 'hn', 'hn', 'hn' }, { 'hb', 'hb' }, { 'hd', 'hd', 'hd' }, { 'pink', 'pink', 'pink' } }
+local function record_of(vals) -- HMGET values in REC's order -> table (absent fields nil)
+  local t = {}
+  for j, f in ipairs(REC) do
+    if vals[j] then t[f[1]] = vals[j] end
+  end
+  return t
 end
+local in_i = record_of({ iv[3], iv[14], iv[15], iv[12], iv[8], iv[9], iv[11], iv[13] })
+local cur = {} -- the current execution's record as it is (lib.lua, exec_record)
+for f, v in pairs(in_i) do cur[f] = v end
+cur.started = in_i.started or iv[16] or nil
+if not in_i.completed and is_terminal(in_i.status) then cur.completed = iv[17] or nil end
+local stored, rec, in_x = {}, nil, false
+if nexec == prev then
+  stored = cur
+elseif prev ~= nil then -- (an instance without a current execution has no other either)
+  local x = redis.call('HMGET', xkey, 'status', 'started', 'completed', 'out', 'hn', 'hn', 'hd', 'pink')
+  if x[5] then -- hn: every execution record has it
+    in_x = true
+    x[6] = false -- x: keeps no hb
+    stored = record_of(x)
+  end
+end
+local new_record = nexec ~= prev and not in_x
+rec = {}
+for f, v in pairs(stored) do rec[f] = v end
+if new_record then
+  rec = { status = 'Running', started = nows, out = '-', hn = '0', hb = '0', hd = '1' }
+end
+if is_current then
+  if in_x then -- an appended execution this ack makes current (and starts, unless an ack did)
+    rec.hb = d(redis.call('STRLEN', k_hist(id, exec)))
+    rec.started = rec.started or nows
+  end
+  stored = in_i -- as stored: rec's started and completed are folded before they are compared
+else
+  rec.hb = nil
+end
+local hn, hb = tonumber(rec.hn), tonumber(rec.hb) -- the history's events and bytes before this turn
+local dense = nil -- the event count while the execution's ids are dense (lib.lua)
+if rec.hd == '1' then dense = hn end
 
 -- Check duplicates before any write.
 if #hist > 0 then
@@ -101,21 +126,12 @@ else
   redis.call('DEL', k_msgs(id))
 end
 
--- 2. Instance and execution records: their changes are gathered in ifields / xfields and written
--- with one HSET each; rset writes the execution's record wherever it is (the instance hash calls
--- started xs and completed done; its status is the instance's, written below).
-local ifields, xfields, iseen, idel = {}, {}, {}, {}
+-- 2. Instance fields are gathered in ifields (written with one HSET at the end; the record's
+-- fields join them when it is in the instance hash).
+local ifields, iseen = {}, {}
 local function iset(f, v)
   ifields[#ifields + 1], ifields[#ifields + 2] = f, v
   iseen[f] = true
-end
-local function xset(f, v) xfields[#xfields + 1], xfields[#xfields + 2] = f, v end
-local function rset(f, v)
-  if not rec_in_i then
-    xset(f, v)
-  elseif f ~= 'status' then
-    iset(f == 'started' and 'xs' or f == 'completed' and 'done' or f, v)
-  end
 end
 -- Retention bookkeeping (lib.lua): whether the instance was settled before this turn. Only a
 -- status change (given, or a new execution's) can change that here.
@@ -136,110 +152,74 @@ if not has_inst and name ~= '' and ver ~= '' then
 elseif has_inst and name ~= '' and ver ~= '' and (iv[1] ~= name or iv[2] ~= ver) then
   iset('name', name); iset('ver', ver)
 end
--- A new execution moves the old one's record out of the instance hash into its execution hash.
-if new_exec and prev ~= nil and iv[13] then
-  local done = iv[15]
-  if not done and is_terminal(iv[3]) then done = iv[18] end
-  local a, vals = {}, { iv[3], iv[12] or iv[17], done, iv[14], iv[9], iv[13], iv[7], iv[16] }
-  for j, f in ipairs({ 'status', 'started', 'completed', 'out', 'hn', 'hd', 'pin', 'pink' }) do
-    if vals[j] then a[#a + 1], a[#a + 2] = f, vals[j] end
+-- A new current execution moves the previous one's record out of the instance hash.
+if new_exec and prev ~= nil then
+  local a = {}
+  for _, f in ipairs(REC) do
+    if f[3] and cur[f[1]] then a[#a + 1], a[#a + 2] = f[3], cur[f[1]] end
   end
   redis.call('HSET', k_exec(id, prev), unpack(a))
-  idel = { 'xs', 'done', 'out', 'hd' }
 end
-if new_record then
-  -- The first execution of an instance with a hash needs no execution set.
-  if not rec_in_i or prev ~= nil then execs_add(id, exec) end
-  if not (rec_in_i and (created or iv[17] == nows)) then rset('started', nows) end
-  if status == '' then rset('status', 'Running') end
-end
+if new_exec and prev ~= nil or new_record and not is_current then execs_add(id, exec) end
 
--- 3. Pinned version: stored when given; a new execution starts unpinned unless given. The instance
--- hash keeps only its sortable key (what the ready indexes use; the version itself is in the
--- history's OrchestrationStarted event).
-if pin ~= '' and not rec_in_i then xset('pin', pin); xset('pink', pink) end
-local drop_pin = false
-if has_inst and is_current then
-  if pin ~= '' then
-    if iv[16] ~= pink then iset('pink', pink) end
-  elseif new_exec then
-    local xp = { false, false }
-    if not new_record then xp = redis.call('HMGET', xkey, 'pin', 'pink') end
-    if xp[2] then iset('pink', xp[2]) elseif iv[16] then drop_pin = true end
-  end
-end
+-- 3. Pinned version: stored when given; a new execution starts unpinned unless given. The record
+-- keeps only its sortable key (what the ready indexes use; the version itself is in the history's
+-- OrchestrationStarted event).
+if pin ~= '' then rec.pink = pink end
 
--- 4. History (append only). The instance record counts the current execution's events and bytes
--- (hn, hb: what lite fetches report, and when a finished history may be compacted).
+-- 4. History (append only). The record counts its execution's events and, in the instance hash,
+-- bytes (hn, hb: what lite fetches report, and when a finished history may be compacted).
 local compact = nil
-if terminal and is_current and hb then compact = hb end
+if terminal and is_current then compact = hb end
 local added, still = history_append(id, exec, hist, compact, dense)
-if has_inst and is_current and hn and #hist > 0 then iset('hn', d(hn + #hist)); iset('hb', d(hb + added)) end
-if has_inst and new_exec and #hist == 0 then iset('hn', '0'); iset('hb', '0') end
-local hd = still and '1' or '0'
-if rec_in_i then
-  if new_exec or (iv[13] or '0') ~= hd then iset('hd', hd) end
-elseif new_record then
-  xset('hn', d(#hist)); xset('hd', hd)
-elseif xrec and xrec[1] and #hist > 0 then
-  xset('hn', d(tonumber(xrec[1]) + #hist))
-  if xrec[2] == '1' and not still then xset('hd', '0') end
+if #hist > 0 then
+  rec.hn = d(hn + #hist)
+  if hb then rec.hb = d(hb + added) end
 end
+rec.hd = still and '1' or '0'
 
 -- 5. Status and output.
-local st = nil -- the current execution's status after this turn
 if status ~= '' then
-  rset('status', status)
+  rec.status = status
   -- The output is not a field of a record: a value over 64 bytes would push the hash out of Redis's
   -- compact listpack encoding (~400 bytes more). It is where the history has it (the terminal
   -- event carries it), else a string key of its own, xo:<e>:<id> (lib.lua, exec_output).
-  local prev_out = nil -- the record's out before this turn
-  if rec_in_i and not new_exec then prev_out = iv[14] elseif xrec then prev_out = xrec[3] end
   local p, l = string.match(out_at, '^(%d+) (%d+)$')
-  if has_output and rec_in_i and p and hb then
-    rset('out', d(hb + tonumber(p)) .. ' ' .. l)
-    if prev_out == 'k' then redis.call('DEL', k_xout(id, exec)) end
+  if has_output and p and hb then
+    if rec.out == 'k' then redis.call('DEL', k_xout(id, exec)) end
+    rec.out = d(hb + tonumber(p)) .. ' ' .. l
   elseif has_output then
     redis.call('SET', k_xout(id, exec), output, 'KEEPTTL')
-    if rec_in_i or new_record or prev_out then rset('out', 'k') end
-  elseif not new_record then
-    if prev_out == 'k' or (prev_out == nil and not rec_in_i) then redis.call('DEL', k_xout(id, exec)) end
-    if prev_out and prev_out ~= '-' then rset('out', '-') end
-  end
-  if terminal and not rec_in_i then xset('completed', nows) end
-  st = status
-end
-if has_inst and is_current then
-  if status == '' and not new_exec then
-    iset('updated', nows) -- same execution, same status
+    rec.out = 'k'
   else
-    if st == nil then
-      if new_record then st = 'Running' else st = redis.call('HGET', xkey, 'status') or 'Running' end
-    end
-    -- The output stays in the execution's output key only: a copy here would push the instance
-    -- hash out of Redis's compact listpack encoding (values over 64 bytes) and store it twice.
-    iset('exec', exec); iset('status', st); iset('updated', nows)
-    if new_exec then
-      -- The execution's tag: the one the fetch announced, unless it is the old execution's.
-      local tag = lk[6]
-      if not tag or tag == iv[8] then tag = exec_tag(token) end
-      iset('tag', tag)
-    end
+    if rec.out == 'k' then redis.call('DEL', k_xout(id, exec)) end
+    rec.out = '-'
+  end
+  if terminal then rec.completed = nows end
+end
+local st = nil -- the current execution's status after this turn
+if is_current then
+  if rec.status == nil and has_inst then rec.status = 'Running' end -- an appended execution a created instance acks
+  st = rec.status
+  if new_exec then
+    iset('exec', exec)
+    -- The execution's tag: the one the fetch announced, unless it is the old execution's.
+    local tag = lk[6]
+    if not tag or tag == iv[7] then tag = exec_tag(token) end
+    iset('tag', tag)
+  end
+  if has_inst then
+    iset('updated', nows)
     if old_status ~= st then
       if old_status then redis.call('ZREM', k_idx_status(old_status), id) end
       redis.call('ZADD', k_idx_status(st), nows, id) -- score: when it entered the status
     end
   end
-end
--- The completed time of a record in the instance hash (lib.lua, exec_record): a terminal status
--- written now completed now (updated); one that finished earlier keeps its time in done once
--- updated moves on.
-if rec_in_i and not new_exec then
-  if terminal then
-    if iv[15] then idel[#idel + 1] = 'done' end
-  elseif not iv[15] and is_terminal(iv[3]) and iseen['updated'] then
-    iset('done', iv[18])
-  end
+elseif created then -- created by a turn of an older execution: the current one's status is the instance's
+  st = iv[3] or 'Running'
+  if not iv[3] then iset('status', st) end
+  iset('updated', nows)
+  redis.call('ZADD', k_idx_status(st), nows, id)
 end
 
 -- 6. Custom status: the last CustomStatusUpdated of the delta.
@@ -250,10 +230,10 @@ if cs_op ~= '' then
 end
 
 -- 7. KV: changes go to the current-execution delta; a terminal status merges it into the store.
--- The instance field kv marks an instance that ever wrote KV (fetches and this merge skip the KV
--- keys of the others).
+-- The instance field kv marks a created instance that ever wrote KV (fetches and this merge skip
+-- the KV keys of the others).
 local kd, kv = k_kd(id), k_kv(id)
-if #kvops > 0 and has_inst and not iv[11] then iset('kv', '1') end
+if #kvops > 0 and has_inst and not iv[10] then iset('kv', '1') end
 for _, op in ipairs(kvops) do
   if op[1] == 's' then
     redis.call('HSET', kd, op[2], 's' .. op[3])
@@ -264,7 +244,7 @@ for _, op in ipairs(kvops) do
     for _, key in ipairs(redis.call('HKEYS', kd)) do redis.call('HSET', kd, key, 't') end
   end
 end
-if terminal and (#kvops > 0 or iv[11] or not has_inst or created) then
+if terminal and (#kvops > 0 or iv[10] or not has_inst or created) then
   local d = redis.call('HGETALL', kd)
   for i = 1, #d, 2 do
     if d[i + 1] == 't' then redis.call('HDEL', kv, d[i]) else redis.call('HSET', kv, d[i], string.sub(d[i + 1], 2)) end
@@ -272,19 +252,31 @@ if terminal and (#kvops > 0 or iv[11] or not has_inst or created) then
   if #d > 0 then redis.call('DEL', kd) end
 end
 
--- The records, written once.
-if created and not is_current then -- created by a turn of an older execution
-  iset('status', 'Running'); iset('updated', nows)
-  redis.call('ZADD', k_idx_status('Running'), nows, id)
+-- The records, written once: the fields of rec that differ from what its hash holds. In the
+-- instance hash, started is left out when it is the instance's created time and completed when it
+-- is its updated time and the status is terminal (lib.lua, exec_record: about 30 bytes less per
+-- finished instance).
+if is_current then
+  if rec.started == (iseen['created'] and nows or iv[16] or nil) then rec.started = nil end
+  if is_terminal(rec.status) and rec.completed == (iseen['updated'] and nows or iv[17] or nil) then rec.completed = nil end
 end
-if #ifields > 0 and has_inst then redis.call('HSET', ikey, unpack(ifields)) end
-if drop_pin then idel[#idel + 1], idel[#idel + 2] = 'pin', 'pink' end
-local dels = {}
-for _, f in ipairs(idel) do
-  if not iseen[f] then dels[#dels + 1] = f end
+local xfields, dels = {}, {}
+for _, f in ipairs(REC) do
+  local v, n = rec[f[1]], f[is_current and 2 or 3]
+  if n and v ~= stored[f[1]] then
+    if v == nil then
+      dels[#dels + 1] = n
+    elseif is_current then
+      iset(n, v)
+    else
+      xfields[#xfields + 1], xfields[#xfields + 2] = n, v
+    end
+  end
 end
-if #dels > 0 and has_inst then redis.call('HDEL', ikey, unpack(dels)) end
+if #ifields > 0 then redis.call('HSET', ikey, unpack(ifields)) end
 if #xfields > 0 then redis.call('HSET', xkey, unpack(xfields)) end
+if #dels > 0 then redis.call('HDEL', is_current and ikey or xkey, unpack(dels)) end
+if is_current and in_x then redis.call('DEL', xkey) end -- moved into the instance hash
 if created then
   redis.call('ZADD', K_IDX_INSTANCES, nows, id)
   if parent ~= '' then

@@ -6,34 +6,32 @@
 local id, exec = ARGV[2], ARGV[3]
 local hist = {}
 for i = 4, #ARGV, 2 do hist[#hist + 1] = { ARGV[i], ARGV[i + 1] } end
--- The execution's record says whether its ids are dense (lib.lua); one without a record has a set.
--- The record is in the instance hash or in the execution hash; one read of the instance hash
--- (REC_FIELDS, then hb) serves both.
-local fields = { unpack(REC_FIELDS) }
-fields[#fields + 1] = 'hb'
-local i = redis.call('HMGET', k_inst(id), unpack(fields))
-local cur = { i[1], i[6], i[#fields], i[7] } -- exec, hn, hb, hd
-local in_hash = cur[1] == exec and cur[4]
-local rec = exec_record(id, exec, i)
+-- The execution's record (lib.lua, Executions) says whether its ids are dense: the instance
+-- hash's when the execution is current, else x:<e>:<id>. An instance without an execution gets
+-- this one as its current execution (a record without name or status: no ack started it); an
+-- execution that is not current and has no record gets one in x:<e>:<id>. Appending never changes
+-- which execution is current.
+local iv = redis.call('HMGET', k_inst(id), 'exec', 'hn', 'hb', 'hd')
+local key, rec, new = k_inst(id), { iv[2], iv[4] }, false
+if iv[1] == false then
+  rec, new = { '0', '1' }, true
+elseif iv[1] ~= exec then
+  key = k_exec(id, exec)
+  rec = redis.call('HMGET', key, 'hn', 'hd')
+  if not rec[1] then rec, new = { '0', '1' }, true end
+end
+local hn = tonumber(rec[1])
 local dense = nil
-if rec[6] == '1' then dense = tonumber(rec[5]) end
+if rec[2] == '1' then dense = hn end
 local dup = history_check(id, exec, hist, dense)
 if dup then return dup end
 local added, still = history_append(id, exec, hist, nil, dense)
-if cur[1] ~= exec and execs_add(id, exec) == 1 then
-  redis.call('HDEL', k_lock(id), 'x') -- a lock's note of the current execution (oq_held) is stale
+local f = { 'hn', d(hn + #hist), 'hd', still and '1' or '0' }
+if key == k_inst(id) then
+  f[#f + 1], f[#f + 2] = 'hb', d((tonumber(iv[3]) or 0) + added)
+  if new then f[#f + 1], f[#f + 2] = 'exec', exec end
 end
--- The record counts the execution's events (see orch_ack); the instance hash also the current
--- execution's bytes.
-local hd = (dense and not still) and '0' or nil
-if cur[1] == exec and cur[2] then
-  local f = { 'hn', d(tonumber(cur[2]) + #hist), 'hb', d((tonumber(cur[3]) or 0) + added) }
-  if hd and in_hash then f[#f + 1], f[#f + 2] = 'hd', hd end
-  redis.call('HSET', k_inst(id), unpack(f))
-end
-if not in_hash and rec[5] then
-  local f = { 'hn', d(tonumber(rec[5]) + #hist) }
-  if hd then f[#f + 1], f[#f + 2] = 'hd', hd end
-  redis.call('HSET', k_exec(id, exec), unpack(f))
-end
+if new then f[#f + 1], f[#f + 2] = 'out', '-' end
+redis.call('HSET', key, unpack(f))
+if iv[1] and iv[1] ~= exec then execs_add(id, exec) end
 return 1

@@ -112,8 +112,7 @@ while true do
   -- event count and bytes, kv '1' once KV was written.
   local iv = redis.call('HMGET', k_inst(id), 'name', 'ver', 'exec', 'tag', 'hn', 'kv', 'hb')
   local has_inst = iv[1] ~= false
-  local exec = tonumber(iv[3])
-  if exec == nil then exec = current_exec(id, true) end
+  local exec = tonumber(iv[3]) -- the current execution (lib.lua, Executions)
   local ok = #seqs > 0
   -- The batch's type codes (oq_messages: the first byte of t<s>).
   local has_start, has_can, only_queue = false, false, true
@@ -161,13 +160,12 @@ while true do
     -- Lock hash fields: see oq_held (lib.lua).
     local lock = { 'tok', full, 'until', until_s, 'seqs', table.concat(seqs, ' '), 'inst', has_inst and '1' or '0', 'tag', tag }
     if more then lock[#lock + 1], lock[#lock + 2] = 'more', '1' end
-    if not iv[3] then lock[#lock + 1], lock[#lock + 2] = 'x', exec and d(exec) or '' end
     redis.call('HSET', k_lock(id), unpack(lock))
     redis.call('ZADD', K_LOCKED, until_s, id)
     oq_note(until_ms)
     local inst, hist, kv, hn = {}, '', {}, 0
     if has_inst then inst = { iv[1], iv[2] } end
-    if exec and not begins then hn = tonumber(iv[5]) or exec_events(id, exec, exec_record(id, exec)) end
+    if exec and not begins then hn = tonumber(iv[5]) end
     -- A lite fetch gets a small history all the same (one GET instead of the caller's second
     -- round trip when it does not hold the instance) if the instance has no KV to send.
     local whole = not lite or (exec and not begins and has_inst and not iv[6] and (tonumber(iv[7]) or LITE_WHOLE + 1) <= LITE_WHOLE)

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -1189,4 +1190,95 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("migrate --json: %+v %v", rep, err)
 	}
 	f.ok("queues")
+}
+
+// toOldLayout rewrites an instance's execution records as releases before the one record layout
+// kept them (scripts/lib_admin.lua, record_convert): the current execution's record in
+// x:<e>:<id> and not in the instance hash, a pin field beside pink, no hd (the id set he: holds
+// the event ids), no hn (the id set counts them), no hb, no out where there is no output.
+func toOldLayout(t *testing.T, p *redisprovider.Provider, id string) {
+	t.Helper()
+	ctx := context.Background()
+	ks, c := p.Keyspace(), p.Client()
+	v := c.HMGet(ctx, ks.Instance(id), "exec", "status", "xs", "done", "out", "hn", "hd", "pink", "created", "updated").Val()
+	str := func(i int) string { s, _ := v[i].(string); return s }
+	cur, err := strconv.ParseUint(str(0), 10, 64)
+	if err != nil {
+		t.Fatalf("%s: exec %q", id, str(0))
+	}
+	started, completed := str(2), str(3)
+	if started == "" {
+		started = str(8)
+	}
+	if completed == "" && provider.IsTerminalStatus(str(1)) {
+		completed = str(9)
+	}
+	rec := map[string]any{"status": str(1), "started": started, "hn": str(5), "hd": str(6), "out": str(4), "pink": str(7)}
+	if completed != "" {
+		rec["completed"] = completed
+	}
+	ids := func(e uint64, n string) { // the event ids of a dense execution, as an id set
+		count, _ := strconv.Atoi(n)
+		for i := 1; i <= count; i++ {
+			c.SAdd(ctx, ks.HistoryIDs(id, e), i)
+		}
+	}
+	execs := c.ZRange(ctx, ks.Executions(id), 0, -1).Val()
+	for _, s := range append(execs, str(0)) {
+		e, _ := strconv.ParseUint(s, 10, 64)
+		x := rec
+		if e != cur {
+			x = map[string]any{}
+			for f, val := range c.HGetAll(ctx, ks.Execution(id, e)).Val() {
+				x[f] = val
+			}
+		}
+		if x["hd"] == "1" {
+			ids(e, x["hn"].(string))
+		}
+		delete(x, "hd")
+		delete(x, "hn")
+		if x["out"] == "-" {
+			delete(x, "out")
+		}
+		if x["pink"] == "" {
+			delete(x, "pink")
+		}
+		x["pin"] = "1.0.0"
+		c.Del(ctx, ks.Execution(id, e))
+		c.HSet(ctx, ks.Execution(id, e), x)
+		c.ZAdd(ctx, ks.Executions(id), redis.Z{Score: float64(e), Member: s})
+	}
+	c.HDel(ctx, ks.Instance(id), "xs", "done", "out", "hd", "hn", "hb")
+	c.HSet(ctx, ks.Instance(id), "pin", "1.0.0")
+}
+
+// migrate on a format-2 namespace converts the execution records an earlier build wrote in an
+// older layout: fsck reports them before, show prints exactly what it printed before they were
+// rewritten, and fsck finds nothing after.
+func TestMigrateOldRecordLayouts(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	ids, err := f.p.ListInstances(context.Background())
+	if err != nil || len(ids) < 3 {
+		t.Fatalf("instances: %v %v", ids, err)
+	}
+	before := map[string]string{}
+	for _, id := range ids {
+		before[id] = f.ok("show", id)
+		toOldLayout(t, f.p, id)
+	}
+	if out, _, code := f.dxctl("fsck"); code != 1 || strings.Count(out, "record_layout") != len(ids) {
+		t.Fatalf("fsck of the older layouts: exit %d\n%s", code, out)
+	}
+	out := f.ok("migrate")
+	if !regexpLine(out, fmt.Sprintf(`^namespace "ctl" \(format 2\): converted what an older release wrote in .* \(steps: records of %d instances\): start its runtimes with this release$`, len(ids))) {
+		t.Fatalf("migrate:\n%s", out)
+	}
+	for _, id := range ids {
+		if got := f.ok("show", id); got != before[id] {
+			t.Errorf("show %s after migrate:\n%s\nbefore:\n%s", id, got, before[id])
+		}
+	}
+	f.ok("fsck")
 }
