@@ -215,17 +215,17 @@ end
 
 -- Executions: one layout. The instance hash i:<id> holds the record of the instance's current
 -- execution (exec, its id; status; xs started ms, absent when it is created's; done completed ms,
--- absent until it finishes and when it is updated's (see exec_record); out where its output is; hn/hb its history's events and bytes; hd '1' while its event ids are
--- 1..hn, else '0'; pink its pin key, absent when unpinned), next to the instance's own fields (name,
--- ver, created, updated, parent, open, tag, kv). An instance with any execution has that record:
--- an ack or append without a name and version writes it too (a record without name: the instance
--- is known but not created, and no index lists it). x:<e>:<id> holds the record of every other
--- execution (older ones of a continued-as-new instance, or appended ones): status, started,
--- completed, out, hn, hd, pink. Fields always written: exec, hn, hb, hd, out in i:; hn, hd, out in
--- x:. Fields absent for want of a value: status and started of an execution only appended to (no
--- ack started it), done/completed until it finishes, pink when unpinned; and, to save bytes, the
--- instance hash's xs and done when they repeat created and updated (the one rule: exec_record).
--- The execution set
+-- absent until it finishes and when it is updated's (see exec_record); out where its output is;
+-- hn/hb its history's events and bytes; hd '1' while its event ids are 1..hn, else '0'; pink its
+-- pin key, absent when unpinned), next to the instance's own fields (name, ver, created, updated,
+-- parent, open, tag, kv). An instance with any execution has that record: an ack or append
+-- without a name and version writes it too (a record without name: the instance is known but not
+-- created, and no index lists it). x:<e>:<id> holds the record of every other execution (older
+-- ones of a continued-as-new instance, or appended ones): status, started, completed, out, hn,
+-- hd, pink. Fields always written: exec, hn, hb, hd, out in i:; hn, hd, out in x:. Fields absent
+-- for want of a value: status and started of an execution only appended to (no ack started it),
+-- done/completed until it finishes, pink when unpinned; and, to save bytes, the instance hash's
+-- xs and done when they repeat created and updated (the one rule: exec_record). The execution set
 -- xs:<id> is absent while the instance has one execution (a ZADD per hello saved): execs_add
 -- writes it with the second. admin_migrate converts the older layouts (lib_admin.lua,
 -- record_convert).
