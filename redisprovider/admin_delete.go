@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -146,7 +147,11 @@ func (p *Provider) PurgeOrphanMessages(ctx context.Context) (int, error) {
 	const op = "purge_orphan_messages"
 	total := 0
 	for {
-		res, err := p.run(ctx, op, "admin_orphans", 0, strconv.Itoa(scanPageSize))
+		args, err := argsOf(op, luascripts.AdminOrphans, "n", strconv.Itoa(scanPageSize))
+		if err != nil {
+			return total, err
+		}
+		res, err := p.run(ctx, op, luascripts.AdminOrphans.Op, 0, args...)
 		if err != nil {
 			return total, err
 		}

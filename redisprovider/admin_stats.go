@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/duroxide-go/dxredis"
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -21,7 +22,11 @@ func (p *Provider) GetSystemMetrics(ctx context.Context) (provider.SystemMetrics
 	const op = "get_system_metrics"
 	var m provider.SystemMetrics
 	for off := 0; ; off += scanPageSize {
-		res, err := p.run(ctx, op, "admin_metrics", 0, strconv.Itoa(off), strconv.Itoa(scanPageSize))
+		args, err := argsOf(op, luascripts.AdminMetrics, "off", strconv.Itoa(off), "n", strconv.Itoa(scanPageSize))
+		if err != nil {
+			return provider.SystemMetrics{}, err
+		}
+		res, err := p.run(ctx, op, luascripts.AdminMetrics.Op, 0, args...)
 		if err != nil {
 			return provider.SystemMetrics{}, err
 		}
