@@ -92,7 +92,7 @@ func TestArgsRoundTrip(t *testing.T) {
 		WorkerItems: []provider.WorkItem{{Kind: provider.ActivityExecute{Instance: "inst-1", ExecutionID: 3, ID: 4, Name: "A",
 			Input: "1", SessionID: &session, Tag: &tag}}},
 		CancelledActivities: []provider.ScheduledActivityIdentifier{{Instance: "inst-1", ExecutionID: 3, ActivityID: 2}},
-		OrchestratorItems: []provider.WorkItem{{Kind: provider.TimerFired{Instance: "inst-1", ExecutionID: 3, ID: 5, FireAtMs: 4242}}},
+		OrchestratorItems:   []provider.WorkItem{{Kind: provider.TimerFired{Instance: "inst-1", ExecutionID: 3, ID: 5, FireAtMs: 4242}}},
 		Metadata: provider.ExecutionMetadata{Status: "Completed", Output: &out, OrchestrationName: "O", OrchestrationVersion: "1.0.0",
 			ParentInstanceID: "par", PinnedDuroxideVersion: semver.MustParse("0.1.30")},
 	}
