@@ -3,7 +3,9 @@
 -- it again.
 -- format: any (it reads format 1, which every other write refuses)
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] step: 'begin', 'messages' (then instance ids) or 'finish'.
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   step: 'begin', 'messages' or 'finish'
+--   ids[id]...: 'messages': instance ids, to the end
 -- 'begin' refuses (DX_BUSY) while a format-1 runtime holds a lock, owns a session or waits to
 --   fetch (a lock, session or wait registration scored in the future); otherwise it moves the
 --   enqueue sequence into the format record, marks the namespace as migrating (every write of
@@ -19,7 +21,6 @@
 -- Reply: 1 done, 0 nothing to do (begun already / not migrating).
 -- Errors: DX_BUSY (begin: what is live), DX_FORMAT (the namespace is in a format other than 1 or 2).
 -- Cost: O(1) for begin and finish; messages O(their messages).
-local step = ARGV[2]
 local now = now_ms()
 local m = redis.call('HMGET', K_META, 'format', 'migrating')
 if m[1] and m[1] ~= '1' and m[1] ~= FORMAT then
@@ -51,8 +52,7 @@ if step == 'begin' then
 elseif step == 'messages' then
   if not m[2] then return fail('INVALID', 'migrate: messages before begin') end
   local n = 0
-  for i = 3, #ARGV do
-    local id = ARGV[i]
+  for _, id in ipairs(ids) do
     local kz = P .. 'qz:' .. id
     local vis = redis.call('ZRANGE', kz, '0', '-1', 'WITHSCORES')
     if #vis > 0 then

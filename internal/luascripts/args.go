@@ -52,12 +52,17 @@ var (
 	AdminList    = &Schema{Op: "admin_list", Args: []Arg{S("status"), S("cscore"), S("cmember"), N("limit")}}
 	AdminMetrics = &Schema{Op: "admin_metrics", Args: []Arg{N("off"), N("n")}}
 	AdminOrphans = &Schema{Op: "admin_orphans", Args: []Arg{N("n")}}
+	AdminPrune   = &Schema{Op: "admin_prune", Args: []Arg{
+		S("mode"), N("keep"), N("exec_before"), N("inst_before"), N("limit"), All("ids", "id"),
+	}}
+	AdminMigrate = &Schema{Op: "admin_migrate", Args: []Arg{S("step"), All("ids", "id")}}
+	AdminQueues  = &Schema{Op: "admin_queues", Args: []Arg{S("what"), Opt(S("pin")), Opt(N("off")), Opt(N("n"))}}
 )
 
 // Schemas lists every declared operation by name (the library builder reads it).
 var Schemas = index(OrchEnqueue, OrchFetch, OrchAck, OrchAckFetch, OrchAbandon, OrchRenew, OrchAppend,
 	WorkEnqueue, WorkFetch, WorkAck, WorkAckFetch, WorkAbandon, WorkRenew, SessionCleanup, SessionRenew,
-	InstRead, InstReplay, InstState, AdminIdle, AdminInspect, AdminList, AdminMetrics, AdminOrphans)
+	InstRead, InstReplay, InstState, AdminIdle, AdminInspect, AdminList, AdminMetrics, AdminOrphans, AdminPrune, AdminMigrate, AdminQueues)
 
 func index(ss ...*Schema) map[string]*Schema {
 	m := map[string]*Schema{}
