@@ -56,13 +56,14 @@ var (
 		S("mode"), N("keep"), N("exec_before"), N("inst_before"), N("limit"), All("ids", "id"),
 	}}
 	AdminMigrate = &Schema{Op: "admin_migrate", Args: []Arg{S("step"), All("ids", "id")}}
+	AdminFsck    = &Schema{Op: "admin_fsck", Args: []Arg{S("mode"), S("subject"), All("list", "v")}}
 	AdminQueues  = &Schema{Op: "admin_queues", Args: []Arg{S("what"), Opt(S("pin")), Opt(N("off")), Opt(N("n"))}}
 )
 
 // Schemas lists every declared operation by name (the library builder reads it).
 var Schemas = index(OrchEnqueue, OrchFetch, OrchAck, OrchAckFetch, OrchAbandon, OrchRenew, OrchAppend,
 	WorkEnqueue, WorkFetch, WorkAck, WorkAckFetch, WorkAbandon, WorkRenew, SessionCleanup, SessionRenew,
-	InstRead, InstReplay, InstState, AdminIdle, AdminInspect, AdminList, AdminMetrics, AdminOrphans, AdminPrune, AdminMigrate, AdminQueues)
+	InstRead, InstReplay, InstState, AdminIdle, AdminInspect, AdminList, AdminMetrics, AdminOrphans, AdminPrune, AdminMigrate, AdminQueues, AdminFsck)
 
 func index(ss ...*Schema) map[string]*Schema {
 	m := map[string]*Schema{}
