@@ -46,7 +46,7 @@ func TestEvalScriptsAreSmaller(t *testing.T) {
 
 // pendingSchemas are the operations whose arguments still depend on a mode argument and are read
 // by position in their bodies (not declared in internal/luascripts/args.go yet).
-var pendingSchemas = []string{"admin_delete", "admin_repair"}
+var pendingSchemas = []string{"admin_delete"}
 
 // TestScriptHeadersNameTheirSchema: every operation with a schema documents exactly its arguments,
 // by name and in order, in its header; every schema names an operation; every operation has a
