@@ -44,13 +44,9 @@ func TestEvalScriptsAreSmaller(t *testing.T) {
 	}
 }
 
-// pendingSchemas are the operations whose arguments still depend on a mode argument and are read
-// by position in their bodies (not declared in internal/luascripts/args.go yet).
-var pendingSchemas = []string{"admin_delete"}
-
-// TestScriptHeadersNameTheirSchema: every operation with a schema documents exactly its arguments,
-// by name and in order, in its header; every schema names an operation; every operation has a
-// schema but the pending ones.
+// TestScriptHeadersNameTheirSchema: every operation has a schema (internal/luascripts/args.go) and
+// documents exactly its arguments, by name and in order, in its header; every schema names an
+// operation.
 func TestScriptHeadersNameTheirSchema(t *testing.T) {
 	names := luascripts.ScriptNames()
 	for op := range luascripts.Schemas {
@@ -61,9 +57,7 @@ func TestScriptHeadersNameTheirSchema(t *testing.T) {
 	for _, n := range names {
 		s := luascripts.Schemas[n]
 		if s == nil {
-			if !slices.Contains(pendingSchemas, n) {
-				t.Errorf("scripts/%s.lua has no schema in internal/luascripts/args.go", n)
-			}
+			t.Errorf("scripts/%s.lua has no schema in internal/luascripts/args.go", n)
 			continue
 		}
 		got, want := luascripts.HeaderArgs(luascripts.ScriptSource(n)), s.HeaderNames()

@@ -58,13 +58,16 @@ var (
 	AdminMigrate = &Schema{Op: "admin_migrate", Args: []Arg{S("step"), All("ids", "id")}}
 	AdminFsck    = &Schema{Op: "admin_fsck", Args: []Arg{S("mode"), S("subject"), All("list", "v")}}
 	AdminRepair  = &Schema{Op: "admin_repair", Args: []Arg{N("retention"), S("code"), S("subject"), All("list", "v")}}
-	AdminQueues  = &Schema{Op: "admin_queues", Args: []Arg{S("what"), Opt(S("pin")), Opt(N("off")), Opt(N("n"))}}
+	AdminDelete  = &Schema{Op: "admin_delete", Args: []Arg{
+		N("retention"), S("mode"), F("force"), N("before"), N("limit"), All("list", "v"),
+	}}
+	AdminQueues = &Schema{Op: "admin_queues", Args: []Arg{S("what"), Opt(S("pin")), Opt(N("off")), Opt(N("n"))}}
 )
 
 // Schemas lists every declared operation by name (the library builder reads it).
 var Schemas = index(OrchEnqueue, OrchFetch, OrchAck, OrchAckFetch, OrchAbandon, OrchRenew, OrchAppend,
 	WorkEnqueue, WorkFetch, WorkAck, WorkAckFetch, WorkAbandon, WorkRenew, SessionCleanup, SessionRenew,
-	InstRead, InstReplay, InstState, AdminIdle, AdminInspect, AdminList, AdminMetrics, AdminOrphans, AdminPrune, AdminMigrate, AdminQueues, AdminFsck, AdminRepair)
+	InstRead, InstReplay, InstState, AdminIdle, AdminInspect, AdminList, AdminMetrics, AdminOrphans, AdminPrune, AdminMigrate, AdminQueues, AdminFsck, AdminRepair, AdminDelete)
 
 func index(ss ...*Schema) map[string]*Schema {
 	m := map[string]*Schema{}
