@@ -2,6 +2,7 @@ package luascripts
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -48,15 +49,65 @@ type Schema struct {
 	Parts []*Schema
 }
 
-// S, N, F: a Str, Num or Flag argument. Sec: a count-prefixed section. All: the trailing rest.
-func S(name string) Arg                    { return Arg{Name: name, Kind: Str} }
-func N(name string) Arg                    { return Arg{Name: name, Kind: Num} }
-func F(name string) Arg                    { return Arg{Name: name, Kind: Flag} }
+// S is a Str argument.
+func S(name string) Arg { return Arg{Name: name, Kind: Str} }
+
+// N is a Num argument.
+func N(name string) Arg { return Arg{Name: name, Kind: Num} }
+
+// F is a Flag argument.
+func F(name string) Arg { return Arg{Name: name, Kind: Flag} }
+
+// Sec is a count-prefixed section of entries with the given fields.
 func Sec(name string, entry ...string) Arg { return Arg{Name: name, Kind: Section, Entry: entry} }
+
+// All is the rest of the arguments, entries with the given fields (last in a schema).
 func All(name string, entry ...string) Arg { return Arg{Name: name, Kind: Rest, Entry: entry} }
 
 // Opt marks a trailing scalar optional.
 func Opt(a Arg) Arg { a.Optional = true; return a }
+
+// check reports what makes a schema unusable: a name that is not a Lua identifier of its own
+// (or is one the unpacking code uses, _p and _i), a repeated name, a section or rest without
+// fields, a rest before the end, a required argument after an optional one.
+func (s *Schema) check() error {
+	seen := map[string]bool{}
+	optional := false
+	for i, a := range s.Args {
+		if !luaName(a.Name) || seen[a.Name] {
+			return fmt.Errorf("%s: argument name %q", s.Op, a.Name)
+		}
+		seen[a.Name] = true
+		if (a.Kind == Section || a.Kind == Rest) && len(a.Entry) == 0 {
+			return fmt.Errorf("%s: %s has no entry fields", s.Op, a.Name)
+		}
+		if a.Kind == Rest && i != len(s.Args)-1 {
+			return fmt.Errorf("%s: rest %s is not last", s.Op, a.Name)
+		}
+		if a.Optional && a.Kind > Flag {
+			return fmt.Errorf("%s: %s: only scalars are optional", s.Op, a.Name)
+		}
+		if optional && !a.Optional {
+			return fmt.Errorf("%s: required %s after an optional argument", s.Op, a.Name)
+		}
+		optional = optional || a.Optional
+	}
+	return nil
+}
+
+var luaKeywords = strings.Fields("and break do else elseif end false for function if in local nil not or repeat return then true until while")
+
+func luaName(n string) bool {
+	if n == "" || n == "_p" || n == "_i" || slices.Contains(luaKeywords, n) || n[0] >= '0' && n[0] <= '9' {
+		return false
+	}
+	for _, r := range n {
+		if !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
 
 // Lua is the unpacking code of the schema: locals named as its arguments, read from ARGV. Scalars
 // at fixed positions are read in one statement (local a, b = ARGV[2], tonumber(ARGV[3])); after a

@@ -3,6 +3,7 @@ package luascripts
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -167,5 +168,41 @@ func TestHeaderArgs(t *testing.T) {
 	}
 	if got := OrchAckFetch.HeaderNames(); strings.Join(got, ",") != "orch_ack...,orch_fetch...,n" {
 		t.Fatalf("composed HeaderNames %q", got)
+	}
+}
+
+// TestSchemasAreWellFormed: every declared schema can be unpacked and encoded unambiguously, and
+// the checks catch what would make one unusable.
+func TestSchemasAreWellFormed(t *testing.T) {
+	for op, s := range Schemas {
+		if s.Op != op {
+			t.Errorf("Schemas[%q] is %s", op, s.Op)
+		}
+		if err := s.check(); err != nil {
+			t.Error(err)
+		}
+		for i, p := range s.Parts {
+			if Schemas[p.Op] != p {
+				t.Errorf("%s: part %s is not a declared schema", op, p.Op)
+			}
+			// The ack reads the composed ARGV as it came: a rest would run into the fetch's.
+			if i == 0 && slices.ContainsFunc(p.Args, func(a Arg) bool { return a.Kind == Rest }) {
+				t.Errorf("%s: its ack %s has a rest", op, p.Op)
+			}
+		}
+	}
+	for _, bad := range []*Schema{
+		{Op: "x", Args: []Arg{S("end")}},
+		{Op: "x", Args: []Arg{S("a"), N("a")}},
+		{Op: "x", Args: []Arg{S("_p")}},
+		{Op: "x", Args: []Arg{S("a-b")}},
+		{Op: "x", Args: []Arg{Sec("s")}},
+		{Op: "x", Args: []Arg{All("r", "v"), S("a")}},
+		{Op: "x", Args: []Arg{Opt(S("a")), S("b")}},
+		{Op: "x", Args: []Arg{Opt(Sec("s", "v"))}},
+	} {
+		if bad.check() == nil {
+			t.Errorf("accepted %+v", bad.Args)
+		}
 	}
 }
