@@ -104,8 +104,8 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 }
 
 // workFetchArgs checks a worker fetch's arguments and returns work_fetch's ARGV after the prefix
-// (with a new lock nonce),
-// the wake lists the fetch blocks on and its rescan period; skip is true for TagFilterNone.
+// (with a new lock nonce), the wake lists the fetch blocks on and its rescan period; skip is true
+// for TagFilterNone.
 func (p *Provider) workFetchArgs(op string, lockTimeout, pollTimeout time.Duration, session *provider.SessionFetchConfig, tags provider.TagFilter) (args []any, wakeKeys []string, rescan time.Duration, skip bool, err error) {
 	if err := tags.Validate(); err != nil {
 		return nil, nil, 0, false, invalid(op, "%v", err)
@@ -159,8 +159,7 @@ func (p *Provider) workFetchArgs(op string, lockTimeout, pollTimeout time.Durati
 	e.Set("owner", owner)
 	e.Set("slock_ms", ms(sessionLock))
 	e.Set("wait_ms", ms(waitRegistration(pollTimeout, rescan)))
-	any := tags.Mode() == provider.TagModeAny
-	if any {
+	if tags.Mode() == provider.TagModeAny {
 		e.Set("any", "*")
 	} else {
 		e.Set("any", "")
