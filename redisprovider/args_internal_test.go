@@ -168,4 +168,28 @@ func TestArgsRoundTrip(t *testing.T) {
 	wantValues(t, "orch_append", decodeInLua(t, rdb, luascripts.OrchAppend, aargs), map[string]string{
 		"id": "i", "exec": "2", "#hist": "2", "hist.1.event_id": "1", "hist.2.json": "b",
 	})
+
+	// Every shape the unpacking handles: scalars after a section, a rest after both.
+	mixed := &luascripts.Schema{Op: "mixed", Args: []luascripts.Arg{luascripts.N("a"), luascripts.Sec("s", "x", "y"),
+		luascripts.F("b"), luascripts.Sec("one", "v"), luascripts.S("c"), luascripts.All("r", "p", "q")}}
+	e = mixed.Encoder(0)
+	e.Set("a", "5")
+	e.Section("s")
+	e.Entry("x1", "y1")
+	e.Flag("b", true)
+	e.Section("one")
+	e.Entry("v1")
+	e.Entry("v2")
+	e.Set("c", "C")
+	e.Section("r")
+	e.Entry("p1", "q1")
+	e.Entry("p2", "q2")
+	margs, err := encoded("t", e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantValues(t, "mixed", decodeInLua(t, rdb, mixed, margs), map[string]string{
+		"a": "5", "#s": "1", "s.1.x": "x1", "s.1.y": "y1", "b": "true", "#one": "2", "one.2.v": "v2", "c": "C",
+		"#r": "2", "r.1.p": "p1", "r.2.q": "q2",
+	})
 }

@@ -182,7 +182,7 @@ func (s *Schema) Lua() string {
 			}
 		case Rest:
 			// entry k starts at base + 1 + w*(k-1)
-			base := "_p - 1"
+			base := "(_p - 1)"
 			if fixed {
 				base = strconv.Itoa(pos - 1)
 			}
