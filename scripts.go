@@ -19,7 +19,9 @@ import (
 // giving KEYS, ARGV, the reply, the errors and the cost. Calling convention: KEYS[1] is the
 // partition's Seq key (routes cluster clients to the right slot), KEYS[2] an optional attempt key
 // (Keyspace.Attempt: the call runs at most once per attempt, see dx_once in lib.lua) and ARGV[1]
-// the partition's key prefix.
+// the partition's key prefix. The arguments after the prefix are declared once, in
+// internal/luascripts/args.go: each operation is built as its schema's unpacking code (locals
+// named as the arguments) followed by its file, and Go call sites encode from the same schema.
 //
 // The same sources are served two ways:
 //   - as a Redis Functions library (Redis 7+): loaded once per server, the helpers are defined
@@ -77,7 +79,13 @@ func loadScripts() *luascripts.Set {
 			continue
 		}
 		body, _ := scriptFiles.ReadFile(path)
-		bodies[name] = string(body)
+		// The operation's arguments are unpacked by code written from its schema
+		// (internal/luascripts/args.go), before its body: the body reads them by name.
+		unpack := ""
+		if s := luascripts.Schemas[name]; s != nil {
+			unpack = s.Lua()
+		}
+		bodies[name] = unpack + string(body)
 		r.Sources[name] = string(body)
 		r.Flags[name] = scriptFlags(string(body))
 		r.Names = append(r.Names, name)

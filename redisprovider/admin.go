@@ -11,6 +11,7 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -37,9 +38,15 @@ func notFound(op, instance string) error {
 	return provider.NewPermanentError(op, "instance "+strconv.Quote(instance)+" not found").WithKind(provider.ErrNotFound)
 }
 
-func (p *Provider) inspect(ctx context.Context, op, what, instance string, extra ...any) (any, error) {
+// inspect runs admin_inspect's view what of instance (extra: name, value pairs that follow, see
+// argsOf).
+func (p *Provider) inspect(ctx context.Context, op, what, instance string, extra ...string) (any, error) {
 	if err := checkID(op, instance); err != nil {
 		return nil, err
 	}
-	return p.run(ctx, op, "admin_inspect", p.keys.PartitionOf(instance), append([]any{what, instance}, extra...)...)
+	args, err := argsOf(op, luascripts.AdminInspect, append([]string{"what", what, "id", instance}, extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	return p.run(ctx, op, luascripts.AdminInspect.Op, p.keys.PartitionOf(instance), args...)
 }

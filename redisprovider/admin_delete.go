@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -18,7 +19,7 @@ import (
 // Cost: O(ids + children + executions + events + messages deleted).
 func (p *Provider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (provider.DeleteInstanceResult, error) {
 	const op = "delete_instances_atomic"
-	args := []any{"atomic", boolArg(force), "0", "0"}
+	var args []string
 	seen := map[string]bool{}
 	for _, id := range ids {
 		if err := checkID(op, id); err != nil {
@@ -32,13 +33,28 @@ func (p *Provider) DeleteInstancesAtomic(ctx context.Context, ids []string, forc
 	if len(seen) == 0 {
 		return provider.DeleteInstanceResult{}, nil
 	}
-	r, _, _, err := p.deleteCall(ctx, op, args)
+	r, _, _, err := p.deleteCall(ctx, op, "atomic", force, "0", 0, args)
 	return r, err
 }
 
-// deleteCall runs admin_delete and decodes {counts..., roots, next score, next id}.
-func (p *Provider) deleteCall(ctx context.Context, op string, args []any) (provider.DeleteInstanceResult, int, string, error) {
-	res, err := p.run(ctx, op, "admin_delete", 0, append([]any{ms(p.opts.Retention)}, args...)...)
+// deleteCall runs admin_delete (its arguments: see scripts/admin_delete.lua) and decodes
+// {counts..., roots, next score, next id}.
+func (p *Provider) deleteCall(ctx context.Context, op, mode string, force bool, before string, limit int, vals []string) (provider.DeleteInstanceResult, int, string, error) {
+	e := luascripts.AdminDelete.Encoder(5 + len(vals))
+	e.Set("retention", ms(p.opts.Retention))
+	e.Set("mode", mode)
+	e.Flag("force", force)
+	e.Set("before", before)
+	e.Set("limit", strconv.Itoa(limit))
+	e.Section("list")
+	for _, v := range vals {
+		e.Entry(v)
+	}
+	args, err := encoded(op, e)
+	if err != nil {
+		return provider.DeleteInstanceResult{}, 0, "", err
+	}
+	res, err := p.run(ctx, op, luascripts.AdminDelete.Op, 0, args...)
 	if err != nil {
 		return provider.DeleteInstanceResult{}, 0, "", err
 	}
@@ -97,11 +113,7 @@ func (p *Provider) DeleteInstanceBulk(ctx context.Context, filter provider.Insta
 	if filter.InstanceIDs != nil {
 		ids := dedupe(filter.InstanceIDs)
 		for start := 0; start < len(ids) && roots < limit; start += idChunk {
-			args := []any{"roots", "0", before, strconv.Itoa(limit - roots)}
-			for _, id := range ids[start:min(start+idChunk, len(ids))] {
-				args = append(args, id)
-			}
-			r, n, _, err := p.deleteCall(ctx, op, args)
+			r, n, _, err := p.deleteCall(ctx, op, "roots", false, before, limit-roots, ids[start:min(start+idChunk, len(ids))])
 			total, roots = total.Add(r), roots+n
 			if err != nil {
 				return total, err
@@ -112,8 +124,8 @@ func (p *Provider) DeleteInstanceBulk(ctx context.Context, filter provider.Insta
 	for _, status := range terminalStatuses {
 		score, member := "", ""
 		for roots < limit {
-			r, n, next, err := p.deleteCall(ctx, op, []any{"scan", "0", before, strconv.Itoa(limit - roots),
-				status, score, member, strconv.Itoa(scanPageSize)})
+			r, n, next, err := p.deleteCall(ctx, op, "scan", false, before, limit-roots,
+				[]string{status, score, member, strconv.Itoa(scanPageSize)})
 			total, roots = total.Add(r), roots+n
 			if err != nil {
 				return total, err
@@ -146,7 +158,11 @@ func (p *Provider) PurgeOrphanMessages(ctx context.Context) (int, error) {
 	const op = "purge_orphan_messages"
 	total := 0
 	for {
-		res, err := p.run(ctx, op, "admin_orphans", 0, strconv.Itoa(scanPageSize))
+		args, err := argsOf(op, luascripts.AdminOrphans, "n", strconv.Itoa(scanPageSize))
+		if err != nil {
+			return total, err
+		}
+		res, err := p.run(ctx, op, luascripts.AdminOrphans.Op, 0, args...)
 		if err != nil {
 			return total, err
 		}

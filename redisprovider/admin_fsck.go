@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -162,7 +163,7 @@ func (f *fsck) check(ctx context.Context) error {
 	for _, set := range f.sets {
 		rest := strings.TrimPrefix(set, f.prefix)
 		isItems := strings.HasPrefix(rest, "wq:")
-		var ready []any // members of a worker ready set: an item's tag (or session) names the set
+		var ready []string // members of a worker ready set: an item's tag (or session) names the set
 		if err := f.members(ctx, set, func(m string) {
 			if isItems {
 				f.items[m] = true
@@ -178,17 +179,17 @@ func (f *fsck) check(ctx context.Context) error {
 		// Entries of items that do not exist: a fetch would lock a ghost. Checked here, per set,
 		// since nothing else says which ready set an item that is gone was in.
 		for i := 0; i < len(ready); i += fsckBatch {
-			if err := f.call(ctx, append([]any{"wready", set}, ready[i:min(i+fsckBatch, len(ready))]...)...); err != nil {
+			if err := f.call(ctx, "wready", set, ready[i:min(i+fsckBatch, len(ready))]); err != nil {
 				return err
 			}
 		}
 	}
-	var batch []any
+	var batch []string
 	flush := func(mode string) error {
 		if len(batch) == 0 {
 			return nil
 		}
-		err := f.call(ctx, append([]any{mode}, batch...)...)
+		err := f.call(ctx, mode, "", batch)
 		batch = batch[:0]
 		return err
 	}
@@ -200,11 +201,7 @@ func (f *fsck) check(ctx context.Context) error {
 			}
 		}
 		if !in.anchored && len(in.others) > 0 {
-			args := []any{"keys", id}
-			for _, k := range in.others {
-				args = append(args, k)
-			}
-			if err := f.call(ctx, args...); err != nil {
+			if err := f.call(ctx, "keys", id, in.others); err != nil {
 				return err
 			}
 		}
@@ -228,11 +225,7 @@ func (f *fsck) check(ctx context.Context) error {
 	if f.report.Keys > 0 {
 		hasData = "1"
 	}
-	args := []any{"global", hasData}
-	for _, pin := range f.pins {
-		args = append(args, pin)
-	}
-	return f.call(ctx, args...)
+	return f.call(ctx, "global", hasData, f.pins)
 }
 
 // members calls fn with every member of the sorted set or set key, page by page.
@@ -260,8 +253,19 @@ func (f *fsck) members(ctx context.Context, key string, fn func(string)) error {
 }
 
 // call runs one admin_fsck batch and files its violations.
-func (f *fsck) call(ctx context.Context, args ...any) error {
-	res, err := f.p.run(ctx, "fsck", "admin_fsck", 0, args...)
+func (f *fsck) call(ctx context.Context, mode, subject string, vals []string) error {
+	e := luascripts.AdminFsck.Encoder(2 + len(vals))
+	e.Set("mode", mode)
+	e.Set("subject", subject)
+	e.Section("list")
+	for _, v := range vals {
+		e.Entry(v)
+	}
+	args, err := encoded("fsck", e)
+	if err != nil {
+		return err
+	}
+	res, err := f.p.run(ctx, "fsck", luascripts.AdminFsck.Op, 0, args...)
 	if err != nil {
 		return err
 	}

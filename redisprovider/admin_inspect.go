@@ -78,7 +78,7 @@ func (p *Provider) GetInstanceInfo(ctx context.Context, instance string) (provid
 // GetExecutionInfo implements provider.Admin; ErrNotFound when the execution does not exist.
 func (p *Provider) GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (provider.ExecutionInfo, error) {
 	const op = "get_execution_info"
-	res, err := p.inspect(ctx, op, "exec", instance, strconv.FormatUint(executionID, 10))
+	res, err := p.inspect(ctx, op, "exec", instance, "exec_id", strconv.FormatUint(executionID, 10))
 	if err != nil {
 		return provider.ExecutionInfo{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -66,7 +67,11 @@ func (p *Provider) listPage(ctx context.Context, op, cursor string, limit int, s
 			return nil, "", invalid(op, "bad cursor %q: %v", cursor, err)
 		}
 	}
-	res, err := p.run(ctx, op, "admin_list", 0, status, score, member, strconv.Itoa(limit))
+	args, err := argsOf(op, luascripts.AdminList, "status", status, "cscore", score, "cmember", member, "limit", strconv.Itoa(limit))
+	if err != nil {
+		return nil, "", err
+	}
+	res, err := p.run(ctx, op, luascripts.AdminList.Op, 0, args...)
 	if err != nil {
 		return nil, "", err
 	}

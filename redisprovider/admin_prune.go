@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -68,12 +69,21 @@ func (p *Provider) PruneExecutionsBulk(ctx context.Context, filter provider.Inst
 }
 
 func (p *Provider) pruneCall(ctx context.Context, op, mode string, o provider.PruneOptions, instBefore uint64, limit int, ids []string) (provider.PruneResult, error) {
-	args := []any{mode, strconv.FormatUint(uint64(o.KeepLast), 10), strconv.FormatUint(o.CompletedBeforeMs, 10),
-		strconv.FormatUint(instBefore, 10), strconv.Itoa(limit)}
+	e := luascripts.AdminPrune.Encoder(5 + len(ids))
+	e.Set("mode", mode)
+	e.Set("keep", strconv.FormatUint(uint64(o.KeepLast), 10))
+	e.Set("exec_before", strconv.FormatUint(o.CompletedBeforeMs, 10))
+	e.Set("inst_before", strconv.FormatUint(instBefore, 10))
+	e.Set("limit", strconv.Itoa(limit))
+	e.Section("ids")
 	for _, id := range ids {
-		args = append(args, id)
+		e.Entry(id)
 	}
-	res, err := p.run(ctx, op, "admin_prune", 0, args...)
+	args, err := encoded(op, e)
+	if err != nil {
+		return provider.PruneResult{}, err
+	}
+	res, err := p.run(ctx, op, luascripts.AdminPrune.Op, 0, args...)
 	if err != nil {
 		return provider.PruneResult{}, err
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -74,30 +75,35 @@ func (p *Provider) Repair(ctx context.Context) (RepairReport, error) {
 
 // repairOne runs the repair of one violation, with the arguments its code takes.
 func (p *Provider) repairOne(ctx context.Context, f *fsck, v FsckViolation) (RepairAction, error) {
-	args := []any{ms(p.opts.Retention), v.Code, v.Subject}
+	var vals []string
 	switch v.Code {
 	case "message_without_visibility":
-		more, err := p.invisibleMessages(ctx, v.Subject)
-		if err != nil {
+		var err error
+		if vals, err = p.invisibleMessages(ctx, v.Subject); err != nil {
 			return RepairAction{}, err
 		}
-		args = append(args, more...)
 	case "orphaned_keys":
 		if in := f.inst[v.Subject]; in != nil {
-			for _, k := range in.others {
-				args = append(args, k)
-			}
+			vals = in.others
 		}
 	case "pin_unlisted":
-		for _, pin := range f.pins {
-			args = append(args, pin)
-		}
+		vals = f.pins
 	case "item_index_without_item":
-		for _, set := range f.workReadySets() {
-			args = append(args, set)
-		}
+		vals = f.workReadySets()
 	}
-	res, err := p.run(ctx, "repair", "admin_repair", p.keys.PartitionOf(v.Subject), args...)
+	e := luascripts.AdminRepair.Encoder(3 + len(vals))
+	e.Set("retention", ms(p.opts.Retention))
+	e.Set("code", v.Code)
+	e.Set("subject", v.Subject)
+	e.Section("list")
+	for _, s := range vals {
+		e.Entry(s)
+	}
+	args, err := encoded("repair", e)
+	if err != nil {
+		return RepairAction{}, err
+	}
+	res, err := p.run(ctx, "repair", luascripts.AdminRepair.Op, p.keys.PartitionOf(v.Subject), args...)
 	if err != nil {
 		return RepairAction{}, err
 	}
@@ -111,12 +117,12 @@ func (p *Provider) repairOne(ctx context.Context, f *fsck, v FsckViolation) (Rep
 // invisibleMessages returns, for each message body of an instance without its type-and-time field
 // t<s>, the triple (seq, type code, visible at ms): a timer at its own fire time, 0 (now) for any
 // other message. Read outside the script, it is re-checked there.
-func (p *Provider) invisibleMessages(ctx context.Context, id string) ([]any, error) {
+func (p *Provider) invisibleMessages(ctx context.Context, id string) ([]string, error) {
 	fields, err := p.rdb.HGetAll(ctx, p.keys.Messages(id)).Result()
 	if err != nil {
 		return nil, err
 	}
-	var out []any
+	var out []string
 	for f, body := range fields {
 		s, ok := strings.CutPrefix(f, "m")
 		if _, typed := fields["t"+s]; !ok || typed {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/duroxide-go/dxredis"
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -21,7 +22,11 @@ func (p *Provider) GetSystemMetrics(ctx context.Context) (provider.SystemMetrics
 	const op = "get_system_metrics"
 	var m provider.SystemMetrics
 	for off := 0; ; off += scanPageSize {
-		res, err := p.run(ctx, op, "admin_metrics", 0, strconv.Itoa(off), strconv.Itoa(scanPageSize))
+		args, err := argsOf(op, luascripts.AdminMetrics, "off", strconv.Itoa(off), "n", strconv.Itoa(scanPageSize))
+		if err != nil {
+			return provider.SystemMetrics{}, err
+		}
+		res, err := p.run(ctx, op, luascripts.AdminMetrics.Op, 0, args...)
 		if err != nil {
 			return provider.SystemMetrics{}, err
 		}
@@ -122,7 +127,7 @@ func (p *Provider) workerTags(ctx context.Context, op string, head []any, w *Wor
 	}
 	for _, what := range []string{"wlocked", "wdue"} {
 		for off := 0; ; off += scanPageSize {
-			res, err := p.run(ctx, op, "admin_queues", 0, what, "", strconv.Itoa(off), strconv.Itoa(scanPageSize))
+			res, err := p.queuesPage(ctx, op, what, "", off)
 			if err != nil {
 				return err
 			}
@@ -161,8 +166,21 @@ func (p *Provider) GetQueueStats(ctx context.Context) (QueueStats, error) {
 	return p.queueStats(ctx, "get_queue_stats")
 }
 
+// queuesPage runs one page of admin_queues's view what, from rank off.
+func (p *Provider) queuesPage(ctx context.Context, op, what, pin string, off int) (any, error) {
+	args, err := argsOf(op, luascripts.AdminQueues, "what", what, "pin", pin, "off", strconv.Itoa(off), "n", strconv.Itoa(scanPageSize))
+	if err != nil {
+		return nil, err
+	}
+	return p.run(ctx, op, luascripts.AdminQueues.Op, 0, args...)
+}
+
 func (p *Provider) queueStats(ctx context.Context, op string) (QueueStats, error) {
-	res, err := p.run(ctx, op, "admin_queues", 0, "head")
+	args, err := argsOf(op, luascripts.AdminQueues, "what", "head")
+	if err != nil {
+		return QueueStats{}, err
+	}
+	res, err := p.run(ctx, op, luascripts.AdminQueues.Op, 0, args...)
 	if err != nil {
 		return QueueStats{}, err
 	}
@@ -188,7 +206,7 @@ func (p *Provider) queueStats(ctx context.Context, op string) (QueueStats, error
 	oldest := int64(-1)
 	walk := func(what, pin string) error {
 		for off := 0; ; off += scanPageSize {
-			res, err := p.run(ctx, op, "admin_queues", 0, what, pin, strconv.Itoa(off), strconv.Itoa(scanPageSize))
+			res, err := p.queuesPage(ctx, op, what, pin, off)
 			if err != nil {
 				return err
 			}

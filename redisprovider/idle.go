@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -22,7 +23,7 @@ type IdleState struct {
 // Read only; cost O(pinned versions + worker tags).
 func (p *Provider) Idle(ctx context.Context) (IdleState, error) {
 	const op = "idle"
-	res, err := p.run(ctx, op, "admin_idle", 0)
+	res, err := p.run(ctx, op, luascripts.AdminIdle.Op, 0)
 	if err != nil {
 		return IdleState{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	dxredis "github.com/duroxide-go/dxredis"
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -89,11 +90,21 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 	}
 	start := time.Now()
 	changed := 0 // steps that changed something (opts.steps stops after that many)
-	step := func(name string, args ...any) (int64, error) {
+	step := func(name string, ids ...string) (int64, error) {
 		if opts.steps > 0 && changed >= opts.steps {
 			return 0, errMigrateStopped
 		}
-		res, err := p.run(ctx, "migrate", "admin_migrate", 0, append([]any{name}, args...)...)
+		e := luascripts.AdminMigrate.Encoder(1 + len(ids))
+		e.Set("step", name)
+		e.Section("ids")
+		for _, id := range ids {
+			e.Entry(id)
+		}
+		args, err := encoded("migrate", e)
+		if err != nil {
+			return 0, err
+		}
+		res, err := p.run(ctx, "migrate", luascripts.AdminMigrate.Op, 0, args...)
 		if err != nil {
 			if _, why, busy := strings.Cut(err.Error(), "DX_BUSY "); busy {
 				return 0, fmt.Errorf("%w: %s", ErrNamespaceBusy, why)
@@ -156,10 +167,10 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 // kinds (globs of "<kind>:*" relative to the prefix, e.g. the format-1 message visibility sets
 // qz:<id>), in batches of 200 ids; a batch that ran converts nothing when it runs again (nor does
 // an id found under a second kind).
-func (p *Provider) migrateEach(ctx context.Context, step func(string, ...any) (int64, error), name string, kinds ...string) (int, error) {
+func (p *Provider) migrateEach(ctx context.Context, step func(string, ...string) (int64, error), name string, kinds ...string) (int, error) {
 	prefix := p.keys.Prefix(0)
 	total := 0
-	var batch []any
+	var batch []string
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/duroxide-go/dxredis"
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/google/uuid"
 )
@@ -36,7 +37,11 @@ func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item provider.Wor
 		return err
 	}
 	target := item.TargetInstance()
-	res, err := p.runOnce(ctx, op, "orch_enqueue", p.keys.PartitionOf(target), target, js, typeCode(item), ms(delay))
+	args, err := argsOf(op, luascripts.OrchEnqueue, "target", target, "item", js, "code", typeCode(item), "delay", ms(delay))
+	if err != nil {
+		return err
+	}
+	res, err := p.runOnce(ctx, op, luascripts.OrchEnqueue.Op, p.keys.PartitionOf(target), args...)
 	if err == nil && num(res) == 0 {
 		p.opts.Logger.Warn("dxredis: QueueMessage for an instance that does not exist dropped", "instance", target)
 	}
@@ -57,7 +62,11 @@ func (p *Provider) EnqueueStartIfAbsent(ctx context.Context, item provider.WorkI
 		return false, err
 	}
 	target := item.TargetInstance()
-	res, err := p.runOnce(ctx, op, "orch_enqueue", p.keys.PartitionOf(target), target, js, typeCode(item), "0", "1")
+	args, err := argsOf(op, luascripts.OrchEnqueue, "target", target, "item", js, "code", typeCode(item), "delay", "0", "if_absent", "1")
+	if err != nil {
+		return false, err
+	}
+	res, err := p.runOnce(ctx, op, luascripts.OrchEnqueue.Op, p.keys.PartitionOf(target), args...)
 	if err != nil {
 		return false, err
 	}
@@ -87,9 +96,8 @@ var (
 	_ provider.StartIfAbsentEnqueuer   = (*Provider)(nil)
 )
 
-// fetchArgs checks a fetch's arguments and returns orch_fetch's ARGV after the nonce and the lock
-// ms (filter, wait registration, lite flag) and the wake list the fetch blocks on. skip is true
-// when the filter matches nothing.
+// fetchArgs checks a fetch's arguments and returns orch_fetch's ARGV after the prefix (with a new
+// lock nonce) and the wake list the fetch blocks on. skip is true when the filter matches nothing.
 func (p *Provider) fetchArgs(op string, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter, lite bool) (args []any, wakeKey string, skip bool, err error) {
 	if lockTimeout <= 0 {
 		return nil, "", false, invalid(op, "lock timeout must be positive, got %v", lockTimeout)
@@ -97,24 +105,31 @@ func (p *Provider) fetchArgs(op string, lockTimeout, pollTimeout time.Duration, 
 	if err := checkDuration(op, "poll timeout", pollTimeout); err != nil {
 		return nil, "", false, err
 	}
-	filterArgs, wakeFilter := []any{"0", "0"}, dxredis.WakeFilterNone
+	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
+		return nil, "", true, nil
+	}
+	e := luascripts.OrchFetch.Encoder(7)
+	e.Set("token", uuid.NewString())
+	e.Set("lock_ms", ms(lockTimeout))
+	e.Flag("filtered", filter != nil)
+	e.Section("ranges")
+	wakeFilter := dxredis.WakeFilterNone
 	if filter != nil {
-		if len(filter.SupportedDuroxideVersions) == 0 {
-			return nil, "", true, nil
-		}
-		filterArgs = []any{"1", strconv.Itoa(len(filter.SupportedDuroxideVersions))}
 		var bounds []string
 		for _, r := range filter.SupportedDuroxideVersions {
 			if r.Min == nil || r.Max == nil {
 				return nil, "", false, invalid(op, "capability filter range has a nil bound")
 			}
-			bounds = append(bounds, pinKey(r.Min), pinKey(r.Max))
-			filterArgs = append(filterArgs, pinKey(r.Min), pinKey(r.Max))
+			lo, hi := pinKey(r.Min), pinKey(r.Max)
+			bounds = append(bounds, lo, hi)
+			e.Entry(lo, hi)
 		}
 		wakeFilter = strings.Join(bounds, " ") // as orch_fetch registers it
 	}
-	filterArgs = append(filterArgs, ms(waitRegistration(pollTimeout, rescanPeriod(lockTimeout))), boolArg(lite))
-	return append([]any{ms(lockTimeout)}, filterArgs...), p.keys.WakeOrchFilter(0, wakeFilter), false, nil
+	e.Set("wait_ms", ms(waitRegistration(pollTimeout, rescanPeriod(lockTimeout))))
+	e.Flag("lite", lite)
+	args, err = encoded(op, e)
+	return args, p.keys.WakeOrchFilter(0, wakeFilter), false, err
 }
 
 func (p *Provider) fetchOrch(ctx context.Context, op string, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter, lite bool) (*provider.LockedOrchestrationItem, error) {
@@ -130,7 +145,8 @@ func (p *Provider) fetchOrch(ctx context.Context, op string, lockTimeout, pollTi
 	// skip their script.
 	var item *provider.LockedOrchestrationItem
 	err = p.poll(ctx, op, []string{wakeKey}, pollTimeout, rescanPeriod(lockTimeout), true, func() (bool, int64, int64, error) {
-		res, err := p.run(ctx, op, "orch_fetch", 0, append([]any{uuid.NewString()}, args...)...)
+		args[fetchToken] = uuid.NewString() // each try locks under a nonce of its own
+		res, err := p.run(ctx, op, luascripts.OrchFetch.Op, 0, args...)
 		if err != nil {
 			return false, 0, 0, err
 		}
@@ -252,7 +268,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, a
 	if err != nil {
 		return err
 	}
-	_, err = p.runOnce(ctx, op, "orch_ack", 0, args...)
+	_, err = p.runOnce(ctx, op, luascripts.OrchAck.Op, 0, args...)
 	return err
 }
 
@@ -277,7 +293,11 @@ func (p *Provider) AckOrchestrationItemAndFetch(ctx context.Context, lockToken s
 	if skip {
 		return nil, p.AckOrchestrationItem(ctx, lockToken, ack)
 	}
-	res, err := p.runOnce(ctx, op, "orch_ack_fetch", 0, ackFetchArgs(args, fargs)...)
+	all, err := composed(op, luascripts.OrchAckFetch, args, fargs)
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.runOnce(ctx, op, luascripts.OrchAckFetch.Op, 0, all...)
 	if err != nil {
 		return nil, err
 	}
@@ -293,21 +313,12 @@ func (p *Provider) AckOrchestrationItemAndFetch(ctx context.Context, lockToken s
 	return item, nil
 }
 
-// ackFetchArgs lays out the arguments of an ack-and-fetch script (orch_ack_fetch,
-// work_ack_fetch; lib.lua's ack_then_fetch): the ack's, the fetch's lock nonce and arguments, then
-// the count of the ack's.
-func ackFetchArgs(ack, fetch []any) []any {
-	all := make([]any, 0, len(ack)+len(fetch)+2)
-	all = append(append(append(all, ack...), uuid.NewString()), fetch...)
-	return append(all, strconv.Itoa(len(ack)))
-}
-
 // ReadForReplay implements provider.LiteFetcher: the execution's history, the instance's KV
 // snapshot and the execution's tag (empty unless executionID is the instance's current
 // execution). Undecodable history is a permanent error.
 func (p *Provider) ReadForReplay(ctx context.Context, instance string, executionID uint64) ([]provider.Event, map[string]provider.KVEntry, string, error) {
 	const op = "read_for_replay"
-	res, err := p.onInstance(ctx, op, "inst_replay", instance, strconv.FormatUint(executionID, 10))
+	res, err := p.onInstance(ctx, op, luascripts.InstReplay, instance, "exec", strconv.FormatUint(executionID, 10))
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -339,7 +350,7 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 		return nil, invalid(op, "execution_id must be at least 1")
 	}
 	md := ack.Metadata
-	hist, lines, kvOps := make([]any, 0, 2*len(ack.HistoryDelta)), make([]string, 0, len(ack.HistoryDelta)), []any{}
+	lines, kvOps := make([]string, 0, len(ack.HistoryDelta)), []string{}
 	csOp, csVal := "", ""
 	quoted := ""
 	if inst := tokenInstance(lockToken); inst != "" && len(ack.HistoryDelta) > 0 {
@@ -353,7 +364,6 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 		if quoted != "" {
 			js = storedEvent(js, quoted, ack.ExecutionID)
 		}
-		hist = append(hist, strconv.FormatUint(e.EventID, 10), js)
 		lines = append(lines, js)
 		switch k := e.Kind.(type) {
 		case provider.CustomStatusUpdatedEvent:
@@ -370,44 +380,56 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 			kvOps = append(kvOps, "C", "", "")
 		}
 	}
-	args := []any{lockToken, strconv.FormatUint(ack.ExecutionID, 10), md.Status}
+	e := luascripts.OrchAck.Encoder(21 + 2*len(lines) + len(kvOps) + 6*len(ack.WorkerItems) +
+		3*len(ack.CancelledActivities) + 4*len(ack.OrchestratorItems))
+	e.Set("token", lockToken)
+	e.Set("exec", strconv.FormatUint(ack.ExecutionID, 10))
+	e.Set("status", md.Status)
+	output, outAt := "", ""
 	if md.Output != nil {
-		args = append(args, "1", *md.Output, outputAt(lines, *md.Output))
-	} else {
-		args = append(args, "0", "", "")
+		output, outAt = *md.Output, outputAt(lines, *md.Output)
 	}
-	args = append(args, md.OrchestrationName, md.OrchestrationVersion, md.ParentInstanceID)
+	e.Flag("has_output", md.Output != nil)
+	e.Set("output", output)
+	e.Set("out_at", outAt)
+	e.Set("name", md.OrchestrationName)
+	e.Set("ver", md.OrchestrationVersion)
+	e.Set("parent", md.ParentInstanceID)
+	pin, pink := "", ""
 	if v := md.PinnedDuroxideVersion; v != nil {
-		args = append(args, v.String(), pinKey(v))
-	} else {
-		args = append(args, "", "")
+		pin, pink = v.String(), pinKey(v)
 	}
-	terminal := "0"
-	if provider.IsTerminalStatus(md.Status) {
-		terminal = "1"
-	}
-	args = append(args, csOp, csVal, terminal, ms(p.opts.Retention))
-	args = append(args, strconv.Itoa(len(hist)/2))
-	args = append(args, hist...)
-	args = append(args, strconv.Itoa(len(kvOps)/3))
-	args = append(args, kvOps...)
+	e.Set("pin", pin)
+	e.Set("pink", pink)
+	e.Set("cs_op", csOp)
+	e.Set("cs_val", csVal)
+	e.Flag("terminal", provider.IsTerminalStatus(md.Status))
+	e.Set("retention", ms(p.opts.Retention))
 
-	args = append(args, strconv.Itoa(len(ack.WorkerItems)))
+	e.Section("hist")
+	for i, ev := range ack.HistoryDelta {
+		e.Entry(strconv.FormatUint(ev.EventID, 10), lines[i])
+	}
+	e.Section("kvops")
+	for i := 0; i+2 < len(kvOps); i += 3 {
+		e.Entry(kvOps[i], kvOps[i+1], kvOps[i+2])
+	}
+	e.Section("witems")
 	for _, w := range ack.WorkerItems {
-		route, err := p.activityRoute(op, w)
+		r, err := p.activityRoute(op, w)
 		if err != nil {
 			return nil, err
 		}
-		args = append(args, route...)
+		e.Entry(r.json, r.instance, r.execution, r.activity, r.session, r.tag)
 	}
-	args = append(args, strconv.Itoa(len(ack.CancelledActivities)))
+	e.Section("cancels")
 	for _, c := range ack.CancelledActivities {
 		if c.Instance == "" {
 			return nil, invalid(op, "cancelled activity has an empty instance id")
 		}
-		args = append(args, c.Instance, strconv.FormatUint(c.ExecutionID, 10), strconv.FormatUint(c.ActivityID, 10))
+		e.Entry(c.Instance, strconv.FormatUint(c.ExecutionID, 10), strconv.FormatUint(c.ActivityID, 10))
 	}
-	args = append(args, strconv.Itoa(len(ack.OrchestratorItems)))
+	e.Section("oitems")
 	for _, o := range ack.OrchestratorItems {
 		js, err := p.encodeItem(op, o, false)
 		if err != nil {
@@ -417,9 +439,9 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 		if t, ok := o.Kind.(provider.TimerFired); ok {
 			visibleAt = strconv.FormatUint(t.FireAtMs, 10)
 		}
-		args = append(args, o.TargetInstance(), js, typeCode(o), visibleAt)
+		e.Entry(o.TargetInstance(), js, typeCode(o), visibleAt)
 	}
-	return args, nil
+	return encoded(op, e)
 }
 
 // outputAt is where output is, as a JSON string, in the history bytes an ack appends (its lines,
@@ -489,7 +511,11 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 	if err := checkDuration(op, "delay", delay); err != nil {
 		return err
 	}
-	_, err := p.runOnce(ctx, op, "orch_abandon", 0, lockToken, ms(delay), boolArg(ignoreAttempt))
+	args, err := argsOf(op, luascripts.OrchAbandon, "token", lockToken, "delay", ms(delay), "ignore", boolArg(ignoreAttempt))
+	if err != nil {
+		return err
+	}
+	_, err = p.runOnce(ctx, op, luascripts.OrchAbandon.Op, 0, args...)
 	return err
 }
 
@@ -506,7 +532,11 @@ func (p *Provider) HoldOrchestrationItem(ctx context.Context, lockToken string, 
 	if reason == "" || len(reason) > maxHoldReason || !utf8.ValidString(reason) {
 		return invalid(op, "a hold's reason must be 1 to %d bytes of UTF-8 (got %d bytes)", maxHoldReason, len(reason))
 	}
-	_, err := p.runOnce(ctx, op, "orch_abandon", 0, lockToken, ms(delay), boolArg(true), reason)
+	args, err := argsOf(op, luascripts.OrchAbandon, "token", lockToken, "delay", ms(delay), "ignore", "1", "reason", reason)
+	if err != nil {
+		return err
+	}
+	_, err = p.runOnce(ctx, op, luascripts.OrchAbandon.Op, 0, args...)
 	return err
 }
 
@@ -515,7 +545,7 @@ const maxHoldReason = 1024
 
 // HeldReason implements provider.Holder.
 func (p *Provider) HeldReason(ctx context.Context, instance string) (string, time.Time, error) {
-	res, err := p.onInstance(ctx, "held_reason", "inst_state", instance, "hold")
+	res, err := p.onInstance(ctx, "held_reason", luascripts.InstState, instance, "what", "hold")
 	if err != nil || str(res) == "" {
 		return "", time.Time{}, err
 	}
@@ -533,7 +563,11 @@ func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken str
 	if err := checkDuration(op, "extend_for", extendFor); err != nil {
 		return err
 	}
-	_, err := p.run(ctx, op, "orch_renew", 0, lockToken, ms(extendFor))
+	args, err := argsOf(op, luascripts.OrchRenew, "token", lockToken, "extend", ms(extendFor))
+	if err != nil {
+		return err
+	}
+	_, err = p.run(ctx, op, luascripts.OrchRenew.Op, 0, args...)
 	return err
 }
 
@@ -544,13 +578,17 @@ func boolArg(b bool) string {
 	return "0"
 }
 
-// onInstance runs a per-instance script (ARGV after the prefix: instance, then args) on the
-// instance's partition, after checking the id.
-func (p *Provider) onInstance(ctx context.Context, op, script, instance string, args ...any) (any, error) {
+// onInstance runs a per-instance script (its first argument "id" is the instance, then pairs of
+// argument names and values, see argsOf) on the instance's partition, after checking the id.
+func (p *Provider) onInstance(ctx context.Context, op string, s *luascripts.Schema, instance string, pairs ...string) (any, error) {
 	if err := checkID(op, instance); err != nil {
 		return nil, err
 	}
-	return p.run(ctx, op, script, p.keys.PartitionOf(instance), append([]any{instance}, args...)...)
+	args, err := argsOf(op, s, append([]string{"id", instance}, pairs...)...)
+	if err != nil {
+		return nil, err
+	}
+	return p.run(ctx, op, s.Op, p.keys.PartitionOf(instance), args...)
 }
 
 // Read implements provider.Provider: the latest execution's history, empty for unknown instances.
@@ -564,7 +602,7 @@ func (p *Provider) ReadWithExecution(ctx context.Context, instance string, execu
 }
 
 func (p *Provider) readHistory(ctx context.Context, op, instance, exec string) ([]provider.Event, error) {
-	res, err := p.onInstance(ctx, op, "inst_read", instance, exec)
+	res, err := p.onInstance(ctx, op, luascripts.InstRead, instance, "exec", exec)
 	if err != nil {
 		return nil, err
 	}
@@ -587,29 +625,36 @@ func (p *Provider) AppendWithExecution(ctx context.Context, instance string, exe
 	if instance == "" || executionID == 0 {
 		return invalid(op, "instance id must be non-empty and execution_id at least 1")
 	}
-	args := []any{instance, strconv.FormatUint(executionID, 10)}
+	if len(events) == 0 {
+		return nil
+	}
+	e := luascripts.OrchAppend.Encoder(2 + 2*len(events))
+	e.Set("id", instance)
+	e.Set("exec", strconv.FormatUint(executionID, 10))
+	e.Section("hist")
 	quoted := quoteInstance(instance)
-	for _, e := range events {
-		js, err := p.encodeEvent(op, e)
+	for _, ev := range events {
+		js, err := p.encodeEvent(op, ev)
 		if err != nil {
 			return err
 		}
 		if quoted != "" {
 			js = storedEvent(js, quoted, executionID)
 		}
-		args = append(args, strconv.FormatUint(e.EventID, 10), js)
+		e.Entry(strconv.FormatUint(ev.EventID, 10), js)
 	}
-	if len(events) == 0 {
-		return nil
+	args, err := encoded(op, e)
+	if err != nil {
+		return err
 	}
-	_, err := p.runOnce(ctx, op, "orch_append", p.keys.PartitionOf(instance), args...)
+	_, err = p.runOnce(ctx, op, luascripts.OrchAppend.Op, p.keys.PartitionOf(instance), args...)
 	return err
 }
 
 // GetCustomStatus implements provider.Provider.
 func (p *Provider) GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*provider.CustomStatus, error) {
 	const op = "get_custom_status"
-	res, err := p.onInstance(ctx, op, "inst_state", instance, "cs")
+	res, err := p.onInstance(ctx, op, luascripts.InstState, instance, "what", "cs")
 	if err != nil {
 		return nil, err
 	}
@@ -633,7 +678,7 @@ func (p *Provider) GetCustomStatus(ctx context.Context, instance string, lastSee
 // a cleared key is absent.
 func (p *Provider) GetKVValue(ctx context.Context, instance, key string) (string, bool, error) {
 	const op = "get_kv_value"
-	res, err := p.onInstance(ctx, op, "inst_state", instance, "kv", key)
+	res, err := p.onInstance(ctx, op, luascripts.InstState, instance, "what", "kv", "key", key)
 	if err != nil {
 		return "", false, err
 	}
@@ -673,7 +718,7 @@ func mergedKV(store, delta []any) map[string]string {
 // GetKVAllValues implements provider.Provider.
 func (p *Provider) GetKVAllValues(ctx context.Context, instance string) (map[string]string, error) {
 	const op = "get_kv_all_values"
-	res, err := p.onInstance(ctx, op, "inst_state", instance, "kv", "")
+	res, err := p.onInstance(ctx, op, luascripts.InstState, instance, "what", "kv", "key", "")
 	if err != nil {
 		return nil, err
 	}
@@ -687,7 +732,7 @@ func (p *Provider) GetKVAllValues(ctx context.Context, instance string) (map[str
 // GetInstanceStats implements provider.Provider.
 func (p *Provider) GetInstanceStats(ctx context.Context, instance string) (*provider.SystemStats, error) {
 	const op = "get_instance_stats"
-	res, err := p.onInstance(ctx, op, "inst_state", instance, "stats")
+	res, err := p.onInstance(ctx, op, luascripts.InstState, instance, "what", "stats")
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/duroxide-go/dxredis"
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/google/uuid"
 )
@@ -29,32 +30,40 @@ const sessionCleanupBatch = 1000
 // activityRoute validates an ActivityExecute for the worker queue and returns its JSON and the
 // routing fields the scripts take as ARGV: instance, execution, activity id, session and tag (the
 // empty string for none). Empty session ids and tags are therefore refused.
-func (p *Provider) activityRoute(op string, item provider.WorkItem) ([]any, error) {
+func (p *Provider) activityRoute(op string, item provider.WorkItem) (route, error) {
 	js, err := p.encodeItem(op, item, true)
 	if err != nil {
-		return nil, err
+		return route{}, err
 	}
 	a := item.Kind.(provider.ActivityExecute)
 	if a.SessionID != nil && *a.SessionID == "" {
-		return nil, invalid(op, "ActivityExecute %s/%d has an empty session_id (omit it instead)", a.Instance, a.ID)
+		return route{}, invalid(op, "ActivityExecute %s/%d has an empty session_id (omit it instead)", a.Instance, a.ID)
 	}
 	if a.Tag != nil && *a.Tag == "" {
-		return nil, invalid(op, "ActivityExecute %s/%d has an empty tag (omit it instead)", a.Instance, a.ID)
+		return route{}, invalid(op, "ActivityExecute %s/%d has an empty tag (omit it instead)", a.Instance, a.ID)
 	}
-	return []any{js, a.Instance, strconv.FormatUint(a.ExecutionID, 10), strconv.FormatUint(a.ID, 10),
+	return route{js, a.Instance, strconv.FormatUint(a.ExecutionID, 10), strconv.FormatUint(a.ID, 10),
 		deref(a.SessionID), deref(a.Tag)}, nil
 }
+
+// route is an ActivityExecute as work_enqueue and orch_ack's worker items take it.
+type route struct{ json, instance, execution, activity, session, tag string }
 
 // EnqueueForWorker implements provider.Provider: the ActivityExecute is visible at once and wakes a
 // waiting fetcher. Any other variant, an empty instance, an empty session id or tag, or an item
 // larger than MaxPayloadBytes is ErrInvalidInput, with nothing written.
 func (p *Provider) EnqueueForWorker(ctx context.Context, item provider.WorkItem) error {
 	const op = "enqueue_for_worker"
-	args, err := p.activityRoute(op, item)
+	r, err := p.activityRoute(op, item)
 	if err != nil {
 		return err
 	}
-	_, err = p.runOnce(ctx, op, "work_enqueue", workerPartition, args...)
+	args, err := argsOf(op, luascripts.WorkEnqueue, "item", r.json, "instance", r.instance, "execution", r.execution,
+		"activity", r.activity, "session", r.session, "tag", r.tag)
+	if err != nil {
+		return err
+	}
+	_, err = p.runOnce(ctx, op, luascripts.WorkEnqueue.Op, workerPartition, args...)
 	return err
 }
 
@@ -84,7 +93,8 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 	// announce: idle fetches may skip their script (see poll).
 	var locked *provider.LockedWorkItem
 	err = p.poll(ctx, op, wakeKeys, pollTimeout, rescan, true, func() (bool, int64, int64, error) {
-		res, err := p.run(ctx, op, "work_fetch", workerPartition, append([]any{uuid.NewString()}, args...)...)
+		args[workFetchToken] = uuid.NewString() // each try locks under a nonce of its own
+		res, err := p.run(ctx, op, luascripts.WorkFetch.Op, workerPartition, args...)
 		if err != nil {
 			return false, 0, 0, err
 		}
@@ -93,8 +103,9 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 	return locked, err
 }
 
-// workFetchArgs checks a worker fetch's arguments and returns work_fetch's ARGV after the nonce,
-// the wake lists the fetch blocks on and its rescan period; skip is true for TagFilterNone.
+// workFetchArgs checks a worker fetch's arguments and returns work_fetch's ARGV after the prefix
+// (with a new lock nonce), the wake lists the fetch blocks on and its rescan period; skip is true
+// for TagFilterNone.
 func (p *Provider) workFetchArgs(op string, lockTimeout, pollTimeout time.Duration, session *provider.SessionFetchConfig, tags provider.TagFilter) (args []any, wakeKeys []string, rescan time.Duration, skip bool, err error) {
 	if err := tags.Validate(); err != nil {
 		return nil, nil, 0, false, invalid(op, "%v", err)
@@ -142,16 +153,23 @@ func (p *Provider) workFetchArgs(op string, lockTimeout, pollTimeout time.Durati
 		}
 	}
 	rescan = rescanPeriod(lockTimeout, sessionLock)
-	args = []any{ms(lockTimeout), owner, ms(sessionLock), ms(waitRegistration(pollTimeout, rescan))}
+	e := luascripts.WorkFetch.Encoder(7 + len(tks))
+	e.Set("token", uuid.NewString())
+	e.Set("lock_ms", ms(lockTimeout))
+	e.Set("owner", owner)
+	e.Set("slock_ms", ms(sessionLock))
+	e.Set("wait_ms", ms(waitRegistration(pollTimeout, rescan)))
 	if tags.Mode() == provider.TagModeAny {
-		args = append(args, "*")
+		e.Set("any", "*")
 	} else {
-		args = append(args, "")
+		e.Set("any", "")
+		e.Section("tks")
 		for _, tk := range tks {
-			args = append(args, tk)
+			e.Entry(tk)
 		}
 	}
-	return args, wakeKeys, rescan, false, nil
+	args, err = encoded(op, e)
+	return args, wakeKeys, rescan, false, err
 }
 
 // workFetchReply reads work_fetch's reply: a locked item (into *locked), or when work is next due.
@@ -194,7 +212,11 @@ func (p *Provider) AckWorkItemAndFetch(ctx context.Context, lockToken string, co
 	if skip {
 		return nil, p.AckWorkItem(ctx, lockToken, completion)
 	}
-	res, err := p.runOnce(ctx, op, "work_ack_fetch", workerPartition, ackFetchArgs(args, fargs)...)
+	all, err := composed(op, luascripts.WorkAckFetch, args, fargs)
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.runOnce(ctx, op, luascripts.WorkAckFetch.Op, workerPartition, all...)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +244,7 @@ func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion
 	if err != nil {
 		return err
 	}
-	_, err = p.runOnce(ctx, op, "work_ack", workerPartition, args...)
+	_, err = p.runOnce(ctx, op, luascripts.WorkAck.Op, workerPartition, args...)
 	return err
 }
 
@@ -231,20 +253,19 @@ func (p *Provider) workAckArgs(op, lockToken string, completion *provider.WorkIt
 	if err := checkToken(op, lockToken); err != nil {
 		return nil, err
 	}
-	args := []any{lockToken, "0", "", ""}
-	if completion != nil {
-		switch completion.Kind.(type) {
-		case provider.ActivityCompleted, provider.ActivityFailed:
-		default:
-			return nil, invalid(op, "completion must be ActivityCompleted or ActivityFailed, got %q", completion.Variant())
-		}
-		js, err := p.encodeItem(op, *completion, false)
-		if err != nil {
-			return nil, err
-		}
-		args = []any{lockToken, "1", completion.TargetInstance(), js}
+	if completion == nil {
+		return argsOf(op, luascripts.WorkAck, "token", lockToken, "completed", "0", "target", "", "completion", "")
 	}
-	return args, nil
+	switch completion.Kind.(type) {
+	case provider.ActivityCompleted, provider.ActivityFailed:
+	default:
+		return nil, invalid(op, "completion must be ActivityCompleted or ActivityFailed, got %q", completion.Variant())
+	}
+	js, err := p.encodeItem(op, *completion, false)
+	if err != nil {
+		return nil, err
+	}
+	return argsOf(op, luascripts.WorkAck, "token", lockToken, "completed", "1", "target", completion.TargetInstance(), "completion", js)
 }
 
 // RenewWorkItemLock implements provider.Provider: locked_until = now + extendFor, for a held and
@@ -258,7 +279,11 @@ func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, exte
 	if err := checkDuration(op, "extend_for", extendFor); err != nil {
 		return err
 	}
-	_, err := p.run(ctx, op, "work_renew", workerPartition, lockToken, ms(extendFor))
+	args, err := argsOf(op, luascripts.WorkRenew, "token", lockToken, "ext", ms(extendFor))
+	if err != nil {
+		return err
+	}
+	_, err = p.run(ctx, op, luascripts.WorkRenew.Op, workerPartition, args...)
 	return err
 }
 
@@ -274,7 +299,11 @@ func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay 
 	if err := checkDuration(op, "delay", delay); err != nil {
 		return err
 	}
-	_, err := p.runOnce(ctx, op, "work_abandon", workerPartition, lockToken, ms(delay), boolArg(ignoreAttempt))
+	args, err := argsOf(op, luascripts.WorkAbandon, "token", lockToken, "delay", ms(delay), "ignore", boolArg(ignoreAttempt))
+	if err != nil {
+		return err
+	}
+	_, err = p.runOnce(ctx, op, luascripts.WorkAbandon.Op, workerPartition, args...)
 	return err
 }
 
@@ -296,12 +325,18 @@ func (p *Provider) RenewSessionLock(ctx context.Context, ownerIDs []string, exte
 	if len(owners) == 0 {
 		return 0, nil
 	}
-	args := make([]any, 0, 2+len(owners))
-	args = append(args, ms(extendFor), ms(idleTimeout))
+	e := luascripts.SessionRenew.Encoder(2 + len(owners))
+	e.Set("ext", ms(extendFor))
+	e.Set("idle", ms(idleTimeout))
+	e.Section("owners")
 	for _, o := range owners {
-		args = append(args, o)
+		e.Entry(o)
 	}
-	res, err := p.run(ctx, op, "work_session_renew", workerPartition, args...)
+	args, err := encoded(op, e)
+	if err != nil {
+		return 0, err
+	}
+	res, err := p.run(ctx, op, luascripts.SessionRenew.Op, workerPartition, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -313,7 +348,11 @@ func (p *Provider) RenewSessionLock(ctx context.Context, ownerIDs []string, exte
 // idleTimeout is not used (as in duroxide's providers): an expired session is already claimable.
 func (p *Provider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error) {
 	const op = "cleanup_orphaned_sessions"
-	res, err := p.run(ctx, op, "work_session_cleanup", workerPartition, strconv.Itoa(sessionCleanupBatch))
+	args, err := argsOf(op, luascripts.SessionCleanup, "limit", strconv.Itoa(sessionCleanupBatch))
+	if err != nil {
+		return 0, err
+	}
+	res, err := p.run(ctx, op, luascripts.SessionCleanup.Op, workerPartition, args...)
 	if err != nil {
 		return 0, err
 	}

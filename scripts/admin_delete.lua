@@ -7,17 +7,22 @@
 -- with DX_INVALID_TOKEN, so it cannot recreate it; deleting the worker entries makes stale worker
 -- tokens fail too.
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] retention ms (taken out first: what follows is numbered without it), [2] mode, [3] force '1'|'0' ('atomic'), [4] completed_before ms ('0' = none),
---   [5] most roots to delete (bulk modes), then by mode:
---   'atomic' [6..] distinct instance ids: all or nothing. Refuses when one is Running and force is
---            '0', or when an existing child of one of them is not in the set (it would be orphaned).
---   'roots'  [6..] candidate ids (bulk delete by ids): each that is an existing root whose current
---            status is terminal (Completed, Failed, ContinuedAsNew), completed before [4] when set,
---            and whose tree holds no Running instance is deleted with its whole tree.
---   'scan'   [6] status index to walk, [7] cursor score ('' = start), [8] cursor id, [9] page size:
---            the same rule over one page of idx:status:<[6]> (lowest score first; with [4] set,
---            the walk stops at the first entry scored at or after [4]; exact when no score is
---            above its instance's completion time, see DeleteInstanceBulk).
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   retention: retention ms (lib.lua's tree_settle_changed)
+--   mode: 'atomic' | 'roots' | 'scan' (below)
+--   force: '1'|'0' ('atomic')
+--   before: completed_before ms ('0' = none)
+--   limit: most roots to delete (bulk modes)
+--   list[v]...: by mode, to the end:
+--     'atomic' distinct instance ids: all or nothing. Refuses when one is Running and force is
+--              '0', or when an existing child of one of them is not in the set (it would be orphaned).
+--     'roots'  candidate ids (bulk delete by ids): each that is an existing root whose current
+--              status is terminal (Completed, Failed, ContinuedAsNew), completed before `before`
+--              when set, and whose tree holds no Running instance is deleted with its whole tree.
+--     'scan'   status index to walk, cursor score ('' = start), cursor id, page size: the same
+--              rule over one page of idx:status:<status> (lowest score first; with `before` set,
+--              the walk stops at the first entry scored at or after it; exact when no score is
+--              above its instance's completion time, see DeleteInstanceBulk).
 -- Reply: {instances, executions, events, queue messages (orchestrator + worker), roots deleted,
 --   next cursor score or '' (scan: '' when the index is exhausted), next cursor id}.
 --   Only ids that existed (instance hash or executions) count as instances.
@@ -25,9 +30,6 @@
 --   DX_INVALID a child would be orphaned.
 -- Cost: O(ids + their children + executions + messages + worker entries deleted); 'scan' adds
 --   O(log N + page). Each DEL of a history is O(its events).
--- ARGV[2] is the retention ms (lib.lua's tree_settle_changed); the layout above follows it.
-local retention = tonumber(table.remove(ARGV, 2))
-local mode, force, before, limit = ARGV[2], ARGV[3] == '1', tonumber(ARGV[4]), tonumber(ARGV[5])
 
 local known = inst_known
 
@@ -73,9 +75,9 @@ local res = { 0, 0, 0, 0, 0, '', '' }
 
 if mode == 'atomic' then
   local ids, in_set = {}, {}
-  for i = 6, #ARGV do
-    ids[#ids + 1] = ARGV[i]
-    in_set[ARGV[i]] = true
+  for _, id in ipairs(list) do
+    ids[#ids + 1] = id
+    in_set[id] = true
   end
   -- Check everything, then write.
   if not force then
@@ -132,16 +134,16 @@ local function try_root(id)
 end
 
 if mode == 'roots' then
-  for i = 6, #ARGV do
+  for _, id in ipairs(list) do
     if res[5] >= limit then break end
-    try_root(ARGV[i])
+    try_root(id)
   end
   return res
 end
 
 if mode ~= 'scan' then return fail('INVALID', 'unknown delete mode ' .. tostring(mode)) end
 
-local key, cscore, cmember, page = k_idx_status(ARGV[6]), ARGV[7], ARGV[8], tonumber(ARGV[9])
+local key, cscore, cmember, page = k_idx_status(list[1]), list[2], list[3], tonumber(list[4])
 
 local start = 0
 if cscore ~= '' then start = zrank_after(key, cscore, cmember) end

@@ -3,20 +3,22 @@
 -- one atomic step: what it reports was true at one instant, so a live system's moving parts never
 -- show as a violation. redisprovider's Fsck pages over the namespace and calls it per batch.
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] mode, then by mode:
---   'inst'   [3..] instance ids
---   'item'   [3..] worker item sequence numbers
---   'keys'   [3] instance id, [4..] keys of it (orphaned keys: the instance has no record, no
---            messages, no lock, no executions; keys that still exist are reported)
---   'wready' [3] a worker ready set (wq:ready:<tk> or wq:sitems:<tk>:<sid>), [4..] its members
---   'global' [3] '1' when the namespace holds any key, [4..] pin keys whose ready set exists
---            (besides '-')
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   mode: what is checked (below)
+--   subject: by mode ('' for 'inst' and 'item')
+--   list[v]...: by mode, to the end
+-- Modes (subject; list):
+--   'inst'   -; instance ids
+--   'item'   -; worker item sequence numbers
+--   'keys'   instance id; keys of it (orphaned keys: the instance has no record, no messages, no
+--            lock, no executions; keys that still exist are reported)
+--   'wready' a worker ready set (wq:ready:<tk> or wq:sitems:<tk>:<sid>); its members
+--   'global' '1' when the namespace holds any key; pin keys whose ready set exists (besides '-')
 -- Reply: a flat list of violations, three entries each: code, subject (instance id, item seq or
 --   ''), detail (a sentence naming the keys involved).
 -- Errors: DX_INVALID unknown mode.
 -- Cost: O(subjects x (keys of a subject + its messages + its children)); 'wready' O(members);
 --   'global' O(pins).
-local mode = ARGV[2]
 local now = now_ms()
 local out = {}
 local function bad(code, subject, detail)
@@ -203,16 +205,16 @@ local function check_item(s)
 end
 
 if mode == 'inst' then
-  for i = 3, #ARGV do check_instance(ARGV[i]) end
+  for _, id in ipairs(list) do check_instance(id) end
 elseif mode == 'item' then
-  for i = 3, #ARGV do check_item(ARGV[i]) end
+  for _, s in ipairs(list) do check_item(s) end
 elseif mode == 'keys' then
-  local id = ARGV[3]
+  local id = subject
   if redis.call('EXISTS', k_inst(id), k_msgs(id), k_lock(id), k_execs(id)) == 0 and
     not redis.call('ZSCORE', K_IDX_EXPIRY, id) and redis.call('SISMEMBER', K_IDX_REAP, id) == 0 then
     local left = {}
-    for i = 4, #ARGV do
-      if redis.call('EXISTS', ARGV[i]) == 1 then left[#left + 1] = ARGV[i] end
+    for _, k in ipairs(list) do
+      if redis.call('EXISTS', k) == 1 then left[#left + 1] = k end
     end
     if #left > 0 then
       bad('orphaned_keys', id, 'keys of an instance that has no record, messages, lock or execution set: ' ..
@@ -220,31 +222,31 @@ elseif mode == 'keys' then
     end
   end
 elseif mode == 'wready' then
-  for i = 4, #ARGV do
-    local ki = WQ.k_item(ARGV[i])
-    if redis.call('EXISTS', ki) == 0 and redis.call('ZSCORE', ARGV[3], ARGV[i]) then
-      bad('item_index_without_item', ARGV[i], ARGV[3] .. ' lists item ' .. ARGV[i] .. ' but ' .. ki ..
+  for _, s in ipairs(list) do
+    local ki = WQ.k_item(s)
+    if redis.call('EXISTS', ki) == 0 and redis.call('ZSCORE', subject, s) then
+      bad('item_index_without_item', s, subject .. ' lists item ' .. s .. ' but ' .. ki ..
         ' does not exist: a fetch would lock it')
     end
   end
 elseif mode == 'global' then
   local listed = {}
   for _, p in ipairs(redis.call('SMEMBERS', K_PINS)) do listed[p] = true end
-  for i = 4, #ARGV do
-    if ARGV[i] ~= '-' and not listed[ARGV[i]] and redis.call('ZCARD', k_ready(ARGV[i])) > 0 then
-      bad('pin_unlisted', '', k_ready(ARGV[i]) .. ' holds ready instances but ' .. K_PINS ..
-        ' does not list pin ' .. ARGV[i] .. ': no fetch looks there')
+  for _, pin in ipairs(list) do
+    if pin ~= '-' and not listed[pin] and redis.call('ZCARD', k_ready(pin)) > 0 then
+      bad('pin_unlisted', '', k_ready(pin) .. ' holds ready instances but ' .. K_PINS ..
+        ' does not list pin ' .. pin .. ': no fetch looks there')
     end
   end
   -- The format record (lib.lua, format_check): a namespace with data has it, and the keys a
   -- format-1 process touches first are hashes it cannot use.
-  local fmt = ARGV[3] == '1' and redis.call('HGET', K_META, 'format') or FORMAT
+  local fmt = subject == '1' and redis.call('HGET', K_META, 'format') or FORMAT
   if fmt ~= FORMAT then
     bad('format_record', '', K_META .. ' says format ' .. tostring(fmt) .. ', want ' .. FORMAT ..
       ': a format-1 process could write here (dxctl migrate writes the record)')
   end
   for _, k in ipairs(FORMAT1_KEYS) do
-    if ARGV[3] == '1' and redis.call('TYPE', P .. k)['ok'] ~= 'hash' then
+    if subject == '1' and redis.call('TYPE', P .. k)['ok'] ~= 'hash' then
       bad('format_record', '', P .. k .. ' is not the format-2 hash: a format-1 process would use it')
     end
   end

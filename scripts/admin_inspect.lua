@@ -1,7 +1,10 @@
 -- admin_inspect: read-only views of one instance for the management API.
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] what, [3] instance, [4] execution id (for 'exec').
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   what: 'info' | 'exec' | 'execs' | 'latest' | 'children' | 'parent'
+--   id: instance
+--   exec_id: optional, for 'exec': execution id
 -- An instance is known when it has an instance hash: created by an ack with name and version, or
 -- holding the record of an execution acked or appended without them (lib.lua, Executions).
 -- Reply by what:
@@ -15,7 +18,6 @@
 --   'parent'   {known 0/1, parent or false}
 -- Errors: none.
 -- Cost: O(1), except 'execs' O(executions) and 'children' O(children).
-local what, id = ARGV[2], ARGV[3]
 
 local function known() return inst_known(id) end
 
@@ -32,7 +34,7 @@ if what == 'info' then
   return { 1, has, i[8] or '', i[9] or '', exec or '0', i[3] or '', output or false,
     created or '0', updated or '0', i[10] or false, quoted }
 elseif what == 'exec' then
-  local e = ARGV[4]
+  local e = exec_id
   if not has_exec(id, e) then return { 0 } end
   local x = exec_record(id, e)
   local output, quoted = exec_output(id, e, x[4])

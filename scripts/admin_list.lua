@@ -2,8 +2,11 @@
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- (by its score, a time in ms), in index order, after a cursor.
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] status ('' = every instance), [3] cursor score ('' = from the start),
---   [4] cursor member (the last id of the previous page), [5] page size (>= 1).
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   status: '' = every instance
+--   cscore: cursor score ('' = from the start)
+--   cmember: cursor member (the last id of the previous page)
+--   limit: page size (>= 1)
 -- Reply: {next score or '', next member or '', id...}; next is '' when no id follows the page.
 --   The cursor is the (score, id) of the last id returned: a page resumes right after it in the
 --   index's (score, id) order, so ids added or removed meanwhile never make a page skip or repeat
@@ -12,7 +15,6 @@
 -- Errors: none.
 -- Cost: O(log N + page) when the cursor id is still indexed with its score; when it was removed,
 --   O(log N + page + ids sharing its score).
-local status, cscore, cmember, limit = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local key = K_IDX_INSTANCES
 if status ~= '' then key = k_idx_status(status) end
 

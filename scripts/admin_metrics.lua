@@ -3,11 +3,12 @@
 -- event totals are summed over one page of idx:instances per call, so that a large namespace is
 -- walked in many short scripts instead of one long one.
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] rank offset in idx:instances, [3] page size (0 = counts only).
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   off: rank offset in idx:instances
+--   n: page size (0 = counts only)
 -- Reply: {instances, running, completed, failed, instances examined, executions, events}.
 -- Errors: none.
 -- Cost: O(log N + page + executions of the page's instances) (HLEN and ZCARD are O(1)).
-local off, n = tonumber(ARGV[2]), tonumber(ARGV[3])
 local out = {
   redis.call('ZCARD', K_IDX_INSTANCES),
   redis.call('ZCARD', k_idx_status('Running')),

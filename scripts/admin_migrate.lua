@@ -3,7 +3,9 @@
 -- it again.
 -- format: any (it reads format 1, which every other write refuses)
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] step: 'begin', 'messages' (then instance ids) or 'finish'.
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   step: 'begin', 'messages', 'records' or 'finish'
+--   ids[id]...: 'messages' and 'records': instance ids, to the end
 -- 'begin' refuses (DX_BUSY) while a format-1 runtime holds a lock, owns a session or waits to
 --   fetch (a lock, session or wait registration scored in the future); otherwise it moves the
 --   enqueue sequence into the format record, marks the namespace as migrating (every write of
@@ -15,7 +17,7 @@
 --   message's visible time in a sorted set qz:<id> and its type code (absent for 'O') in t<s>;
 --   format 2 keeps both in t<s> ('<code><ms>', lib.lua, oq_messages). An instance without qz:<id>
 --   is converted already. Reply: instances converted.
--- 'records' (then instance ids) converts the instances' execution records to the one layout
+-- 'records' converts the instances' execution records to the one layout
 --   (lib.lua, Executions; lib_admin.lua, record_convert): the current execution's record into the
 --   instance hash, explicit fields where older releases left them out, no pin. Converted records
 --   are left as they are, so a batch may run again. It also runs on a format-2 namespace (written
@@ -24,7 +26,6 @@
 -- Reply: 1 done, 0 nothing to do (begun already / not migrating).
 -- Errors: DX_BUSY (begin: what is live), DX_FORMAT (the namespace is in a format other than 1 or 2).
 -- Cost: O(1) for begin and finish; messages O(their messages); records O(their executions).
-local step = ARGV[2]
 local now = now_ms()
 local m = redis.call('HMGET', K_META, 'format', 'migrating')
 if m[1] and m[1] ~= '1' and m[1] ~= FORMAT then
@@ -56,8 +57,7 @@ if step == 'begin' then
 elseif step == 'messages' then
   if not m[2] then return fail('INVALID', 'migrate: messages before begin') end
   local n = 0
-  for i = 3, #ARGV do
-    local id = ARGV[i]
+  for _, id in ipairs(ids) do
     local kz = P .. 'qz:' .. id
     local vis = redis.call('ZRANGE', kz, '0', '-1', 'WITHSCORES')
     if #vis > 0 then
@@ -76,7 +76,7 @@ elseif step == 'messages' then
 elseif step == 'records' then
   if not m[2] and m[1] ~= FORMAT then return fail('INVALID', 'migrate: records before begin') end
   local n = 0
-  for i = 3, #ARGV do n = n + record_convert(ARGV[i]) end
+  for _, id in ipairs(ids) do n = n + record_convert(id) end
   return n
 elseif step == 'finish' then
   if not m[2] then return 0 end

@@ -3,16 +3,18 @@
 -- execution (the highest id) and Running executions are never deleted; KV data is
 -- instance-scoped and never touched. Each instance is pruned atomically.
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] mode 'one' | 'bulk', [3] keep_last (0 and 1 both keep only the current
---   execution), [4] prune only executions completed before this ms ('0' = no such condition),
---   [5] bulk: select only instances whose current execution completed before this ms ('0' = all),
---   [6] bulk: most instances to process, [7..] instance ids ('one': exactly one).
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   mode: 'one' | 'bulk'
+--   keep: keep_last (0 and 1 both keep only the current execution)
+--   exec_before: prune only executions completed before this ms ('0' = no such condition)
+--   inst_before: bulk: select only instances whose current execution completed before this ms
+--     ('0' = all)
+--   limit: bulk: most instances to process
+--   ids[id]...: instance ids ('one': exactly one), to the end
 -- Reply: {instances processed, executions deleted, events deleted}. Bulk skips unknown ids and
 --   ids the filter excludes; they are not counted as processed.
 -- Errors (nothing written): DX_NOT_FOUND ('one') the instance does not exist.
 -- Cost: O(executions of the instances + events deleted).
-local mode, keep, exec_before = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local inst_before, limit = tonumber(ARGV[5]), tonumber(ARGV[6])
 if keep < 1 then keep = 1 end
 
 local known = inst_known
@@ -38,15 +40,14 @@ local function prune(id)
 end
 
 if mode == 'one' then
-  local id = ARGV[7]
+  local id = ids[1]
   if not known(id) then return fail('NOT_FOUND', 'instance ' .. id .. ' not found') end
   prune(id)
   return res
 end
 
-for i = 7, #ARGV do
+for _, id in ipairs(ids) do
   if res[1] >= limit then break end
-  local id = ARGV[i]
   local ok = known(id)
   if ok and inst_before > 0 then
     local _, rec = current_record(id)

@@ -4,17 +4,22 @@
 -- unlocked instances through oq:ready:<pin> (any visible message) or, when only delayed messages
 -- remain, oq:due; locked instances through oq:locked.
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] what, then (Reply after each '->'):
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   what: the view (below)
+--   pin: optional: 'ready': the pin; the other pages: unused ('')
+--   off: optional, pages: rank offset
+--   n: optional, pages: page size
+-- Views (the arguments they read; Reply after each '->'):
 --   'head'                 -> {now ms, {pin...}, due instances, locked instances,
 --                              {worker unlocked, worker locked, ms since which the oldest visible worker item waits, or -1,
 --                               {tag key, queued items, session-less ready items, ...}}}
---   'ready' [3] pin [4] rank offset [5] page size
---   'due'                  [3] unused [4] rank offset [5] page size
---   'locked'               [3] unused [4] rank offset [5] page size
---   'orphans'              [3] unused [4] rank offset [5] page size (parked orphans, lib.lua)
+--   'ready'                pin, off, n
+--   'due'                  off, n
+--   'locked'               off, n
+--   'orphans'              off, n (parked orphans, lib.lua)
 --       -> {entries examined, visible, delayed, locked messages, oldest visible_at ms or -1,
 --           expired locks, orphan messages}
---   'wlocked'/'wdue'       [3] unused [4] rank offset [5] page size (worker items of wq:locked / wq:due)
+--   'wlocked'/'wdue'       off, n (worker items of wq:locked / wq:due)
 --       -> {entries examined, {tag key, items, ...}}
 -- "visible"/"delayed" count unlocked messages (for a locked instance: those that arrived during
 -- the lock); "locked" counts the messages a held lock covers. Worker items are counted from the
@@ -22,7 +27,6 @@
 -- Errors: none.
 -- Cost: 'head' O(pins + worker tag keys); pages O(log N + page * log M) (M = messages of an
 --   instance); worker pages O(log N + page).
-local what = ARGV[2]
 local now = now_ms()
 
 -- Worker queue (keys_worker.go): wq:tags counts every queued item by tag key, wq:locked holds the
@@ -67,7 +71,7 @@ local function worker_tag_page(key, off, n)
   return { #ids, out }
 end
 if what == 'wlocked' or what == 'wdue' then
-  return worker_tag_page(what == 'wlocked' and WQ.K_LOCKED or WQ.K_DUE, tonumber(ARGV[4]), tonumber(ARGV[5]))
+  return worker_tag_page(what == 'wlocked' and WQ.K_LOCKED or WQ.K_DUE, off, n)
 end
 
 if what == 'head' then
@@ -76,7 +80,7 @@ end
 
 local key
 if what == 'ready' then
-  key = k_ready(ARGV[3])
+  key = k_ready(pin)
 elseif what == 'due' then
   key = K_DUE
 elseif what == 'orphans' then
@@ -84,7 +88,6 @@ elseif what == 'orphans' then
 else
   key = K_LOCKED
 end
-local off, n = tonumber(ARGV[4]), tonumber(ARGV[5])
 local ids = redis.call('ZRANGE', key, off, off + n - 1)
 local visible, delayed, locked, oldest, expired, orphaned = 0, 0, 0, -1, 0, 0
 

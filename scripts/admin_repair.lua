@@ -5,18 +5,21 @@
 -- its record, a lock's index from the lock, a message's type and time from its body); it never
 -- invents data: what it cannot tell from the keys it leaves, and says why.
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] retention ms (tree_settle_changed), [3] code, [4] subject (instance id,
---   worker item number, or '' for the namespace), then by code:
---   message_without_visibility [5..] triples: message seq, its type code (lib.lua, oq_messages),
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   retention: retention ms (tree_settle_changed)
+--   code: the fsck code
+--   subject: instance id, worker item number, or '' for the namespace
+--   list[v]...: by code (below), to the end
+-- Lists by code:
+--   message_without_visibility triples: message seq, its type code (lib.lua, oq_messages),
 --            visible_at ms ('0' visible now)
---   orphaned_keys [5..] keys of the instance (only keys of that instance's kinds are deleted)
---   pin_unlisted [5..] pin keys whose ready set exists
---   item_index_without_item [5..] worker ready sets (keys of other kinds are ignored)
+--   orphaned_keys keys of the instance (only keys of that instance's kinds are deleted)
+--   pin_unlisted pin keys whose ready set exists
+--   item_index_without_item worker ready sets (keys of other kinds are ignored)
 -- Reply: {outcome, detail}: outcome 'repaired' (detail says what was written), 'clean' (the
 --   violation no longer holds: nothing written) or 'left' (not repaired: detail says why).
 -- Errors: none (a code without a repair is 'left').
 -- Cost: O(the subject's keys + its messages + its children), as admin_fsck; 'pin_unlisted' O(pins).
-local retention, code, subject = tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local now = now_ms()
 local function repaired(what) return { 'repaired', what } end
 local function clean() return { 'clean', 'the violation no longer holds' } end
@@ -150,8 +153,8 @@ end
 function R.message_without_visibility(id)
   local km = k_msgs(id)
   local added = {}
-  for i = 5, #ARGV - 2, 3 do
-    local s, code, at = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  for i = 1, #list - 2, 3 do
+    local s, code, at = list[i], list[i + 1], tonumber(list[i + 2])
     if redis.call('HEXISTS', km, 'm' .. s) == 1 and redis.call('HEXISTS', km, 't' .. s) == 0 then
       if at < now then at = now end
       redis.call('HSET', km, 't' .. s, code .. d(at))
@@ -184,8 +187,7 @@ end
 
 function R.pin_unlisted()
   local added = {}
-  for i = 5, #ARGV do
-    local p = ARGV[i]
+  for _, p in ipairs(list) do
     if p ~= '-' and redis.call('SISMEMBER', K_PINS, p) == 0 and redis.call('ZCARD', k_ready(p)) > 0 then
       redis.call('SADD', K_PINS, p)
       added[#added + 1] = p
@@ -295,8 +297,7 @@ function R.orphaned_keys(id)
   end
   local ok = { [k_cs(id)] = true, [k_kv(id)] = true, [k_kd(id)] = true, [k_children(id)] = true }
   local gone = {}
-  for i = 5, #ARGV do
-    local key = ARGV[i]
+  for _, key in ipairs(list) do
     local mine = ok[key]
     if not mine then
       for _, kind in ipairs({ 'x:', 'xo:', 'he:' }) do
@@ -420,8 +421,7 @@ function R.item_index_without_item(s)
   for _, k in ipairs({ WQ.K_LOCKED, WQ.K_DUE }) do
     if redis.call('ZREM', k, s) == 1 then dropped[#dropped + 1] = k end
   end
-  for i = 5, #ARGV do
-    local key = ARGV[i]
+  for _, key in ipairs(list) do
     local tk = string.match(key, '^' .. P:gsub('%p', '%%%0') .. 'wq:ready:(.+)$')
     local rest = string.match(key, '^' .. P:gsub('%p', '%%%0') .. 'wq:sitems:(.+)$')
     local sid

@@ -2,19 +2,19 @@
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- and the current execution's history size.
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] instance, [3] what: 'cs' | 'kv' (then [4] key, or '' for all) | 'stats' |
---   'hold'.
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   id: instance
+--   what: 'cs' | 'kv' | 'stats' | 'hold'
+--   key: optional, for 'kv': the key, or '' for all
 -- Reply: cs: {version, value, cleared}; kv: {store pairs, delta pairs} (one key: {store value,
 --   delta value}); stats: {exists, event count, history, store pairs, delta pairs}; hold: the
 --   hold note '<ms> <reason>' (orch_abandon) or ''.
 -- Errors: none. Cost: O(KV keys) for kv, O(KV keys + history bytes) for stats, O(1) otherwise.
-local id, what = ARGV[2], ARGV[3]
 if what == 'cs' then
   return redis.call('HMGET', k_cs(id), 'v', 's', 'n')
 elseif what == 'hold' then
   return redis.call('HGET', k_msgs(id), 'h') or ''
 elseif what == 'kv' then
-  local key = ARGV[4]
   if key ~= '' then return { redis.call('HGET', k_kv(id), key), redis.call('HGET', k_kd(id), key) } end
   return { redis.call('HGETALL', k_kv(id)), redis.call('HGETALL', k_kd(id)) }
 end

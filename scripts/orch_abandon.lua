@@ -1,13 +1,16 @@
 -- orch_abandon: release an instance lock without committing.
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] lock token, [3] delay ms (0 = visible at once), [4] '1' = ignore attempt,
---   [5] optional: why the runtime holds the instance (a hold: HoldOrchestrationItem), kept in the
---   message hash's field h as '<ms> <reason>' until an ack consumes the messages (which deletes it).
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   token: lock token
+--   delay: delay ms (0 = visible at once)
+--   ignore: '1' = ignore attempt
+--   reason: optional: why the runtime holds the instance (a hold: HoldOrchestrationItem), kept in
+--     the message hash's field h as '<ms> <reason>' until an ack consumes the messages (which
+--     deletes it)
 -- Only the messages this token locked are delayed / counted (duroxide 0.1.31); messages that
 -- arrived during the lock are untouched. An expired but unreclaimed lock may still be abandoned.
 -- Reply: 1. Errors: DX_INVALID_TOKEN unknown or superseded token.
 -- Cost: O(locked messages).
-local token, delay, ignore = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
 local now = now_ms()
 local id, lk = oq_held(token, now, false)
 if not id then return lk end
@@ -25,7 +28,7 @@ if delay > 0 then
   end
   call_chunked('HSET', k_msgs(id), f)
 end
-if ARGV[5] then redis.call('HSET', k_msgs(id), 'h', now_s() .. ' ' .. ARGV[5]) end
+if reason then redis.call('HSET', k_msgs(id), 'h', now_s() .. ' ' .. reason) end
 local pin = oq_unlock(id, now)
 if pin then wake_orch(pin, 1) end
 return 1

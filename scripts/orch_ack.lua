@@ -1,16 +1,28 @@
 -- orch_ack: commit one orchestration turn atomically and release the instance lock.
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] lock token, [3] execution id, [4] status ('' = unchanged),
---   [5] '1' when output is given, [6] output, [7] where the output is in the appended history:
---   '<byte offset> <length>' of it as a JSON string ('' = not there), [8] orchestration name,
---   [9] version, [10] parent id, [11] pinned version ('' = none), [12] its sortable pin key,
---   [13] custom status op ('' none, 's' set, 'c' clear), [14] custom status value, [15] '1' when
---   status is terminal, [16] retention ms (0 = keep forever), then sections, each a count
---   followed by its entries:
---   history (event_id, json), kv ops (op 's'|'c'|'C', key, "<ms>|<value>"),
---   worker items (json, instance, execution, activity id, session, tag),
---   cancelled activities (instance, execution, activity id),
---   orchestrator items (target instance, json, type code, visible_at ms or 0).
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   token: lock token
+--   exec: execution id
+--   status: '' = unchanged
+--   has_output: '1' when output is given
+--   output: the output
+--   out_at: where the output is in the appended history: '<byte offset> <length>' of it as a
+--     JSON string ('' = not there)
+--   name: orchestration name
+--   ver: version
+--   parent: parent id
+--   pin: pinned version ('' = none)
+--   pink: its sortable pin key
+--   cs_op: custom status op ('' none, 's' set, 'c' clear)
+--   cs_val: custom status value
+--   terminal: '1' when status is terminal
+--   retention: retention ms (0 = keep forever)
+--   hist[event_id, json]: history (each section: a count, then its entries)
+--   kvops[op, key, value]: kv ops (op 's'|'c'|'C', key, "<ms>|<value>")
+--   witems[json, instance, execution, activity, session, tag]: worker items
+--   cancels[instance, execution, activity]: cancelled activities
+--   oitems[target, json, code, visible_at]: orchestrator items (target instance, json, type
+--     code, visible_at ms or 0)
 -- Reply: 1.
 -- Errors (nothing written): DX_INVALID_TOKEN unknown/expired token (also after a delete under
 --   the lock, or when the instance existed at fetch and its retention TTL lapsed since), DX_DUPLICATE event id already stored or repeated in the delta.
@@ -18,30 +30,10 @@
 -- Instance hash fields (i:<id>): name, ver, created, updated (ms), parent, open (children not
 --   settled, retention), tag (current execution's tag, see orch_fetch), kv ('1' once KV was
 --   written), and the current execution's record, always (one layout: lib.lua, Executions).
-local token, exec = ARGV[2], ARGV[3]
-local status, has_output, output, out_at = ARGV[4], ARGV[5] == '1', ARGV[6], ARGV[7]
-local name, ver, parent, pin, pink = ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12]
-local cs_op, cs_val, terminal, retention = ARGV[13], ARGV[14], ARGV[15] == '1', tonumber(ARGV[16])
 local now, nows = now_ms(), now_s()
 
 local id, lk = oq_held(token, now, true)
 if not id then return lk end
-
--- Parse sections.
-local pos = 17
-local function section(width)
-  local n = tonumber(ARGV[pos]); pos = pos + 1
-  local out = {}
-  for i = 1, n do
-    local e = {}
-    for j = 1, width do e[j] = ARGV[pos + j - 1] end
-    out[i] = e
-    pos = pos + width
-  end
-  return out
-end
-local hist, kvops = section(2), section(3)
-local witems, cancels, oitems = section(6), section(3), section(4)
 
 -- The instance record, read once (fields: lib.lua, Executions).
 local ikey = k_inst(id)

@@ -1,11 +1,11 @@
 -- orch_append: append events to an execution's history outside a turn (tests and tools).
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] instance, [3] execution, then pairs (event_id, json).
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   id: instance
+--   exec: execution
+--   hist[event_id, json]...: the events, to the end
 -- Reply: 1. Errors (nothing written): DX_DUPLICATE event id exists or repeats.
 -- Cost: O(events appended).
-local id, exec = ARGV[2], ARGV[3]
-local hist = {}
-for i = 4, #ARGV, 2 do hist[#hist + 1] = { ARGV[i], ARGV[i + 1] } end
 -- The execution's record (lib.lua, Executions) says whether its ids are dense: the instance
 -- hash's when the execution is current, else x:<e>:<id>. An instance without an execution gets
 -- this one as its current execution (a record without name or status: no ack started it); an

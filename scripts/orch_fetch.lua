@@ -1,11 +1,14 @@
 -- orch_fetch: lock the instance owning the oldest visible orchestrator message and return its turn.
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, ARGV[2] lock token nonce (36 characters; the token is '<nonce>.<instance>'),
---      ARGV[3] lock ms, ARGV[4] filter: '0' none, '1' ranges follow; ARGV[5] range count n, then n
---      pairs lo, hi (sortable pin keys, inclusive); then the ms for which the caller may wait after
---      an empty fetch (its filter stays registered for wake-ups that long; 0: not registered);
---      then '1' for a lite fetch (no history, no KV) or '0'. A batch that begins an execution gets
---      the first 12 hex digits of the nonce as its execution tag (exec_tag).
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   token: lock token nonce (36 characters; the token is '<nonce>.<instance>'); a batch that
+--     begins an execution gets its first 12 hex digits as its execution tag (exec_tag)
+--   lock_ms: lock ms
+--   filtered: '1' when the ranges filter, '0' no filter
+--   ranges[lo, hi]: the filter's ranges (sortable pin keys, inclusive; a count, then the pairs)
+--   wait_ms: the ms for which the caller may wait after an empty fetch (its filter stays
+--     registered for wake-ups that long; 0: not registered)
+--   lite: '1' for a lite fetch (no history, no KV) or '0'
 -- Reply: when nothing is eligible {'', next_ms, now_ms}: next_ms is when delayed work, a held lock
 --   or a chore (expiry sweeps, reaping) next comes due, possibly earlier (-1 when never; now when
 --   chores are left over); otherwise {token, instance, attempt, exec or '', instance
@@ -19,17 +22,9 @@
 --   retained instances and orphans, <= 100 each); an empty fetch also registers its filter
 --   (O(log N)). Independent of queue length and of instances the filter excludes (ready instances
 --   are indexed by pin).
-local token, lock_ms = ARGV[2], tonumber(ARGV[3])
-local filtered = ARGV[4] == '1'
-local ranges, bounds = {}, {}
-local nranges = filtered and tonumber(ARGV[5]) or 0
-for i = 0, nranges - 1 do
-  ranges[#ranges + 1] = { ARGV[6 + 2 * i], ARGV[7 + 2 * i] }
-  bounds[#bounds + 1], bounds[#bounds + 2] = ARGV[6 + 2 * i], ARGV[7 + 2 * i]
-end
-local wait_ms = tonumber(ARGV[6 + 2 * nranges])
+local bounds = {}
+for i, r in ipairs(ranges) do bounds[2 * i - 1], bounds[2 * i] = r[1], r[2] end
 local LITE_WHOLE = 2048 -- history bytes a lite fetch sends anyway
-local lite = ARGV[7 + 2 * nranges] == '1'
 local now = now_ms()
 
 -- Housekeeping, only once the gate oq:next (lib.lua, oq_note) is due.

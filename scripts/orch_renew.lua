@@ -1,9 +1,10 @@
 -- orch_renew: extend a held, unexpired instance lock to now + extend.
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] lock token, [3] extend ms.
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   token: lock token
+--   extend: extend ms
 -- Reply: 1. Errors: DX_INVALID_TOKEN unknown, superseded or expired token.
 -- Cost: O(log N).
-local token, extend = ARGV[2], tonumber(ARGV[3])
 local now = now_ms()
 local id, err = oq_held(token, now, true)
 if not id then return err end

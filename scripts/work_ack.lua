@@ -1,21 +1,23 @@
 -- work_ack: delete a locked worker item and, with a completion, enqueue it to the orchestrator
 -- queue of its target instance, atomically.
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, ARGV[2] lock token, ARGV[3] '1' with a completion / '0' without,
---      ARGV[4] completion's target instance, ARGV[5] completion JSON (ActivityCompleted/ActivityFailed).
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   token: lock token
+--   completed: '1' with a completion / '0' without
+--   target: the completion's target instance
+--   completion: completion JSON (ActivityCompleted/ActivityFailed)
 -- Reply: 1.
 -- Effects: refreshes the item's session last_activity while the session lock is valid (session
 --   ownership does not gate the ack); wakes an orchestration fetcher when the completion is visible.
 -- Errors: DX_INVALID_TOKEN when the token is unknown (acked, abandoned, reclaimed, cancelled) or its
 --   lock expired; nothing is written then and the item stays queued.
 -- Cost: O(log N) + O(items of the same activity) for the instance index.
-local token = ARGV[2]
 local now = now_ms()
 local s, it = WQ.held(token, now)
 if not s then return it end
 -- Checks done; writes follow.
-if ARGV[3] == '1' then
-  local pin = oq_enqueue(ARGV[4], ARGV[5], 'O', now, now)
+if completed then
+  local pin = oq_enqueue(target, completion, 'O', now, now)
   if pin then wake_orch(pin, 1) end
 end
 WQ.touch_session(it[3], now)

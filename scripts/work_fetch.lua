@@ -1,10 +1,14 @@
 -- work_fetch: lock the oldest visible worker item the caller may take, for the lock timeout.
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, ARGV[2] lock token nonce (36 characters; the token is '<nonce>.<s>'), ARGV[3] lock ms, ARGV[4] session owner ('' = no session
---      config: session-bound items are never returned), ARGV[5] session lock ms, ARGV[6] the ms
---      for which the caller may wait after an empty fetch (its wake lists stay registered that
---      long, see WQ.register_waiter), ARGV[7] '*' for every tag key in use (TagFilter Any) or ''
---      for the list that follows, ARGV[8..] tag keys ('-' untagged, '<len>:<tag>').
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   token: lock token nonce (36 characters; the token is '<nonce>.<s>')
+--   lock_ms: lock ms
+--   owner: session owner ('' = no session config: session-bound items are never returned)
+--   slock_ms: session lock ms
+--   wait_ms: the ms for which the caller may wait after an empty fetch (its wake lists stay
+--     registered that long, see WQ.register_waiter)
+--   any: '*' for every tag key in use (TagFilter Any) or '' for the list that follows
+--   tks[tag_key]...: tag keys ('-' untagged, '<len>:<tag>'), to the end
 -- Reply: {1, attempt, item JSON, lock token} when an item was locked (attempt counts this delivery), else
 --   {0, now ms, next ms}: next is when delayed work, an item lock or (with an owner) a session lock
 --   next comes due, -1 when nothing is pending.
@@ -18,13 +22,7 @@
 --   each) + tag keys of the claimed session) x O(log N); TagFilter Any adds HKEYS of wq:tags. Independent of how many items the tag
 --   filter or the session rules exclude: session items never sit in the plain ready sets, and
 --   sessions held by other owners never sit in the free or this owner's indexes.
-local token, lock_ms, owner, slock_ms, wait_ms = ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
-local tks = {}
-if ARGV[7] == '*' then
-  tks = redis.call('HKEYS', WQ.K_TAGS)
-else
-  for i = 8, #ARGV do tks[#tks + 1] = ARGV[i] end
-end
+if any == '*' then tks = redis.call('HKEYS', WQ.K_TAGS) end
 local now = now_ms()
 WQ.maintain(now)
 
@@ -76,7 +74,7 @@ end
 if not found then
   -- The caller may now wait: register its wake lists, in this same script, so that every wake-up
   -- for work it may take reaches them from now on.
-  if wait_ms > 0 then WQ.register_waiter(ARGV[7] == '*' and { '*' } or tks, owner, wait_ms) end
+  if wait_ms > 0 then WQ.register_waiter(any == '*' and { '*' } or tks, owner, wait_ms) end
   return { 0, now, WQ.next_due(owner ~= '') }
 end
 local r = WQ.lock(found, token, now + lock_ms)

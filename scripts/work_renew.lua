@@ -1,12 +1,13 @@
 -- work_renew: extend a held, unexpired worker item lock to now + extend.
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, ARGV[2] lock token, ARGV[3] extend ms.
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   token: lock token
+--   ext: extend ms
 -- Reply: 1.
 -- Effects: refreshes the item's session last_activity while the session lock is valid.
 -- Errors: DX_INVALID_TOKEN when the token is unknown (acked, abandoned, reclaimed, cancelled) or
 --   its lock expired; nothing is written then.
 -- Cost: O(log N).
-local token, ext = ARGV[2], tonumber(ARGV[3])
 local now = now_ms()
 local s, it = WQ.held(token, now)
 if not s then return it end

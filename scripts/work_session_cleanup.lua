@@ -1,12 +1,12 @@
 -- work_session_cleanup: delete expired sessions (locked_until <= now) that have no queued items.
 -- flags: allow-oom (only frees memory, so it runs when Redis is out of memory)
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, ARGV[2] most sessions to delete in this call.
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
+--   limit: most sessions to delete in this call
 -- Reply: the number of sessions deleted.
 -- Errors: none.
 -- Cost: O(sessions deleted) x O(log N): only item-less sessions are indexed in wq:sidle, so
 --   sessions that still have items are never scanned.
-local limit = tonumber(ARGV[2])
 local now = now_ms()
 local n = 0
 for _, sid in ipairs(redis.call('ZRANGEBYSCORE', WQ.K_SIDLE, '-inf', now, 'LIMIT', 0, limit)) do

@@ -2,7 +2,9 @@
 // package embeds the sources, builds them (its scripts.go: the EVAL forms, the Functions library)
 // and registers them here at init, so that the root package's API keeps only what users call.
 // Every package that imports this one imports the root package too (redisprovider), so the
-// operations are registered before any use.
+// operations are registered before any use. Each operation's arguments are declared here too
+// (args.go, schema.go), once, for the Lua unpacking the root package builds and for the Go call
+// sites that encode them.
 package luascripts
 
 import (
