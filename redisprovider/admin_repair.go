@@ -92,7 +92,7 @@ func (p *Provider) repairOne(ctx context.Context, f *fsck, v FsckViolation) (Rep
 		for _, pin := range f.pins {
 			args = append(args, pin)
 		}
-	case "item_index_without_item":
+	case "item_index_without_item", "item_placement":
 		for _, set := range f.workReadySets() {
 			args = append(args, set)
 		}

@@ -116,6 +116,13 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 	if converted > 0 {
 		rep.Steps = append(rep.Steps, fmt.Sprintf("messages of %d instances", converted))
 	}
+	items, err := p.migrateItems(ctx, step)
+	if err != nil {
+		return nil, err
+	}
+	if items > 0 {
+		rep.Steps = append(rep.Steps, fmt.Sprintf("%d worker items", items))
+	}
 	if n, err := step("finish"); err != nil {
 		return nil, err
 	} else if n == 1 {
@@ -131,6 +138,18 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 // migrateMessages converts every instance's format-1 message visibility set (qz:<id>), in
 // batches (admin_migrate 'messages'); a batch that ran is not converted twice.
 func (p *Provider) migrateMessages(ctx context.Context, step func(string, ...any) (int64, error)) (int, error) {
+	return p.migrateBatches(ctx, step, "messages", "qz:", func(string) bool { return true })
+}
+
+// migrateItems converts every format-1 worker item (wq:m:<number>; format 2's ids start with a
+// letter) to format 2's schedules, in batches (admin_migrate 'items').
+func (p *Provider) migrateItems(ctx context.Context, step func(string, ...any) (int64, error)) (int, error) {
+	return p.migrateBatches(ctx, step, "items", "wq:m:", func(n string) bool { return n != "" && strings.Trim(n, "0123456789") == "" })
+}
+
+// migrateBatches runs admin_migrate's step on the suffixes (after kind) of the namespace's keys
+// of that kind that keep selects, 200 at a time, and returns the sum of its replies.
+func (p *Provider) migrateBatches(ctx context.Context, step func(string, ...any) (int64, error), name, kind string, keep func(string) bool) (int, error) {
 	prefix := p.keys.Prefix(0)
 	total := 0
 	var batch []any
@@ -138,15 +157,19 @@ func (p *Provider) migrateMessages(ctx context.Context, step func(string, ...any
 		if len(batch) == 0 {
 			return nil
 		}
-		n, err := step("messages", batch...)
+		n, err := step(name, batch...)
 		total += int(n)
 		batch = batch[:0]
 		return err
 	}
 	err := forEachPrimary(ctx, p.rdb, func(ctx context.Context, c redis.Cmdable) error {
-		iter := c.Scan(ctx, 0, globQuote(prefix)+"qz:*", 1000).Iterator()
+		iter := c.Scan(ctx, 0, globQuote(prefix+kind)+"*", 1000).Iterator()
 		for iter.Next(ctx) {
-			if batch = append(batch, strings.TrimPrefix(iter.Val(), prefix+"qz:")); len(batch) == 200 {
+			s := strings.TrimPrefix(iter.Val(), prefix+kind)
+			if !keep(s) {
+				continue
+			}
+			if batch = append(batch, s); len(batch) == 200 {
 				if err := flush(); err != nil {
 					return err
 				}

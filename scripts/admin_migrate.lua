@@ -3,7 +3,8 @@
 -- it again.
 -- format: any (it reads format 1, which every other write refuses)
 -- KEYS[1] meta key (routing only)
--- ARGV[1] prefix, [2] step: 'begin', 'messages' (then instance ids) or 'finish'.
+-- ARGV[1] prefix, [2] step: 'begin', 'messages' (then instance ids), 'items' (then format-1 worker
+--   item numbers) or 'finish'.
 -- 'begin' refuses (DX_BUSY) while a format-1 runtime holds a lock, owns a session or waits to
 --   fetch (a lock, session or wait registration scored in the future); otherwise it moves the
 --   enqueue sequence into the format record, marks the namespace as migrating (every write of
@@ -15,10 +16,54 @@
 --   message's visible time in a sorted set qz:<id> and its type code (absent for 'O') in t<s>;
 --   format 2 keeps both in t<s> ('<code><ms>', lib.lua, oq_messages). An instance without qz:<id>
 --   is converted already. Reply: instances converted.
--- 'finish' writes the format record (format 2, one partition, its hash tag) and removes the mark.
+-- 'items' converts the given worker items to format 2's schedules (migrate_item below). Reply:
+--   items converted.
+-- 'finish' drops format 1's worker indexes (wq:ready:<tk>, wq:due, wq:locked, wq:tags), writes
+--   the format record (format 2, one partition, its hash tag) and removes the mark.
 -- Reply: 1 done, 0 nothing to do (begun already / not migrating).
 -- Errors: DX_BUSY (begin: what is live), DX_FORMAT (the namespace is in a format other than 1 or 2).
--- Cost: O(1) for begin and finish; messages O(their messages).
+-- Cost: O(1) for begin, finish O(worker tag keys); messages O(their messages); items O(log N) each.
+-- Worker item <n> of format 1 (wq:m:<n>, indexed by its number in wq:ready:<tk>, wq:due,
+-- wq:locked or its session group) becomes item WQ.id(n) in format 2's places (keys_worker.go):
+-- a session-less item in its tag key's schedule at its lock's expiry (locked, expired or not:
+-- a fetch takes it again once that passed, as format 1's reclaim did), its due time (delayed) or
+-- its enqueue time (ready); a session item in wq:shold (locked or delayed, same scores) or in its
+-- group (same score, its number); a held lock's token names the new id; the instance's index
+-- lists the new id; a tagged item's tag key joins wq:tks. An item converted already is absent
+-- under its old name. Returns whether it converted one.
+local function migrate_item(n)
+  local ko = P .. 'wq:m:' .. n
+  local it = redis.call('HMGET', ko, 'i', 'e', 'a', 's', 't', 'k', 'u', 'c', 'x')
+  if not it[1] or not string.match(n, '^%d+$') then return false end
+  local id = WQ.id(tonumber(n))
+  local sid, tk = it[4] or '', it[5] or '-'
+  local kr = sid == '' and P .. 'wq:ready:' .. tk or WQ.k_sitems(tk, sid)
+  local locked = redis.call('ZSCORE', P .. 'wq:locked', n)
+  local due = redis.call('ZSCORE', P .. 'wq:due', n)
+  local ready = redis.call('ZSCORE', kr, n)
+  redis.call('ZREM', P .. 'wq:locked', n)
+  redis.call('ZREM', P .. 'wq:due', n)
+  redis.call('ZREM', kr, n)
+  redis.call('RENAME', ko, WQ.k_item(id))
+  local f = { 'x', it[9] or '0' }
+  if it[6] then f[3], f[4] = 'k', string.sub(it[6], 1, 37) .. id end
+  redis.call('HSET', WQ.k_item(id), unpack(f))
+  local lock = it[6] and (it[7] or locked or d(now))
+  if sid == '' then
+    redis.call('ZADD', WQ.k_q(tk), lock or due or it[8] or d(now), id)
+  elseif lock or due then
+    redis.call('ZADD', WQ.K_SHOLD, lock or due, id)
+  elseif ready then
+    redis.call('ZADD', kr, ready, id)
+  end
+  if tk ~= '-' then redis.call('SADD', WQ.K_TKS, tk) end
+  local kx, fx = WQ.k_inst(it[1]), it[2] .. ':' .. it[3]
+  local words = {}
+  for w in string.gmatch(redis.call('HGET', kx, fx) or '', '%S+') do words[#words + 1] = w == n and id or w end
+  if #words > 0 then redis.call('HSET', kx, fx, table.concat(words, ' ')) end
+  return true
+end
+
 local step = ARGV[2]
 local now = now_ms()
 local m = redis.call('HMGET', K_META, 'format', 'migrating')
@@ -68,8 +113,19 @@ elseif step == 'messages' then
     redis.call('DEL', kz)
   end
   return n
+elseif step == 'items' then
+  if not m[2] then return fail('INVALID', 'migrate: items before begin') end
+  local n = 0
+  for i = 3, #ARGV do
+    if migrate_item(ARGV[i]) then n = n + 1 end
+  end
+  return n
 elseif step == 'finish' then
   if not m[2] then return 0 end
+  -- Format 1's worker indexes, emptied by 'items' (keys_worker.go: format 2 has none of them).
+  local old = { P .. 'wq:due', P .. 'wq:locked', P .. 'wq:tags' }
+  for _, tk in ipairs(redis.call('HKEYS', P .. 'wq:tags')) do old[#old + 1] = P .. 'wq:ready:' .. tk end
+  redis.call('DEL', unpack(old))
   redis.call('HSET', K_META, 'format', FORMAT, 'partitions', '1', 'tags', string.sub(P, 1, -2))
   redis.call('HDEL', K_META, 'migrating')
   return 1

@@ -5,7 +5,7 @@
 --      ARGV[5] activity id, ARGV[6] session id ('' none), ARGV[7] tag ('' untagged).
 -- Reply: 1.
 -- Errors: none.
--- Cost: O(log N): one item hash, one instance-index field, one ready-set insert (plus the session
+-- Cost: O(log N): one item hash, one instance-index field, one schedule insert (plus the session
 --   group head for a session item).
 local now = now_ms()
 wq_enqueue(now, ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
