@@ -110,13 +110,10 @@ import (
 //     [open_children_mismatch, child_parent_mismatch].
 //   - Keys of an instance exist only with its record, messages, lock, execution set or a
 //     history (or while it awaits the retention sweep or reaping) [orphaned_keys].
-//   - A worker item wq:m:<s> is in exactly one of wq:locked (iff it holds a lock), wq:due and
-//     its ready set (wq:ready:<tk>, or wq:sitems:<tk>:<sid> for a session), and wq:inst:<id>
-//     lists it under its execution and activity [item_placement, item_lock_unindexed,
-//     item_locked_without_lock, item_unlisted]; the worker indexes list only existing items
-//     [item_index_without_item].
-//   - The housekeeping gates oq:gate and wq:gate are at or before the earliest score of the
-//     sets they stand for (and oq:gate before chores) [gate_late]; chores is at or before the
+//   - Worker items: see keys_worker.go, "Invariants" [item_placement, item_lock_expiry_mismatch,
+//     item_unlisted, item_tag_unlisted, item_index_without_item].
+//   - The housekeeping gate oq:gate is at or before the earliest score of the sets it stands
+//     for and before chores [gate_late]; chores is at or before the
 //     first expiry of idx:expiry and oq:orphans, and due while idx:reap is not empty [chores_late].
 //   - A namespace with data has its format record, format 2, and the format-1 keys as
 //     hashes [format_record].

@@ -80,3 +80,17 @@ func TestScriptsHaveHeaders(t *testing.T) {
 		}
 	}
 }
+
+// Worker item ids sort as strings in sequence order (a schedule breaks score ties by member).
+func TestWorkItemIDOrder(t *testing.T) {
+	ns := []uint64{1, 9, 10, 99, 100, 12345, 999999999, 1000000000, 1<<53 - 1}
+	for i := 1; i < len(ns); i++ {
+		a, b := dxredis.WorkItemID(ns[i-1]), dxredis.WorkItemID(ns[i])
+		if a >= b {
+			t.Errorf("WorkItemID(%d) = %q does not sort before WorkItemID(%d) = %q", ns[i-1], a, ns[i], b)
+		}
+	}
+	if got := dxredis.WorkItemID(123); got != "c123" {
+		t.Errorf("WorkItemID(123) = %q, want c123", got)
+	}
+}

@@ -2,34 +2,36 @@ package dxredis
 
 import "strconv"
 
-// Worker-queue keys (P = partition prefix, s = item sequence number from P seq, tk = tag key,
-// sid = session id, owner = session owner id, id = instance id). Built in Lua by
-// scripts/lib_worker.lua; TestWorkerLuaKeysMatchGo checks that both sides agree.
+// Worker-queue keys (P = partition prefix, id = item id (WorkItemID of its sequence number n from
+// P meta's seq), tk = tag key, sid = session id, owner = session owner id, inst = instance id).
+// Built in Lua by scripts/lib_worker.lua; TestWorkerLuaKeysMatchGo checks that both sides agree.
 //
 // A tag key names an item's tag without ambiguity when it is followed by more text: "-" for
 // untagged items, "<byte length>:<tag>" otherwise ("gpu" -> "3:gpu"), see WorkTagKey.
 //
-//	P wq:m:<s>              HASH    item: j (ActivityExecute JSON) i (instance) e (execution) a (activity id)
+//	P wq:m:<id>             HASH    item: j (ActivityExecute JSON) i (instance) e (execution) a (activity id)
 //	                                s (session id, "" none) t (tag key) n (attempts) c (enqueued ms)
-//	                                k (lock token "<nonce>.<s>") u (locked_until ms) — k, u only while locked
+//	                                k (lock token "<nonce>.<id>") u (locked_until ms) — k, u only while locked
 //	                                x ("1": the item's wq:inst entry lists it alone)
-//	P wq:ready:<tk>         ZSET    visible unlocked session-less items with tag key tk, score = s
-//	P wq:due                ZSET    items abandoned with a delay, score = visible_at ms
-//	P wq:locked             ZSET    locked items, score = locked_until ms
-//	P wq:tags               HASH    tag key -> number of queued items with it (the keys TagFilter Any scans)
-//	P wq:inst:<id>          HASH    the instance's items: "<execution>:<activity id>" -> "s [s...]"
+//	P wq:q:<tk>             ZSET    the schedule of session-less items with tag key tk, whatever their
+//	                                state: score = when a fetch may take the item: its visible time
+//	                                while unlocked (enqueue ms, or the end of an abandon's delay), its
+//	                                lock's expiry (u) while locked; ties broken by id (FIFO)
+//	P wq:tks                SET     tag keys other than "-" that items were enqueued with (TagFilter Any
+//	                                reads "-" and these; it drops those without items while no session
+//	                                items exist)
+//	P wq:inst:<inst>        HASH    the instance's items: "<execution>:<activity id>" -> "id [id...]"
 //	P wq:sess:<sid>         HASH    session: o (owner) u (locked_until ms) l (last_activity ms)
-//	P wq:sitems:<tk>:<sid>  ZSET    visible unlocked items of session sid with tag key tk, score = s
+//	P wq:sitems:<tk>:<sid>  ZSET    visible unlocked items of session sid with tag key tk, score = n
+//	P wq:shold              ZSET    session items that are locked (score u) or delayed (score visible
+//	                                ms); session-aware fetches move the due ones back to their group
 //	P wq:stags:<sid>        SET     tag keys whose wq:sitems set of sid may be non-empty
 //	P wq:scount             HASH    session id -> number of queued items of the session
 //	P wq:sfree:<tk>         ZSET    claimable sessions (no owner, or released after expiry) with visible
-//	                                items of tk, score = s of their oldest such item
-//	P wq:sown:<tk>:<owner>  ZSET    sessions held by owner with visible items of tk, score = oldest s
+//	                                items of tk, score = n of their oldest such item
+//	P wq:sown:<tk>:<owner>  ZSET    sessions held by owner with visible items of tk, score = oldest n
 //	P wq:sowned             ZSET    sessions whose items are indexed under their owner, score = locked_until
 //	                                ms (fetch releases them to wq:sfree:* once expired)
-//	P wq:next               STRING  housekeeping gate: a time at or before every score of wq:sowned,
-//	                                wq:locked and wq:due (99999999999999 when empty); worker fetches
-//	                                scan those sets only once it is due
 //	P wq:sidle              ZSET    sessions with a record and no queued items, score = locked_until ms
 //	                                (what CleanupOrphanedSessions deletes once expired)
 //	P wq:owner:<owner>      SET     session ids owner holds (members may be stale; checked against wq:sess)
@@ -45,9 +47,22 @@ import "strconv"
 //
 // Worker fetchers long-poll on the wq:wake lists their tag filter and owner select, so the wake-up for an item reaches a fetcher that can take it.
 //
-// A session-bound item is never in a wq:ready set, so a fetch without a session config never sees it,
+// A session-bound item is never in a wq:q schedule, so a fetch without a session config never sees it,
 // and a fetch reads only the heads of the sets its tag filter and owner select: its cost does not
-// grow with the items those filters exclude.
+// grow with the items those filters exclude. Nothing gates or sweeps the schedules: an expired
+// lock or an ended delay is a due head like a visible item, taken in the order items became
+// takeable (a session-less item abandoned without a delay is scored at its enqueue time again and
+// keeps its place). Session items keep their order by sequence number, and a session group
+// competes with the schedules' due heads by sequence number.
+//
+// Invariants (admin_fsck.lua checks them; codes in brackets, keys.go lists the others):
+//   - A worker item is in exactly one place: wq:q:<its tk> when session-less; else its session
+//     group wq:sitems:<tk>:<sid> when ready, wq:shold when locked or delayed (so a locked
+//     session item is in wq:shold) [item_placement]; a held lock is scored at its u
+//     [item_lock_expiry_mismatch]; wq:inst:<inst> lists it under its execution and activity
+//     [item_unlisted]; a tagged item's tag key is in wq:tks [item_tag_unlisted].
+//   - The schedules, wq:shold and the session groups list only existing items
+//     [item_index_without_item].
 
 // Wake classes and the tag key of TagFilter Any, for WorkWake.
 const (
@@ -65,24 +80,28 @@ func WorkTagKey(tag string) string {
 	return strconv.Itoa(len(tag)) + ":" + tag
 }
 
-// WorkItem is worker item s's hash.
-func (k Keyspace) WorkItem(partition int, s uint64) string {
-	return k.Prefix(partition) + "wq:m:" + strconv.FormatUint(s, 10)
+// WorkItemID is the id of the worker item with sequence number n: n with its digit count in
+// front as a letter ("a7", "b12", "c123"), so that ids sort as strings in sequence order.
+func WorkItemID(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	return string(rune('a'+len(s)-1)) + s
 }
 
-// WorkReady is the ready set of session-less items tagged tag ("" = untagged).
-func (k Keyspace) WorkReady(partition int, tag string) string {
-	return k.Prefix(partition) + "wq:ready:" + WorkTagKey(tag)
+// WorkItem is the hash of the worker item with sequence number n.
+func (k Keyspace) WorkItem(partition int, n uint64) string {
+	return k.Prefix(partition) + "wq:m:" + WorkItemID(n)
 }
 
-// WorkDue is the set of delayed (abandoned with a delay) worker items.
-func (k Keyspace) WorkDue(partition int) string { return k.Prefix(partition) + "wq:due" }
+// WorkSchedule is the schedule of session-less items tagged tag ("" = untagged).
+func (k Keyspace) WorkSchedule(partition int, tag string) string {
+	return k.Prefix(partition) + "wq:q:" + WorkTagKey(tag)
+}
 
-// WorkLocked is the set of locked worker items by lock expiry.
-func (k Keyspace) WorkLocked(partition int) string { return k.Prefix(partition) + "wq:locked" }
+// WorkTagKeys is the set of tag keys (besides "-") items were enqueued with.
+func (k Keyspace) WorkTagKeys(partition int) string { return k.Prefix(partition) + "wq:tks" }
 
-// WorkTags counts queued worker items per tag key.
-func (k Keyspace) WorkTags(partition int) string { return k.Prefix(partition) + "wq:tags" }
+// SessionsHeld is the set of locked or delayed session items, by lock expiry or visible time.
+func (k Keyspace) SessionsHeld(partition int) string { return k.Prefix(partition) + "wq:shold" }
 
 // WorkInstance is an instance's index of worker items ("<execution>:<activity id>" -> sequence numbers).
 func (k Keyspace) WorkInstance(id string) string { return k.inst("wq:inst:", id) }

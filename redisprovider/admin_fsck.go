@@ -15,7 +15,7 @@ import (
 type FsckViolation struct {
 	// Code names the invariant, e.g. "messages_stranded" (stable: scripts may match on it).
 	Code string
-	// Subject is the instance id, or the worker item's number for codes starting with "item_",
+	// Subject is the instance id, or the worker item's id ("b12") for codes starting with "item_",
 	// or "" for the namespace as a whole.
 	Subject string
 	// Detail says what is wrong and names the keys involved.
@@ -107,8 +107,8 @@ func (f *fsck) sawKey(key string) {
 		f.pins = append(f.pins, rest[len("oq:ready:"):])
 		f.sets = append(f.sets, key)
 		return
-	case strings.HasPrefix(rest, "wq:ready:"), strings.HasPrefix(rest, "wq:sitems:"), strings.HasPrefix(rest, "idx:status:"),
-		slices.Contains([]string{"oq:due", "oq:locked", "oq:orphans", "idx:instances", "idx:expiry", "idx:reap", "wq:due", "wq:locked"}, rest):
+	case isWorkReadySet(rest), strings.HasPrefix(rest, "idx:status:"),
+		slices.Contains([]string{"oq:due", "oq:locked", "oq:orphans", "idx:instances", "idx:expiry", "idx:reap"}, rest):
 		f.sets = append(f.sets, key)
 		return
 	}
@@ -163,7 +163,7 @@ func (f *fsck) check(ctx context.Context) error {
 	for _, set := range f.sets {
 		rest := strings.TrimPrefix(set, f.prefix)
 		isItems := strings.HasPrefix(rest, "wq:")
-		var ready []string // members of a worker ready set: an item's tag (or session) names the set
+		var ready []string // members of a worker set: an item's tag (or session) names its set
 		if err := f.members(ctx, set, func(m string) {
 			if isItems {
 				f.items[m] = true
@@ -176,8 +176,9 @@ func (f *fsck) check(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		// Entries of items that do not exist: a fetch would lock a ghost. Checked here, per set,
-		// since nothing else says which ready set an item that is gone was in.
+		// Entries of items that do not exist (a fetch would lock a ghost) or that belong in
+		// another set. Checked here, per set, since nothing else says which set an item that is
+		// gone was in.
 		for i := 0; i < len(ready); i += fsckBatch {
 			if err := f.call(ctx, "wready", set, ready[i:min(i+fsckBatch, len(ready))]); err != nil {
 				return err
@@ -279,13 +280,13 @@ func (f *fsck) call(ctx context.Context, mode, subject string, vals []string) er
 	return nil
 }
 
-// isWorkReadySet reports whether a key (after the prefix) is a worker ready set: wq:ready:<tk>
-// or a session's wq:sitems:<tk>:<sid>.
+// isWorkReadySet reports whether a key (after the prefix) is a worker set that lists items: a
+// schedule wq:q:<tk>, wq:shold or a session's wq:sitems:<tk>:<sid>.
 func isWorkReadySet(rest string) bool {
-	return strings.HasPrefix(rest, "wq:ready:") || strings.HasPrefix(rest, "wq:sitems:")
+	return strings.HasPrefix(rest, "wq:q:") || strings.HasPrefix(rest, "wq:sitems:") || rest == "wq:shold"
 }
 
-// workReadySets are the worker ready sets the key scan saw.
+// workReadySets are the worker sets the key scan saw.
 func (f *fsck) workReadySets() []string {
 	var out []string
 	for _, set := range f.sets {

@@ -88,7 +88,7 @@ func (p *Provider) repairOne(ctx context.Context, f *fsck, v FsckViolation) (Rep
 		}
 	case "pin_unlisted":
 		vals = f.pins
-	case "item_index_without_item":
+	case "item_index_without_item", "item_placement":
 		vals = f.workReadySets()
 	}
 	e := luascripts.AdminRepair.Encoder(3 + len(vals))

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 )
@@ -92,13 +91,13 @@ type WorkerQueueStats struct {
 }
 
 // WorkerTagStats counts the queued worker items of one tag. Queued = Ready + Session + Delayed +
-// Locked. Ready and Queued are read from the tag's ready set and counter; Delayed and Locked from
-// the items of wq:due and wq:locked, walked in pages of scanPageSize items: exact when the queue
-// does not change during the walk.
+// Locked, counted item by item from the tag's schedule, wq:shold and the session groups, walked
+// in pages of scanPageSize entries: exact when the queue does not change during the walk.
 type WorkerTagStats struct {
 	Tag    string
 	Queued uint64
-	// Ready session-less items can be fetched now.
+	// Ready session-less items can be fetched now (a lock that expired counts as Locked until a
+	// fetch takes the item again).
 	Ready uint64
 	// Session items are ready items of sessions (fetched by their session's owner, or by any
 	// session-aware worker once the session is free).
@@ -109,53 +108,87 @@ type WorkerTagStats struct {
 	Locked uint64
 }
 
-// workerTags fills w.Tags from the head's per-tag list (tag key, queued, ready, ...) and pages
-// over wq:locked and wq:due for the locked and delayed items of each tag.
-func (p *Provider) workerTags(ctx context.Context, op string, head []any, w *WorkerQueueStats) error {
+// workerTags fills w's counts and w.Tags by paging over the schedules of the head's tag keys,
+// wq:shold and the sessions with items (admin_queues 'wq', 'wshold', 'wsess').
+func (p *Provider) workerTags(ctx context.Context, op string, tks []any, w *WorkerQueueStats) error {
 	byKey := map[string]*WorkerTagStats{}
-	for i := 0; i+2 < len(head); i += 3 {
-		tk := str(head[i])
-		tag := ""
-		if _, t, ok := strings.Cut(tk, ":"); ok {
-			tag = t
+	tag := func(tk string) *WorkerTagStats {
+		t := byKey[tk]
+		if t == nil {
+			t = &WorkerTagStats{}
+			if _, name, ok := strings.Cut(tk, ":"); ok {
+				t.Tag = name
+			}
+			byKey[tk] = t
 		}
-		w.Tags = append(w.Tags, WorkerTagStats{Tag: tag, Queued: uint64(num(head[i+1])), Ready: uint64(num(head[i+2]))})
+		return t
 	}
-	slices.SortFunc(w.Tags, func(a, b WorkerTagStats) int { return strings.Compare(a.Tag, b.Tag) })
-	for i := range w.Tags {
-		byKey[dxredis.WorkTagKey(w.Tags[i].Tag)] = &w.Tags[i]
+	page := func(what, arg string, off int) ([]any, error) {
+		res, err := p.queuesPage(ctx, op, what, arg, off)
+		if err != nil {
+			return nil, err
+		}
+		r := list(res)
+		if len(r) < 2 {
+			return nil, provider.NewPermanentError(op, "unexpected reply from admin_queues")
+		}
+		return r, nil
 	}
-	for _, what := range []string{"wlocked", "wdue"} {
+	for _, k := range tks {
+		t := tag(str(k))
 		for off := 0; ; off += scanPageSize {
-			res, err := p.queuesPage(ctx, op, what, "", off)
+			r, err := page("wq", str(k), off)
 			if err != nil {
 				return err
 			}
-			r := list(res)
-			if len(r) < 2 {
+			if len(r) < 4 {
 				return provider.NewPermanentError(op, "unexpected reply from admin_queues")
 			}
-			counts := list(r[1])
-			for j := 0; j+1 < len(counts); j += 2 {
-				if t := byKey[str(counts[j])]; t != nil {
-					if what == "wlocked" {
-						t.Locked += uint64(num(counts[j+1]))
-					} else {
-						t.Delayed += uint64(num(counts[j+1]))
-					}
-				}
-			}
+			t.Ready += uint64(num(r[1]))
+			t.Delayed += uint64(num(r[2]))
+			t.Locked += uint64(num(r[3]))
 			if num(r[0]) < scanPageSize {
 				break
 			}
 		}
 	}
-	for i := range w.Tags {
-		t := &w.Tags[i]
-		if used := t.Ready + t.Delayed + t.Locked; used < t.Queued {
-			t.Session = t.Queued - used
+	add := func(counts []any, field func(*WorkerTagStats) *uint64) {
+		for j := 0; j+1 < len(counts); j += 2 {
+			*field(tag(str(counts[j]))) += uint64(num(counts[j+1]))
 		}
 	}
+	for off := 0; ; off += scanPageSize {
+		r, err := page("wshold", "", off)
+		if err != nil {
+			return err
+		}
+		if len(r) < 3 {
+			return provider.NewPermanentError(op, "unexpected reply from admin_queues")
+		}
+		add(list(r[1]), func(t *WorkerTagStats) *uint64 { return &t.Locked })
+		add(list(r[2]), func(t *WorkerTagStats) *uint64 { return &t.Delayed })
+		if num(r[0]) < scanPageSize {
+			break
+		}
+	}
+	for cursor := "0"; ; {
+		r, err := page("wsess", cursor, 0)
+		if err != nil {
+			return err
+		}
+		add(list(r[1]), func(t *WorkerTagStats) *uint64 { return &t.Session })
+		if cursor = str(r[0]); cursor == "0" {
+			break
+		}
+	}
+	for _, t := range byKey {
+		if t.Queued = t.Ready + t.Session + t.Delayed + t.Locked; t.Queued > 0 {
+			w.Tags = append(w.Tags, *t)
+		}
+		w.Unlocked += t.Ready + t.Session + t.Delayed
+		w.Locked += t.Locked
+	}
+	slices.SortFunc(w.Tags, func(a, b WorkerTagStats) int { return strings.Compare(a.Tag, b.Tag) })
 	return nil
 }
 
@@ -191,15 +224,12 @@ func (p *Provider) queueStats(ctx context.Context, op string) (QueueStats, error
 	now := num(h[0])
 	var qs QueueStats
 	qs.ServerTime = time.UnixMilli(now)
-	if w := list(h[4]); len(w) >= 3 {
-		qs.Worker = WorkerQueueStats{Unlocked: uint64(num(w[0])), Locked: uint64(num(w[1]))}
-		if at := num(w[2]); at >= 0 && at < now {
+	if w := list(h[4]); len(w) >= 2 {
+		if at := num(w[0]); at >= 0 && at < now {
 			qs.Worker.OldestVisibleAge = time.Duration(now-at) * time.Millisecond
 		}
-		if len(w) >= 4 {
-			if err := p.workerTags(ctx, op, list(w[3]), &qs.Worker); err != nil {
-				return QueueStats{}, err
-			}
+		if err := p.workerTags(ctx, op, list(w[1]), &qs.Worker); err != nil {
+			return QueueStats{}, err
 		}
 	}
 	o := &qs.Orchestrator

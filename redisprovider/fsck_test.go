@@ -60,9 +60,9 @@ func fsckWorldHeld(t *testing.T, p *redisprovider.Provider) fsckState {
 		t.Fatalf("fetch c: %+v, %v", held, err)
 	}
 	layoutEnqueue(t, p, layoutStart("b"))
-	items, err := p.Client().ZRange(ctx, p.Keyspace().Prefix(0)+"wq:ready:-", 0, -1).Result()
+	items, err := p.Client().ZRange(ctx, p.Keyspace().Prefix(0)+"wq:q:-", 0, -1).Result()
 	if err != nil || len(items) != 1 {
-		t.Fatalf("worker ready set: %q, %v", items, err)
+		t.Fatalf("worker schedule: %q, %v", items, err)
 	}
 	st := fsckState{item: items[0], c: held}
 	for id, seq := range map[string]*string{"b": &st.bSeq, "c": &st.cSeq} {
@@ -148,6 +148,48 @@ func TestFsckFindsEachDamage(t *testing.T) {
 	}
 }
 
+// Worker items in the other places fsck checks: a session item locked (in wq:shold) and one
+// delayed, a tagged item; a tag key missing from wq:tks (what TagFilter Any reads) is found and
+// repaired, and a locked session item left ready in its group is found and held again.
+func TestFsckWorkerSessionAndTagged(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	ctx := context.Background()
+	wEnqueue(t, p, wAct("a", 1, "gpu", ""), wAct("a", 2, "", "s1"), wAct("a", 3, "", "s1"))
+	sess := &provider.SessionFetchConfig{OwnerID: "w1", LockTimeout: time.Minute}
+	locked := wFetch(t, p, time.Minute, sess, provider.TagFilterDefaultOnly())
+	delayed := wFetch(t, p, time.Minute, sess, provider.TagFilterDefaultOnly())
+	if err := p.AbandonWorkItem(ctx, delayed.LockToken, time.Hour, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := fsckCodes(t, p); len(got) != 0 {
+		t.Fatalf("fsck of sessions and tags: %q", got)
+	}
+	pre := p.Keyspace().Prefix(0)
+	id := locked.LockToken[37:]
+	if err := p.Client().SRem(ctx, pre+"wq:tks", "3:gpu").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Client().ZAdd(ctx, pre+"wq:sitems:-:s1", redis.Z{Score: 1, Member: id}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"item_placement " + id, "item_tag_unlisted " + p.Client().ZRange(ctx, pre+"wq:q:3:gpu", 0, 0).Val()[0]}
+	slices.Sort(want)
+	if got := fsckCodes(t, p); !slices.Equal(got, want) {
+		t.Fatalf("fsck found %q, want %q", got, want)
+	}
+	rep, err := p.Repair(ctx)
+	if err != nil || len(rep.After.Violations) > 0 {
+		t.Fatalf("repair: %+v, %v", rep, err)
+	}
+	if it, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, provider.TagFilterAny()); err != nil || it == nil {
+		t.Fatalf("the tagged item after repair, fetched with TagFilter Any: %+v, %v", it, err)
+	}
+	if err := p.AckWorkItem(ctx, locked.LockToken, nil); err != nil {
+		t.Fatalf("the session item's lock after repair: %v", err)
+	}
+}
+
 // A damaged message hash: a body without its type-and-time field t<s> is never delivered.
 func TestFsckMessageWithoutVisibility(t *testing.T) {
 	t.Parallel()
@@ -200,13 +242,13 @@ var fsckDamages = []struct {
 	{"open count", []string{"HSET", "$Pi:a", "open", "2"}, []string{"open_children_mismatch a"}},
 	{"orphaned keys", []string{"HSET", "$Pcs:gone", "v", "1"}, []string{"orphaned_keys gone"}},
 	{"reaping unscheduled", []string{"SADD", "$Pidx:reap", "gone"}, []string{"chores_late "}},
-	{"worker item unindexed", []string{"ZREM", "$Pwq:ready:-", "$S"}, []string{"item_placement $S"}},
-	{"worker lock unindexed", []string{"HSET", "$Pwq:m:$S", "k", "x", "u", "1"}, []string{"item_lock_unindexed $S"}},
-	{"worker lock index without lock", []string{"ZADD", "$Pwq:locked", "99999999999990", "$S"}, []string{"item_locked_without_lock $S", "item_placement $S"}},
+	{"worker item unindexed", []string{"ZREM", "$Pwq:q:-", "$S"}, []string{"item_placement $S"}},
+	{"worker lock expiry mismatch", []string{"HSET", "$Pwq:m:$S", "k", "x", "u", "1"}, []string{"item_lock_expiry_mismatch $S"}},
+	{"worker item in another schedule", []string{"RENAME", "$Pwq:q:-", "$Pwq:q:3:gpu"}, []string{"item_placement $S"}},
 	{"worker item unlisted", []string{"DEL", "$Pwq:inst:a"}, []string{"item_unlisted $S"}},
-	{"worker index entry without item", []string{"ZADD", "$Pwq:due", "1", "999999"}, []string{"item_index_without_item 999999"}},
-	{"worker ready entry without item", []string{"ZADD", "$Pwq:ready:-", "1", "999999"}, []string{"item_index_without_item 999999"}},
-	{"session ready entry without item", []string{"ZADD", "$Pwq:sitems:3:gpu:s:1", "1", "999999"}, []string{"item_index_without_item 999999"}},
+	{"worker hold entry without item", []string{"ZADD", "$Pwq:shold", "1", "f999999"}, []string{"item_index_without_item f999999"}},
+	{"worker schedule entry without item", []string{"ZADD", "$Pwq:q:-", "1", "f999999"}, []string{"item_index_without_item f999999"}},
+	{"session ready entry without item", []string{"ZADD", "$Pwq:sitems:3:gpu:s:1", "1", "f999999"}, []string{"item_index_without_item f999999"}},
 	{"gate late", []string{"SET", "$Poq:gate", "99999999999999"}, []string{"gate_late "}},
 	{"record with a pin field", []string{"HSET", "$Pi:a", "pin", "1.0.0"}, []string{"record_layout a"}},
 	{"record without its marker", []string{"HDEL", "$Pi:d", "hd"}, []string{"record_layout d"}},

@@ -120,7 +120,7 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 	// records converts older execution-record layouts (format 1, and format 2 as written before
 	// the one layout): a step of its own, which a format-2 namespace runs alone.
 	records := func() error {
-		converted, err := p.migrateEach(ctx, step, "records", "i:*", "xs:*")
+		converted, err := p.migrateEach(ctx, step, "records", nil, "i:*", "xs:*")
 		if converted > 0 {
 			rep.Steps = append(rep.Steps, fmt.Sprintf("records of %d instances", converted))
 		}
@@ -141,7 +141,7 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 	} else if n == 1 {
 		rep.Steps = append(rep.Steps, "begin")
 	}
-	converted, err := p.migrateEach(ctx, step, "messages", "qz:*")
+	converted, err := p.migrateEach(ctx, step, "messages", nil, "qz:*")
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +150,13 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 	}
 	if err := records(); err != nil {
 		return nil, err
+	}
+	items, err := p.migrateEach(ctx, step, "items", workItemNumber, "wq:m:*")
+	if err != nil {
+		return nil, err
+	}
+	if items > 0 {
+		rep.Steps = append(rep.Steps, fmt.Sprintf("%d worker items", items))
 	}
 	if n, err := step("finish"); err != nil {
 		return nil, err
@@ -163,11 +170,11 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 	return rep, nil
 }
 
-// migrateEach runs admin_migrate's step name over the instances that have a key of the given
+// migrateEach runs admin_migrate's step name over the ids of the namespace's keys of the given
 // kinds (globs of "<kind>:*" relative to the prefix, e.g. the format-1 message visibility sets
-// qz:<id>), in batches of 200 ids; a batch that ran converts nothing when it runs again (nor does
-// an id found under a second kind).
-func (p *Provider) migrateEach(ctx context.Context, step func(string, ...string) (int64, error), name string, kinds ...string) (int, error) {
+// qz:<id>) that keep accepts (nil: all), in batches of 200; a batch that ran converts nothing when
+// it runs again (nor does an id found under a second kind).
+func (p *Provider) migrateEach(ctx context.Context, step func(string, ...string) (int64, error), name string, keep func(string) bool, kinds ...string) (int, error) {
 	prefix := p.keys.Prefix(0)
 	total := 0
 	var batch []string
@@ -184,7 +191,11 @@ func (p *Provider) migrateEach(ctx context.Context, step func(string, ...string)
 		for _, kind := range kinds {
 			iter := c.Scan(ctx, 0, globQuote(prefix)+kind, 1000).Iterator()
 			for iter.Next(ctx) {
-				if batch = append(batch, strings.TrimPrefix(iter.Val(), prefix+strings.TrimSuffix(kind, "*"))); len(batch) == 200 {
+				id := strings.TrimPrefix(iter.Val(), prefix+strings.TrimSuffix(kind, "*"))
+				if keep != nil && !keep(id) {
+					continue
+				}
+				if batch = append(batch, id); len(batch) == 200 {
 					if err := flush(); err != nil {
 						return err
 					}
@@ -201,3 +212,7 @@ func (p *Provider) migrateEach(ctx context.Context, step func(string, ...string)
 	}
 	return total, flush()
 }
+
+// workItemNumber says whether a wq:m:<s> key names a format-1 worker item (its id a bare sequence
+// number; format 2's ids start with a letter, dxredis.WorkItemID).
+func workItemNumber(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,6 +211,19 @@ func TestMigrateFormat1Namespace(t *testing.T) {
 	cur := currentGen(t)
 	addr, ns, client := genNamespace(t)
 	m := genPopulate(t, old, addr, ns, 0)
+	// The format-1 worker queue holds an item in each state the conversion handles.
+	ctx, pre := context.Background(), "{"+ns+":0}:"
+	for _, c := range []struct{ what, key string }{
+		{"waiting", "wq:ready:5:later"}, {"delayed", "wq:due"}, {"locked, expired", "wq:locked"},
+		{"session-bound, waiting", "wq:sitems:5:later:s2"}, {"sessions", "wq:scount"},
+	} {
+		if n, err := client.Exists(ctx, pre+c.key).Result(); err != nil || n != 1 {
+			t.Fatalf("format-1 fixture: no %s worker item (%s): %d %v", c.what, c.key, n, err)
+		}
+	}
+	if n := client.ZCount(ctx, pre+"wq:locked", "-inf", "+inf").Val(); n < 2 {
+		t.Fatalf("format-1 fixture: %d locked worker items, want a session-less and a session one", n)
+	}
 	stops := 0
 	for {
 		rep, err := migrateWhenIdle(t, client, ns, redisprovider.MigrateStoppingAfter(1))
@@ -226,15 +241,21 @@ func TestMigrateFormat1Namespace(t *testing.T) {
 	if stops < 2 {
 		t.Fatalf("the migration took %d steps, want begin, messages and finish at least", stops+1)
 	}
-	if d := diffResults(format1Reference(t), genFinish(t, cur, addr, ns, m)); d != "" {
-		t.Errorf("after migrate, this release's results differ from the format-1 code's:\n%s", d)
-	}
 	p, err := redisprovider.NewFromClient(context.Background(), client, redisprovider.Options{Namespace: ns, Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	checkFsck(t, p)
+	checkFsck(t, p) // the converted worker items are where format 2 keeps them
+	for _, k := range namespaceKeys(t, p) {
+		if n, ok := strings.CutPrefix(k, "wq:m:"); ok && strings.Trim(n, "0123456789") == "" ||
+			strings.HasPrefix(k, "wq:ready:") || slices.Contains([]string{"wq:due", "wq:locked", "wq:tags"}, k) {
+			t.Errorf("format-1 worker key %s left after migrate", k)
+		}
+	}
+	if d := diffResults(format1Reference(t), genFinish(t, cur, addr, ns, m)); d != "" {
+		t.Errorf("after migrate, this release's results differ from the format-1 code's:\n%s", d)
+	}
 }
 
 // Migrate is an administrative run, like dxctl's: it works on a server whose maxmemory-policy

@@ -157,7 +157,7 @@ func wNoQueueKeys(t *testing.T, p *redisprovider.Provider) {
 	t.Helper()
 	for _, k := range wKeys(t, p) {
 		switch {
-		case k == "meta", slices.Contains(dxredis.Format1Keys, k), k == "wq:gate", strings.HasPrefix(k, "wake:"), strings.HasPrefix(k, "wq:wake:"), k == "wq:waiting", // wake keys expire
+		case k == "meta", slices.Contains(dxredis.Format1Keys, k), k == "wq:tks", strings.HasPrefix(k, "wake:"), strings.HasPrefix(k, "wq:wake:"), k == "wq:waiting", // wake keys expire
 			strings.HasPrefix(k, "wq:sess:"), k == "wq:sowned", k == "wq:sidle", strings.HasPrefix(k, "wq:owner:"):
 		case strings.HasPrefix(k, "wq:"):
 			t.Errorf("worker-queue key %q left after the queue drained", k)
@@ -194,14 +194,14 @@ func TestWorkerLuaKeysMatchGo(t *testing.T) {
 		tag   = "g:p u"
 		owner = "own{er}:1"
 	)
-	got := wEval(t, p, `return {WQ.k_item(42), WQ.k_ready(WQ.tag_key('')), WQ.k_ready(WQ.tag_key(ARGV[4])),
-		WQ.K_DUE, WQ.K_LOCKED, WQ.K_TAGS, WQ.k_inst(ARGV[2]), WQ.k_sess(ARGV[3]),
+	got := wEval(t, p, `return {WQ.k_item(WQ.id(42)), WQ.k_item(WQ.id(1234567890123456)), WQ.k_q(WQ.tag_key('')), WQ.k_q(WQ.tag_key(ARGV[4])),
+		WQ.K_SHOLD, WQ.K_TKS, WQ.k_inst(ARGV[2]), WQ.k_sess(ARGV[3]),
 		WQ.k_sitems(WQ.tag_key(ARGV[4]), ARGV[3]), WQ.k_sitems(WQ.tag_key(''), ARGV[3]), WQ.k_stags(ARGV[3]), WQ.K_SCOUNT,
 		WQ.k_sfree(WQ.tag_key(ARGV[4])), WQ.k_sown(WQ.tag_key(ARGV[4]), ARGV[5]), WQ.K_SOWNED, WQ.K_SIDLE,
 		WQ.k_owner(ARGV[5]), WQ.k_wake('p', WQ.tag_key(ARGV[4])), WQ.k_wake('s', '*'), WQ.k_wake('o', WQ.tag_key(''), ARGV[5]), WQ.K_WAITING}`,
 		inst, sid, tag, owner)
-	want := []string{ks.WorkItem(0, 42), ks.WorkReady(0, ""), ks.WorkReady(0, tag),
-		ks.WorkDue(0), ks.WorkLocked(0), ks.WorkTags(0), ks.WorkInstance(inst), ks.Session(0, sid),
+	want := []string{ks.WorkItem(0, 42), ks.WorkItem(0, 1234567890123456), ks.WorkSchedule(0, ""), ks.WorkSchedule(0, tag),
+		ks.SessionsHeld(0), ks.WorkTagKeys(0), ks.WorkInstance(inst), ks.Session(0, sid),
 		ks.SessionItems(0, tag, sid), ks.SessionItems(0, "", sid), ks.SessionTags(0, sid), ks.SessionCounts(0),
 		ks.SessionsFree(0, tag), ks.SessionsOwnedBy(0, tag, owner), ks.SessionsOwned(0), ks.SessionsIdle(0),
 		ks.OwnerSessions(0, owner), ks.WorkWake(0, dxredis.WorkWakePlain, dxredis.WorkTagKey(tag), ""),
@@ -216,7 +216,7 @@ func TestWorkerLuaKeysMatchGo(t *testing.T) {
 		}
 	}
 	// Tag keys are self-delimiting: no tag/session split can produce the same key.
-	if ks.SessionItems(0, "a", "1:b") == ks.SessionItems(0, "a:1", "b") || ks.WorkReady(0, "-") == ks.WorkReady(0, "") {
+	if ks.SessionItems(0, "a", "1:b") == ks.SessionItems(0, "a:1", "b") || ks.WorkSchedule(0, "-") == ks.WorkSchedule(0, "") {
 		t.Error("tag keys collide")
 	}
 }
@@ -240,6 +240,57 @@ func TestWorkerFIFOAndRedeliveryOrder(t *testing.T) {
 	}
 	wWantIDs(t, "after abandon", wDrain(t, p, nil, anyTags), 1, 2, 3, 4, 5)
 	wNoQueueKeys(t, p)
+}
+
+// A session-less item whose lock expired is taken again in the order it became takeable: after
+// an item enqueued while it was locked (visible since its enqueue), not before it by sequence
+// number; its attempt counts the second delivery.
+func TestWorkerReclaimedItemQueuesBehindEarlierWork(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	ctx := t.Context()
+	wEnqueue(t, p, wAct("i", 1, "", ""))
+	first := wFetch(t, p, 200*time.Millisecond, nil, provider.TagFilterDefaultOnly())
+	wEnqueue(t, p, wAct("i", 2, "", ""))
+	until, err := p.Client().HGet(ctx, p.Keyspace().Prefix(0)+"wq:m:"+first.LockToken[37:], "u").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the lock expires", func() bool {
+		now, err := p.Client().Time(ctx).Result()
+		return err == nil && now.UnixMilli() > until
+	})
+	second := wFetch(t, p, wLongLock, nil, provider.TagFilterDefaultOnly())
+	third := wFetch(t, p, wLongLock, nil, provider.TagFilterDefaultOnly())
+	wWantIDs(t, "after the lock expired", []uint64{wID(t, second), wID(t, third)}, 2, 1)
+	if third.AttemptCount != 2 {
+		t.Fatalf("reclaimed item's attempt %d, want 2", third.AttemptCount)
+	}
+	wWantKind(t, p.AckWorkItem(ctx, first.LockToken, nil), provider.ErrInvalidLockToken, "ack with the expired token")
+}
+
+// TagFilter Any reads the tag keys of wq:tks: one whose items are all gone is dropped by the
+// next Any fetch, but not while session items exist (a session item's tag key must stay).
+func TestWorkerAnyDropsUnusedTagKeys(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	ctx := t.Context()
+	tks := p.Keyspace().Prefix(0) + "wq:tks"
+	wEnqueue(t, p, wAct("i", 1, "gpu", ""), wAct("i", 2, "cpu", "s1"))
+	if got := p.Client().SMembers(ctx, tks).Val(); len(got) != 2 {
+		t.Fatalf("wq:tks = %q, want both tag keys", got)
+	}
+	wWantIDs(t, "any, no session", wDrain(t, p, nil, provider.TagFilterAny()), 1)
+	if got := p.Client().SMembers(ctx, tks).Val(); !slices.Contains(got, "3:cpu") {
+		t.Fatalf("wq:tks = %q: the session item's tag key went", got)
+	}
+	wWantIDs(t, "any, session", wDrain(t, p, &provider.SessionFetchConfig{OwnerID: "w", LockTimeout: time.Minute}, provider.TagFilterAny()), 2)
+	if it := wFetch(t, p, wLongLock, nil, provider.TagFilterAny()); it != nil {
+		t.Fatalf("fetched %+v from an empty queue", it)
+	}
+	if n := p.Client().SCard(ctx, tks).Val(); n != 0 {
+		t.Fatalf("wq:tks holds %d tag keys once every item is gone", n)
+	}
 }
 
 func TestWorkerTagFilterModes(t *testing.T) {

@@ -9,12 +9,12 @@
 --   list[v]...: by mode, to the end
 -- Modes (subject; list):
 --   'inst'   -; instance ids
---   'item'   -; worker item sequence numbers
+--   'item'   -; worker item ids
 --   'keys'   instance id; keys of it (orphaned keys: the instance has no record, no messages, no
 --            lock, no executions; keys that still exist are reported)
---   'wready' a worker ready set (wq:ready:<tk> or wq:sitems:<tk>:<sid>); its members
+--   'wready' a worker set (wq:q:<tk>, wq:shold or wq:sitems:<tk>:<sid>); its members
 --   'global' '1' when the namespace holds any key; pin keys whose ready set exists (besides '-')
--- Reply: a flat list of violations, three entries each: code, subject (instance id, item seq or
+-- Reply: a flat list of violations, three entries each: code, subject (instance id, item id or
 --   ''), detail (a sentence naming the keys involved).
 -- Errors: DX_INVALID unknown mode.
 -- Cost: O(subjects x (keys of a subject + its messages + its children)); 'wready' O(members);
@@ -168,38 +168,47 @@ local function check_instance(id)
   end
 end
 
-local function check_item(s)
-  local ki = WQ.k_item(s)
+-- Where worker item id belongs (keys_worker.go, "Invariants"), from its fields {s, t}: its tag
+-- key's schedule when session-less; else wq:shold or its session group.
+local function item_homes(sid, tk)
+  if sid == '' then return { WQ.k_q(tk) } end
+  return { WQ.K_SHOLD, WQ.k_sitems(tk, sid) }
+end
+
+local function check_item(id)
+  local ki = WQ.k_item(id)
   local it = redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'u', 'x')
-  local lscore = redis.call('ZSCORE', WQ.K_LOCKED, s)
-  if it[1] == false then
-    for _, k in ipairs({ WQ.K_LOCKED, WQ.K_DUE }) do
-      if redis.call('ZSCORE', k, s) then bad('item_index_without_item', s, k .. ' lists item ' .. s .. ' but ' .. ki .. ' does not exist') end
-    end
-    return
-  end
+  if it[1] == false then return end -- entries of a missing item: 'wready' reports them, per set
   local sid, tk = it[4] or '', it[5] or '-'
-  local places = {}
-  if lscore then places[#places + 1] = WQ.K_LOCKED end
-  if redis.call('ZSCORE', WQ.K_DUE, s) then places[#places + 1] = WQ.K_DUE end
-  local rk = sid == '' and WQ.k_ready(tk) or WQ.k_sitems(tk, sid)
-  if redis.call('ZSCORE', rk, s) then places[#places + 1] = rk end
-  if #places ~= 1 then
-    bad('item_placement', s, ki .. ' is in ' .. (#places == 0 and 'no index: no fetch will take it' or
-      table.concat(places, ' and ')))
+  local places, score = {}, nil
+  for _, key in ipairs(item_homes(sid, tk)) do
+    local sc = redis.call('ZSCORE', key, id)
+    if sc then
+      places[#places + 1] = key
+      if key ~= WQ.k_sitems(tk, sid) then score = sc end
+    end
   end
-  if it[6] and not lscore then
-    bad('item_lock_unindexed', s, ki .. ' is locked but ' .. WQ.K_LOCKED .. ' does not list it')
-  elseif lscore and not it[6] then
-    bad('item_locked_without_lock', s, WQ.K_LOCKED .. ' lists ' .. ki .. ' which holds no lock')
+  if #places ~= 1 then
+    bad('item_placement', id, ki .. ' is in ' .. (#places == 0 and 'no schedule or group: no fetch will take it' or
+      table.concat(places, ' and ')))
+  elseif it[6] and not score then
+    bad('item_placement', id, ki .. ' is locked but ready in ' .. places[1] .. ', not held in ' .. WQ.K_SHOLD ..
+      ': another fetch would take it')
+  elseif it[6] and tonumber(score) ~= tonumber(it[7]) then
+    bad('item_lock_expiry_mismatch', id, ki .. ' is locked until ' .. tostring(it[7]) .. ' but ' .. places[1] ..
+      ' scores it at ' .. score .. ': a fetch would reclaim it at the wrong time')
+  end
+  if tk ~= '-' and redis.call('SISMEMBER', WQ.K_TKS, tk) == 0 then
+    bad('item_tag_unlisted', id, WQ.K_TKS .. ' does not list tag key ' .. tk .. ' of ' .. ki ..
+      ': a TagFilter Any fetch would not see it')
   end
   local entry = redis.call('HGET', WQ.k_inst(it[1]), it[2] .. ':' .. it[3])
   local listed = false
   for w in string.gmatch(entry or '', '%S+') do
-    if w == s then listed = true end
+    if w == id then listed = true end
   end
   if not listed then
-    bad('item_unlisted', s, WQ.k_inst(it[1]) .. ' does not list item ' .. s .. ' under ' .. it[2] .. ':' .. it[3] ..
+    bad('item_unlisted', id, WQ.k_inst(it[1]) .. ' does not list item ' .. id .. ' under ' .. it[2] .. ':' .. it[3] ..
       ': a cancellation would miss it')
   end
 end
@@ -222,11 +231,21 @@ elseif mode == 'keys' then
     end
   end
 elseif mode == 'wready' then
-  for _, s in ipairs(list) do
-    local ki = WQ.k_item(s)
-    if redis.call('EXISTS', ki) == 0 and redis.call('ZSCORE', subject, s) then
-      bad('item_index_without_item', s, subject .. ' lists item ' .. s .. ' but ' .. ki ..
-        ' does not exist: a fetch would lock it')
+  for _, id in ipairs(list) do
+    local ki = WQ.k_item(id)
+    if redis.call('ZSCORE', subject, id) then
+      local it = redis.call('HMGET', ki, 's', 't')
+      if not it[2] then
+        bad('item_index_without_item', id, subject .. ' lists item ' .. id .. ' but ' .. ki ..
+          ' does not exist: a fetch would lock it')
+      else
+        local home = false
+        for _, key in ipairs(item_homes(it[1], it[2])) do home = home or key == subject end
+        if not home then
+          bad('item_placement', id, subject .. ' lists item ' .. id .. ' whose session and tag key (' .. ki ..
+            ') place it elsewhere: fetches of that set would take it')
+        end
+      end
     end
   end
 elseif mode == 'global' then
@@ -270,15 +289,6 @@ elseif mode == 'global' then
   if due and (chores_at == nil or chores_at > due) then
     bad('chores_late', '', K_CHORES .. ' is ' .. tostring(chores_at or 'absent') .. ' but ' .. K_IDX_EXPIRY .. ', ' ..
       K_ORPHANS .. ' or ' .. K_IDX_REAP .. ' has an entry due at ' .. due .. ': no fetch sweeps it')
-  end
-  local wgate = tonumber(redis.call('GET', WQ.K_NEXT))
-  if wgate then
-    for _, key in ipairs({ WQ.K_LOCKED, WQ.K_DUE, WQ.K_SOWNED }) do
-      local h = zhead(key)
-      if h and h < wgate then
-        bad('gate_late', '', WQ.K_NEXT .. ' is ' .. wgate .. ' but ' .. key .. ' has an entry due at ' .. h)
-      end
-    end
   end
 else
   return fail('INVALID', 'unknown fsck mode ' .. tostring(mode))

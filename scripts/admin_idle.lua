@@ -2,29 +2,37 @@
 -- clocks in tests (dxtest): no orchestration turn or activity locked (running), no orchestration
 -- ready, no worker item ready, nothing delayed already due. Reads, in one atomic step, the
 -- orchestrator's oq:locked, oq:ready:<pin> (the pins of ready_pins) and oq:due, and the worker's
--- wq:locked, wq:tags (queued items per tag: more than the delayed ones means some are ready) and
--- wq:due.
+-- schedules wq:q:<tk> ('-' and wq:tks), wq:shold and wq:scount (queued session items: more than
+-- wq:shold holds means some are ready).
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix
 -- Reply: {0, earliest due ms of a delayed item, or -1 when none} when idle; {1, -1} when not.
 -- Errors: none.
--- Cost: O(pins + worker tag keys).
+-- Cost: O(pins + worker tag keys + delayed worker items).
 local now = now_ms()
-if redis.call('ZCARD', K_LOCKED) > 0 or redis.call('ZCARD', WQ.K_LOCKED) > 0 then return { 1, -1 } end
+if redis.call('ZCARD', K_LOCKED) > 0 then return { 1, -1 } end
 for _, pin in ipairs(ready_pins()) do
   if redis.call('ZCARD', k_ready(pin)) > 0 then return { 1, -1 } end
 end
-local queued = 0
-for _, n in ipairs(redis.call('HVALS', WQ.K_TAGS)) do queued = queued + tonumber(n) end
-if queued > redis.call('ZCARD', WQ.K_DUE) then return { 1, -1 } end
 local nxt = -1
-for _, k in ipairs({ K_DUE, WQ.K_DUE }) do
-  local r = redis.call('ZRANGE', k, '0', '0', 'WITHSCORES')
-  if r[2] then
-    local s = tonumber(r[2])
-    if s <= now then return { 1, -1 } end
-    if nxt < 0 or s < nxt then nxt = s end
+local function later(s)
+  if s <= now then return true end
+  if nxt < 0 or s < nxt then nxt = s end
+  return false
+end
+local r = redis.call('ZRANGE', K_DUE, '0', '0', 'WITHSCORES')
+if r[2] and later(tonumber(r[2])) then return { 1, -1 } end
+-- Worker sets: idle only while every entry is a delay not yet due (a lock is work running).
+local sets = { WQ.k_q('-'), WQ.K_SHOLD }
+for _, tk in ipairs(redis.call('SMEMBERS', WQ.K_TKS)) do sets[#sets + 1] = WQ.k_q(tk) end
+for _, key in ipairs(sets) do
+  local e = redis.call('ZRANGE', key, '0', '-1', 'WITHSCORES')
+  for i = 1, #e, 2 do
+    if later(tonumber(e[i + 1])) or redis.call('HEXISTS', WQ.k_item(e[i]), 'k') == 1 then return { 1, -1 } end
   end
 end
+local queued = 0
+for _, n in ipairs(redis.call('HVALS', WQ.K_SCOUNT)) do queued = queued + tonumber(n) end
+if queued > redis.call('ZCARD', WQ.K_SHOLD) then return { 1, -1 } end
 return { 0, nxt }

@@ -6,72 +6,106 @@
 -- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
 --   what: the view (below)
---   pin: optional: 'ready': the pin; the other pages: unused ('')
+--   pin: optional: 'ready': the pin; 'wq': the tag key; 'wsess': the HSCAN cursor; the other
+--     pages: unused ('')
 --   off: optional, pages: rank offset
 --   n: optional, pages: page size
 -- Views (the arguments they read; Reply after each '->'):
 --   'head'                 -> {now ms, {pin...}, due instances, locked instances,
---                              {worker unlocked, worker locked, ms since which the oldest visible worker item waits, or -1,
---                               {tag key, queued items, session-less ready items, ...}}}
+--                              {ms since which the oldest visible worker item waits, or -1, {tag key...}}}
 --   'ready'                pin, off, n
 --   'due'                  off, n
 --   'locked'               off, n
 --   'orphans'              off, n (parked orphans, lib.lua)
 --       -> {entries examined, visible, delayed, locked messages, oldest visible_at ms or -1,
 --           expired locks, orphan messages}
---   'wlocked'/'wdue'       off, n (worker items of wq:locked / wq:due)
---       -> {entries examined, {tag key, items, ...}}
+--   'wq'                   pin (a worker tag key), off, n (a worker schedule)
+--       -> {entries examined, ready, delayed, locked items}
+--   'wshold'               off, n (worker session items of wq:shold)
+--       -> {entries examined, {tag key, locked items, ...}, {tag key, delayed items, ...}}
+--   'wsess'                pin (an HSCAN cursor of wq:scount), n
+--       -> {next cursor, {tag key, ready session items, ...}}
 -- "visible"/"delayed" count unlocked messages (for a locked instance: those that arrived during
--- the lock); "locked" counts the messages a held lock covers. Worker items are counted from the
--- per-tag counters of lib_worker (unlocked = queued - locked, locked ones expired or not).
+-- the lock); "locked" counts the messages a held lock covers. Worker items are counted item by
+-- item in the worker pages (locked ones expired or not).
 -- Errors: none.
 -- Cost: 'head' O(pins + worker tag keys); pages O(log N + page * log M) (M = messages of an
---   instance); worker pages O(log N + page).
+--   instance); worker pages O(log N + page), 'wsess' O(page x tag keys of a session).
 local now = now_ms()
 
--- Worker queue (keys_worker.go): wq:tags counts every queued item by tag key, wq:locked holds the
--- locked ones. The oldest visible item is looked for at the heads of the session-less ready sets,
--- of the claimable session groups and of wq:due (items due but not yet moved back by a fetch);
--- items of sessions an owner holds are not considered.
+-- Worker queue (keys_worker.go). The head lists the tag keys in use ('-' and wq:tks) and the
+-- age of the oldest item a fetch could take now, looked for at the heads of the schedules (a due
+-- head: visible, delay ended or lock expired) and of the claimable session groups; items of
+-- sessions an owner holds are not considered. The counts come from pages: of each schedule
+-- ('wq'), of wq:shold ('wshold') and of the sessions with items ('wsess', through wq:scount).
 local function worker_stats()
-  local queued, oldest = 0, -1
+  local oldest = -1
   local function seen(at)
     at = tonumber(at)
     if at and (oldest < 0 or at < oldest) then oldest = at end
   end
-  local tags, per_tag = redis.call('HGETALL', WQ.K_TAGS), {}
-  for i = 1, #tags, 2 do
-    queued = queued + tonumber(tags[i + 1])
-    per_tag[#per_tag + 1] = tags[i]
-    per_tag[#per_tag + 1] = tonumber(tags[i + 1])
-    per_tag[#per_tag + 1] = redis.call('ZCARD', WQ.k_ready(tags[i]))
-    local h = redis.call('ZRANGE', WQ.k_ready(tags[i]), 0, 0)
-    if h[1] then seen(redis.call('HGET', WQ.k_item(h[1]), 'c')) end
-    local f = redis.call('ZRANGE', WQ.k_sfree(tags[i]), 0, 0, 'WITHSCORES')
-    if f[2] then seen(redis.call('HGET', WQ.k_item(f[2]), 'c')) end
+  local tks = redis.call('SMEMBERS', WQ.K_TKS)
+  table.insert(tks, 1, '-')
+  for _, tk in ipairs(tks) do
+    local h = redis.call('ZRANGE', WQ.k_q(tk), 0, 0, 'WITHSCORES')
+    if h[1] and tonumber(h[2]) <= now then seen(redis.call('HGET', WQ.k_item(h[1]), 'c')) end
+    local f = redis.call('ZRANGE', WQ.k_sfree(tk), 0, 0, 'WITHSCORES')
+    if f[2] then seen(redis.call('HGET', WQ.k_item(WQ.id(tonumber(f[2]))), 'c')) end
   end
-  local d = redis.call('ZRANGEBYSCORE', WQ.K_DUE, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
-  if d[2] then seen(d[2]) end
-  local locked = redis.call('ZCARD', WQ.K_LOCKED)
-  return { queued - locked, locked, oldest, per_tag }
+  return { oldest, tks }
 end
 
--- One page of wq:locked or wq:due: its items counted by tag key (the item's t field).
-local function worker_tag_page(key, off, n)
-  local ids, count, order = redis.call('ZRANGE', key, off, off + n - 1), {}, {}
-  for _, s in ipairs(ids) do
-    local tk = redis.call('HGET', WQ.k_item(s), 't')
-    if tk then
-      if not count[tk] then order[#order + 1] = tk; count[tk] = 0 end
-      count[tk] = count[tk] + 1
+-- Counts per tag key, flat: {tag key, n, ...} in first-seen order.
+local function tally()
+  local count, order = {}, {}
+  return function(tk, n)
+    if not count[tk] then order[#order + 1] = tk; count[tk] = 0 end
+    count[tk] = count[tk] + (n or 1)
+  end, function()
+    local out = {}
+    for _, tk in ipairs(order) do out[#out + 1] = tk; out[#out + 1] = count[tk] end
+    return out
+  end
+end
+
+if what == 'wq' then
+  -- One page of a schedule: {entries examined, ready, delayed, locked (expired or not)}.
+  local r = redis.call('ZRANGE', WQ.k_q(pin), off, off + n - 1, 'WITHSCORES')
+  local ready, delayed, locked = 0, 0, 0
+  for i = 1, #r, 2 do
+    if redis.call('HEXISTS', WQ.k_item(r[i]), 'k') == 1 then
+      locked = locked + 1
+    elseif tonumber(r[i + 1]) > now then
+      delayed = delayed + 1
+    else
+      ready = ready + 1
     end
   end
-  local out = {}
-  for _, tk in ipairs(order) do out[#out + 1] = tk; out[#out + 1] = count[tk] end
-  return { #ids, out }
-end
-if what == 'wlocked' or what == 'wdue' then
-  return worker_tag_page(what == 'wlocked' and WQ.K_LOCKED or WQ.K_DUE, off, n)
+  return { #r / 2, ready, delayed, locked }
+elseif what == 'wshold' then
+  -- One page of wq:shold: {entries examined, {tag key, locked, ...}, {tag key, delayed, ...}}.
+  local ids = redis.call('ZRANGE', WQ.K_SHOLD, off, off + n - 1)
+  local add_l, out_l = tally()
+  local add_d, out_d = tally()
+  for _, id in ipairs(ids) do
+    local it = redis.call('HMGET', WQ.k_item(id), 'k', 't')
+    if it[2] then
+      if it[1] then add_l(it[2]) else add_d(it[2]) end
+    end
+  end
+  return { #ids, out_l(), out_d() }
+elseif what == 'wsess' then
+  -- One HSCAN page of wq:scount from cursor pin: {next cursor ('0' done), {tag key, ready
+  -- session items, ...}}.
+  local page = redis.call('HSCAN', WQ.K_SCOUNT, pin, 'COUNT', n)
+  local add, out = tally()
+  for i = 1, #page[2], 2 do
+    local sid = page[2][i]
+    for _, tk in ipairs(redis.call('SMEMBERS', WQ.k_stags(sid))) do
+      add(tk, redis.call('ZCARD', WQ.k_sitems(tk, sid)))
+    end
+  end
+  return { page[1], out() }
 end
 
 if what == 'head' then

@@ -8,14 +8,15 @@
 -- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
 --   retention: retention ms (tree_settle_changed)
 --   code: the fsck code
---   subject: instance id, worker item number, or '' for the namespace
+--   subject: instance id, worker item id, or '' for the namespace
 --   list[v]...: by code (below), to the end
 -- Lists by code:
 --   message_without_visibility triples: message seq, its type code (lib.lua, oq_messages),
 --            visible_at ms ('0' visible now)
 --   orphaned_keys keys of the instance (only keys of that instance's kinds are deleted)
 --   pin_unlisted pin keys whose ready set exists
---   item_index_without_item worker ready sets (keys of other kinds are ignored)
+--   item_index_without_item, item_placement worker sets that list items (wq:q:<tk>, wq:shold,
+--            wq:sitems:<tk>:<sid>; keys of other kinds are ignored)
 -- Reply: {outcome, detail}: outcome 'repaired' (detail says what was written), 'clean' (the
 --   violation no longer holds: nothing written) or 'left' (not repaired: detail says why).
 -- Errors: none (a code without a repair is 'left').
@@ -312,7 +313,7 @@ function R.orphaned_keys(id)
 end
 
 -- Namespace-wide: the housekeeping gates. A missing gate means unknown: the next fetch scans the
--- sets and sets it (lib.lua oq_note, lib_worker.lua WQ.note).
+-- sets and sets it (lib.lua oq_note).
 function R.gate_late()
   local fixed = {}
   local gate = tonumber(redis.call('GET', K_OQ_NEXT))
@@ -328,16 +329,6 @@ function R.gate_late()
       fixed[#fixed + 1] = K_OQ_NEXT
     end
   end
-  local wgate = tonumber(redis.call('GET', WQ.K_NEXT))
-  if wgate then
-    for _, key in ipairs({ WQ.K_LOCKED, WQ.K_DUE, WQ.K_SOWNED }) do
-      local h = zhead(key)
-      if h and h < wgate and fixed[#fixed] ~= WQ.K_NEXT then
-        redis.call('DEL', WQ.K_NEXT)
-        fixed[#fixed + 1] = WQ.K_NEXT
-      end
-    end
-  end
   if #fixed == 0 then return clean() end
   return repaired('deleted ' .. table.concat(fixed, ' ') .. ': the next fetch rescans and sets it')
 end
@@ -351,93 +342,124 @@ function R.chores_late()
   return repaired('set ' .. K_CHORES .. ' to ' .. d(due) .. ': the next fetch sweeps the expired entries')
 end
 
--- Worker items (today's layout, lib_worker.lua). An item's place follows from its hash: locked
--- (k) in wq:locked at its lock's expiry; otherwise delayed (kept in wq:due when it is there) or
--- ready in its tag's (or session's) ready set.
-local function item_place(s)
-  local ki = WQ.k_item(s)
-  local it = redis.call('HMGET', ki, 'i', 's', 't', 'k', 'u')
-  if not it[1] then return nil end
-  local sid, tk = it[2] or '', it[3] or '-'
-  local rk = sid == '' and WQ.k_ready(tk) or WQ.k_sitems(tk, sid)
-  local locked = redis.call('ZSCORE', WQ.K_LOCKED, s)
-  local due = redis.call('ZSCORE', WQ.K_DUE, s)
-  local ready = redis.call('ZSCORE', rk, s)
-  if it[4] then
-    local u = tonumber(it[5]) or 0 -- a lock without its expiry: due at once, a fetch reclaims it
-    if locked and not due and not ready then return nil end -- in wq:locked only, as it should be
-    if due then redis.call('ZREM', WQ.K_DUE, s) end
-    if ready then WQ.unready(s, sid, tk) end
-    redis.call('ZADD', WQ.K_LOCKED, d(u), s)
-    WQ.note(u)
-    return 'indexed as locked in ' .. WQ.K_LOCKED .. ' until ' .. d(u)
+-- Worker items (lib_worker.lua, keys_worker.go "Invariants"). The worker sets that list items
+-- (wq:q:<tk>, wq:shold, wq:sitems:<tk>:<sid>) as the caller names them (ARGV[5..]): the kind,
+-- and for a session group its tag key and session id; nil for another key.
+local function worker_set(key)
+  local pre = P:gsub('%p', '%%%0')
+  if key == WQ.K_SHOLD then return 'shold' end
+  if string.match(key, '^' .. pre .. 'wq:q:') then return 'q' end
+  local rest = string.match(key, '^' .. pre .. 'wq:sitems:(.+)$')
+  if not rest then return nil end
+  -- '<tk>:<sid>', tk '-' or '<length>:<tag>'
+  if string.sub(rest, 1, 2) == '-:' then return 'sitems', '-', string.sub(rest, 3) end
+  local n, tail = string.match(rest, '^(%d+):(.*)$')
+  if n and string.sub(tail, tonumber(n) + 1, tonumber(n) + 1) == ':' then
+    return 'sitems', n .. ':' .. string.sub(tail, 1, tonumber(n)), string.sub(tail, tonumber(n) + 2)
   end
-  local n = (due and 1 or 0) + (ready and 1 or 0)
-  if not locked and n == 1 then return nil end
-  if locked then redis.call('ZREM', WQ.K_LOCKED, s) end
-  if due then
-    if ready then WQ.unready(s, sid, tk) end
-    return 'kept delayed in ' .. WQ.K_DUE .. ' only'
-  end
-  if not ready then WQ.make_ready(s, sid, tk, true) end
-  return 'made ready in ' .. rk
+  return nil
 end
 
-local function repair_item(s)
-  local what = item_place(s)
-  if not what then return clean() end
-  return repaired(what)
-end
-R.item_placement = repair_item
-R.item_lock_unindexed = repair_item
-R.item_locked_without_lock = repair_item
-
--- The instance's worker index lists the item under its execution and activity (wq_enqueue's x
--- mark: '1' while the entry lists it alone).
-function R.item_unlisted(s)
-  local it = redis.call('HMGET', WQ.k_item(s), 'i', 'e', 'a')
-  if not it[1] then return clean() end
-  local kx, f = WQ.k_inst(it[1]), it[2] .. ':' .. it[3]
-  local list = redis.call('HGET', kx, f)
-  for w in string.gmatch(list or '', '%S+') do
-    if w == s then return clean() end
-  end
-  if list then
-    for o in string.gmatch(list, '%S+') do redis.call('HDEL', WQ.k_item(o), 'x') end
-    redis.call('HSET', kx, f, list .. ' ' .. s)
-    redis.call('HSET', WQ.k_item(s), 'x', '0')
-  else
-    redis.call('HSET', kx, f, s)
-    redis.call('HSET', WQ.k_item(s), 'x', '1')
-  end
-  return repaired('listed the item in ' .. kx .. ' under ' .. f)
-end
-
--- Index entries of an item that does not exist: wq:locked, wq:due and the worker ready sets the
--- caller names (a session's group index then points at its next item).
-function R.item_index_without_item(s)
-  if redis.call('EXISTS', WQ.k_item(s)) == 1 then return clean() end
+-- Drop item id from the worker sets the caller names other than home (a session group then
+-- points at its next item). Returns the keys it was dropped from.
+local function drop_elsewhere(id, home)
   local dropped = {}
-  for _, k in ipairs({ WQ.K_LOCKED, WQ.K_DUE }) do
-    if redis.call('ZREM', k, s) == 1 then dropped[#dropped + 1] = k end
-  end
   for _, key in ipairs(list) do
-    local tk = string.match(key, '^' .. P:gsub('%p', '%%%0') .. 'wq:ready:(.+)$')
-    local rest = string.match(key, '^' .. P:gsub('%p', '%%%0') .. 'wq:sitems:(.+)$')
-    local sid
-    if rest then -- '<tk>:<sid>', tk '-' or '<length>:<tag>'
-      local n, tail = string.match(rest, '^(%d+):(.*)$')
-      if string.sub(rest, 1, 2) == '-:' then
-        tk, sid = '-', string.sub(rest, 3)
-      elseif n and string.sub(tail, tonumber(n) + 1, tonumber(n) + 1) == ':' then
-        tk, sid = n .. ':' .. string.sub(tail, 1, tonumber(n)), string.sub(tail, tonumber(n) + 2)
-      end
-    end
-    if tk and redis.call('ZREM', key, s) == 1 then
+    local kind, tk, sid = worker_set(key)
+    if kind and key ~= home and redis.call('ZREM', key, id) == 1 then
       dropped[#dropped + 1] = key
       if sid then WQ.reindex_group(sid, tk) end
     end
   end
+  return dropped
+end
+
+-- An item's place follows from its hash: a session-less item is in its tag key's schedule, at
+-- its lock's expiry when locked (k; a lock without its expiry: due at once, a fetch reclaims it),
+-- else at the score it has there (a delay) or its enqueue time; a session item is in wq:shold at
+-- its lock's expiry when locked, kept there when it is there unlocked (delayed), else ready in its
+-- group.
+local function item_place(id)
+  local it = redis.call('HMGET', WQ.k_item(id), 'i', 's', 't', 'k', 'u', 'c')
+  if not it[1] then return nil end
+  local sid, tk = it[2] or '', it[3] or '-'
+  local lock = it[4] and d(tonumber(it[5]) or 0)
+  local done, home = {}, nil
+  if sid == '' then
+    home = WQ.k_q(tk)
+    local cur = redis.call('ZSCORE', home, id)
+    local want = lock or cur or it[6] or d(now)
+    if not cur or tonumber(cur) ~= tonumber(want) then
+      redis.call('ZADD', home, want, id)
+      done[#done + 1] = 'scheduled in ' .. home .. ' at ' .. want
+    end
+  else
+    local held = redis.call('ZSCORE', WQ.K_SHOLD, id)
+    if lock or held then
+      home = WQ.K_SHOLD
+      if redis.call('ZSCORE', WQ.k_sitems(tk, sid), id) then
+        WQ.unready(id, sid, tk)
+        done[#done + 1] = 'taken out of ' .. WQ.k_sitems(tk, sid)
+      end
+      local want = lock or held
+      if not held or tonumber(held) ~= tonumber(want) then
+        redis.call('ZADD', home, want, id)
+        done[#done + 1] = 'held in ' .. home .. ' at ' .. want
+      end
+    else
+      home = WQ.k_sitems(tk, sid)
+      if not redis.call('ZSCORE', home, id) then
+        WQ.make_ready(id, sid, tk, true)
+        done[#done + 1] = 'made ready in ' .. home
+      end
+    end
+  end
+  local dropped = drop_elsewhere(id, home)
+  if #dropped > 0 then done[#done + 1] = 'removed from ' .. table.concat(dropped, ', ') end
+  if #done == 0 then return nil end
+  return table.concat(done, '; ')
+end
+
+local function repair_item(id)
+  local what = item_place(id)
+  if not what then return clean() end
+  return repaired(what)
+end
+R.item_placement = repair_item
+R.item_lock_expiry_mismatch = repair_item
+
+-- The instance's worker index lists the item under its execution and activity (wq_enqueue's x
+-- mark: '1' while the entry lists it alone).
+function R.item_unlisted(id)
+  local it = redis.call('HMGET', WQ.k_item(id), 'i', 'e', 'a')
+  if not it[1] then return clean() end
+  local kx, f = WQ.k_inst(it[1]), it[2] .. ':' .. it[3]
+  local list = redis.call('HGET', kx, f)
+  for w in string.gmatch(list or '', '%S+') do
+    if w == id then return clean() end
+  end
+  if list then
+    for o in string.gmatch(list, '%S+') do redis.call('HDEL', WQ.k_item(o), 'x') end
+    redis.call('HSET', kx, f, list .. ' ' .. id)
+    redis.call('HSET', WQ.k_item(id), 'x', '0')
+  else
+    redis.call('HSET', kx, f, id)
+    redis.call('HSET', WQ.k_item(id), 'x', '1')
+  end
+  return repaired('listed the item in ' .. kx .. ' under ' .. f)
+end
+
+-- A tagged item's tag key is in wq:tks (what TagFilter Any reads).
+function R.item_tag_unlisted(id)
+  local tk = redis.call('HGET', WQ.k_item(id), 't')
+  if not tk or tk == '-' or redis.call('SADD', WQ.K_TKS, tk) == 0 then return clean() end
+  return repaired('added tag key ' .. tk .. ' to ' .. WQ.K_TKS)
+end
+
+-- Entries of an item that does not exist, in the worker sets the caller names.
+function R.item_index_without_item(id)
+  if redis.call('EXISTS', WQ.k_item(id)) == 1 then return clean() end
+  local dropped = drop_elsewhere(id, nil)
   if #dropped == 0 then return clean() end
   return repaired('removed the item from ' .. table.concat(dropped, ', '))
 end

@@ -1,38 +1,49 @@
 -- lib_worker.lua: worker-queue helpers, concatenated after lib.lua into every script. Key builders
--- mirror keys_worker.go (TestWorkerLuaKeysMatchGo checks it); the key listing is there too.
--- Top-level locals: WQ (everything internal) and the functions other scripts call by name:
--- wq_enqueue, wq_enqueue_many, wq_cancel, wq_delete_instance.
+-- mirror keys_worker.go (TestWorkerLuaKeysMatchGo checks it); the key listing and the invariants
+-- are there too. Top-level locals: WQ (everything internal) and the functions other scripts call
+-- by name: wq_enqueue, wq_enqueue_many, wq_cancel, wq_delete_instance.
 --
--- Item states: ready (in wq:ready:<tk>, or in its session group wq:sitems:<tk>:<sid> whose head is
--- indexed in wq:sfree:<tk> or wq:sown:<tk>:<owner>), delayed (wq:due) or locked (wq:locked, token
--- in the item's k field). A worker lock token names its item: '<36-character nonce>.<s>'. A session's groups sit in its owner's index exactly while the session is in
--- wq:sowned; fetch moves them to the free index once the session lock expired.
+-- An item is named by its enqueue sequence number n with n's digit count in front as a letter
+-- ('a7', 'b12', WQ.id), so that ids sort as strings in sequence order: a schedule breaks score
+-- ties by member. A worker lock token names its item: '<36-character nonce>.<id>'.
+--
+-- Item states. A session-less item is in its tag key's schedule wq:q:<tk> whatever its state,
+-- scored by when a fetch may take it: its visible time while unlocked (enqueue ms, or the end of
+-- an abandon's delay), its lock's expiry while locked; a fetch takes the head once its score has
+-- passed, so an expired lock is reclaimed and a delay ends without any other index. A session
+-- item is ready in its session group wq:sitems:<tk>:<sid> (whose head is indexed in
+-- wq:sfree:<tk> or wq:sown:<tk>:<owner>), or locked or delayed in wq:shold (score: lock expiry or
+-- visible time), from which session-aware fetches move the due ones back to their group. A
+-- session's groups sit in its owner's index exactly while the session is in wq:sowned; fetch
+-- moves them to the free index once the session lock expired.
 local WQ = {
-  BATCH = 100, -- expired locks / due items / expired sessions handled per fetch
+  BATCH = '100', -- due session items / expired sessions handled per fetch
 }
 -- Keys derived from the call's prefix (see dx_setup in lib.lua).
 setup_hooks[#setup_hooks + 1] = function()
-  WQ.K_DUE = P .. 'wq:due'
-  WQ.K_LOCKED = P .. 'wq:locked'
-  WQ.K_TAGS = P .. 'wq:tags'
+  WQ.K_SHOLD = P .. 'wq:shold'
+  WQ.K_TKS = P .. 'wq:tks'
   WQ.K_SCOUNT = P .. 'wq:scount'
   WQ.K_SOWNED = P .. 'wq:sowned'
   WQ.K_SIDLE = P .. 'wq:sidle'
-  WQ.K_NEXT = P .. 'wq:gate'
   WQ.K_WAITING = P .. 'wq:waiting'
 end
-call_hooks[#call_hooks + 1] = function()
-  WQ.NEXT = nil -- this call's reading of K_NEXT (the library outlives calls under FUNCTION)
-end
-function WQ.k_item(s) return P .. 'wq:m:' .. s end
+function WQ.k_item(id) return P .. 'wq:m:' .. id end
 function WQ.k_inst(id) return P .. 'wq:inst:' .. id end
-function WQ.k_ready(tk) return P .. 'wq:ready:' .. tk end
+function WQ.k_q(tk) return P .. 'wq:q:' .. tk end
 function WQ.k_sess(sid) return P .. 'wq:sess:' .. sid end
 function WQ.k_sitems(tk, sid) return P .. 'wq:sitems:' .. tk .. ':' .. sid end
 function WQ.k_stags(sid) return P .. 'wq:stags:' .. sid end
 function WQ.k_sfree(tk) return P .. 'wq:sfree:' .. tk end
 function WQ.k_sown(tk, owner) return P .. 'wq:sown:' .. tk .. ':' .. owner end
 function WQ.k_owner(owner) return P .. 'wq:owner:' .. owner end
+
+-- Item id of sequence number n, and back (keys_worker.go WorkItemID).
+function WQ.id(n)
+  local s = d(n)
+  return string.char(96 + #s) .. s
+end
+function WQ.seq(id) return tonumber(string.sub(id, 2)) end
 
 -- Tag key: '-' untagged, else '<byte length>:<tag>' (self-delimiting inside longer keys).
 function WQ.tag_key(tag)
@@ -109,31 +120,29 @@ function WQ.reindex_group(sid, tk)
   if h[1] then redis.call('ZADD', idx, h[2], sid) else redis.call('ZREM', idx, sid) end
 end
 
--- Make item s ready (visible, unlocked) where its session and tag key select; with wake, wake a
--- fetcher that may take it.
-function WQ.make_ready(s, sid, tk, wake_it)
+-- Make item id visible (unlocked) where its session and tag key select: a session-less item in
+-- its schedule at time `at` (its enqueue ms: it keeps its place), a session item in its group by
+-- sequence number. With wake_it, wake a fetcher that may take it.
+function WQ.make_ready(id, sid, tk, wake_it, at)
   if sid == '' then
-    redis.call('ZADD', WQ.k_ready(tk), s, s)
+    redis.call('ZADD', WQ.k_q(tk), at, id)
     if wake_it then WQ.wake_for('p', tk) end
     return
   end
-  redis.call('ZADD', WQ.k_sitems(tk, sid), s, s)
+  local n = string.sub(id, 2) -- the sequence number, as the string Redis is given
+  redis.call('ZADD', WQ.k_sitems(tk, sid), n, id)
   redis.call('SADD', WQ.k_stags(sid), tk)
   local idx, owner = WQ.group_index(sid, tk)
   local cur = redis.call('ZSCORE', idx, sid)
-  if not cur or tonumber(cur) > tonumber(s) then redis.call('ZADD', idx, s, sid) end
+  if not cur or tonumber(cur) > tonumber(n) then redis.call('ZADD', idx, n, sid) end
   if wake_it then
     if owner then WQ.wake_for('o', tk, owner) else WQ.wake_for('s', tk) end
   end
 end
 
--- Take item s out of the ready indexes (no-op when it is not ready).
-function WQ.unready(s, sid, tk)
-  if sid == '' then
-    redis.call('ZREM', WQ.k_ready(tk), s)
-  elseif redis.call('ZREM', WQ.k_sitems(tk, sid), s) == 1 then
-    WQ.reindex_group(sid, tk)
-  end
+-- Take session item id out of its group (no-op when it is not there).
+function WQ.unready(id, sid, tk)
+  if redis.call('ZREM', WQ.k_sitems(tk, sid), id) == 1 then WQ.reindex_group(sid, tk) end
 end
 
 -- Release a session from its owner's index (its lock expired): its groups become claimable, and a
@@ -182,7 +191,6 @@ function WQ.claim(sid, owner, lock_ms, now)
   end
   redis.call('HSET', ks, 'o', owner, 'u', until_ms, 'l', now)
   redis.call('ZADD', WQ.K_SOWNED, until_ms, sid)
-  WQ.note(until_ms)
   redis.call('SADD', WQ.k_owner(owner), sid)
 end
 
@@ -193,19 +201,20 @@ function WQ.touch_session(sid, now)
   if u and tonumber(u) > now then redis.call('HSET', WQ.k_sess(sid), 'l', now) end
 end
 
--- Delete worker item s wherever it stands; a held lock token stops working. keep_inst skips the
+-- Delete worker item id wherever it stands; a held lock token stops working. keep_inst skips the
 -- instance index (the caller drops that entry itself). it, when the caller read them already, are
 -- the item's fields {i, e, a, s, t, k, x}. Returns true when the item existed.
-function WQ.delete(s, keep_inst, it)
-  local ki = WQ.k_item(s)
+function WQ.delete(id, keep_inst, it)
+  local ki = WQ.k_item(id)
   it = it or redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'x')
   local inst, sid, tk, tok = it[1], it[4], it[5], it[6]
   if not inst then return false end
-  if tok then -- locked: in no ready or due index
-    redis.call('ZREM', WQ.K_LOCKED, s)
-  else
-    WQ.unready(s, sid, tk)
-    redis.call('ZREM', WQ.K_DUE, s)
+  if sid == '' then
+    redis.call('ZREM', WQ.k_q(tk), id)
+  elseif tok then
+    redis.call('ZREM', WQ.K_SHOLD, id)
+  elseif redis.call('ZREM', WQ.K_SHOLD, id) == 0 then -- delayed, or else ready in its group
+    WQ.unready(id, sid, tk)
   end
   redis.call('DEL', ki)
   if not keep_inst then
@@ -213,12 +222,11 @@ function WQ.delete(s, keep_inst, it)
     local rest = {}
     if it[7] ~= '1' then -- x '1': the entry is this item's alone (wq_enqueue), no need to read it
       for w in string.gmatch(redis.call('HGET', kx, f) or '', '%S+') do
-        if w ~= tostring(s) then rest[#rest + 1] = w end
+        if w ~= id then rest[#rest + 1] = w end
       end
     end
     if #rest == 0 then redis.call('HDEL', kx, f) else redis.call('HSET', kx, f, table.concat(rest, ' ')) end
   end
-  if redis.call('HINCRBY', WQ.K_TAGS, tk, '-1') <= 0 then redis.call('HDEL', WQ.K_TAGS, tk) end
   if sid ~= '' and redis.call('HINCRBY', WQ.K_SCOUNT, sid, '-1') <= 0 then
     redis.call('HDEL', WQ.K_SCOUNT, sid)
     redis.call('DEL', WQ.k_stags(sid))
@@ -228,37 +236,32 @@ function WQ.delete(s, keep_inst, it)
   return true
 end
 
--- Lock ready item s (already taken out of its ready index) for token until until_ms; returns
--- {attempt, json}.
-function WQ.lock(s, token, until_ms)
-  local ki = WQ.k_item(s)
+-- Lock item id (session sid, tag key tk; a session item already taken out of its group) for
+-- token until until_ms: the lock's expiry becomes its score in its schedule (wq:shold for a
+-- session item). Returns {attempt, json, token}, or nil when the item does not exist.
+function WQ.lock(id, token, until_ms, sid, tk)
+  local ki = WQ.k_item(id)
   local it = redis.call('HMGET', ki, 'j', 'n')
+  if not it[1] then return nil end
   local n = (tonumber(it[2]) or 0) + 1
-  token = token .. '.' .. s
+  token = token .. '.' .. id
   local u = d(until_ms)
   redis.call('HSET', ki, 'k', token, 'u', u, 'n', d(n))
-  redis.call('ZADD', WQ.K_LOCKED, u, s)
-  WQ.note(until_ms)
+  redis.call('ZADD', sid == '' and WQ.k_q(tk) or WQ.K_SHOLD, u, id)
   return { n, it[1], token }
 end
 
--- Unlock item s (token tok) without making it visible.
-function WQ.unlock(s)
-  redis.call('HDEL', WQ.k_item(s), 'k', 'u')
-  redis.call('ZREM', WQ.K_LOCKED, s)
-end
-
--- Look up a held lock: returns s and the item fields {k, u, s, t, n, i, e, a, x}, or nil and an error
--- reply. An expired lock is still "held" until a fetch reclaims it; given now, an expired one is
--- refused.
+-- Look up a held lock: returns the item id and its fields {k, u, s, t, n, i, e, a, x, c}, or nil
+-- and an error reply. An expired lock is still "held" until a fetch reclaims it; given now, an
+-- expired one is refused.
 function WQ.held(token, now)
-  local s = nil
-  if #token > 37 and string.sub(token, 37, 37) == '.' then s = string.sub(token, 38) end
-  if not s or not string.match(s, '^%d+$') then
+  local id = nil
+  if #token > 37 and string.sub(token, 37, 37) == '.' then id = string.sub(token, 38) end
+  if not id or not string.match(id, '^%l%d+$') then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown worker lock_token (acked, abandoned, '
       .. 'expired and reclaimed, or the activity was cancelled)')
   end
-  local it = redis.call('HMGET', WQ.k_item(s), 'k', 'u', 's', 't', 'n', 'i', 'e', 'a', 'x')
+  local it = redis.call('HMGET', WQ.k_item(id), 'k', 'u', 's', 't', 'n', 'i', 'e', 'a', 'x', 'c')
   if it[1] == false then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown worker lock_token (acked, abandoned, '
       .. 'expired and reclaimed, or the activity was cancelled)')
@@ -270,67 +273,25 @@ function WQ.held(token, now)
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: the worker item lock expired')
   end
   LOCK_UNTIL = tonumber(it[2])
-  return s, it
+  return id, it
 end
 
--- The housekeeping gate wq:next holds a time at or before every score in wq:sowned, wq:locked and
--- wq:due (NEVER when they are empty), so that a fetch before that time skips the three scans: one
--- GET instead of three ZRANGEBYSCOREs. Every write of a score lower than an existing one's calls
--- WQ.note (new locks, sessions and delays; renewals that lengthen a lock need not). A missing key
--- means unknown: the next fetch scans and sets it.
-WQ.NEVER = 99999999999999
-
--- Record that a score `at` was written to one of the gated sets.
-function WQ.note(at)
-  local cur = WQ.NEXT
-  if cur == nil then cur = tonumber(redis.call('GET', WQ.K_NEXT)) end
-  if cur == nil then return end -- unknown: the next fetch scans anyway
-  if at < cur then
-    redis.call('SET', WQ.K_NEXT, at)
-    cur = at
-  end
-  WQ.NEXT = cur
-end
-
--- Fetch housekeeping (DESIGN.md S5): reclaim expired item locks, make due items visible (waking
--- fetchers for them), release expired sessions; at most BATCH of each. Skipped before the gate's
--- time (see WQ.note), recomputed after each run.
-function WQ.maintain(now)
-  local gate = tonumber(redis.call('GET', WQ.K_NEXT))
-  if gate and gate > now then
-    WQ.NEXT = gate
-    return
-  end
-  for _, sid in ipairs(redis.call('ZRANGEBYSCORE', WQ.K_SOWNED, '-inf', now, 'LIMIT', 0, WQ.BATCH)) do
+-- Session housekeeping of a session-aware fetch while session items exist (DESIGN.md S5):
+-- release expired sessions to the claimable indexes, and move the session items of wq:shold
+-- whose lock expired or whose delay passed back to their group (an expired lock's token stops
+-- working; the next delivery counts one more attempt), waking fetchers that may take them; at
+-- most BATCH of each. Session-less items need none: their schedule's order is their due time.
+-- now: the call's time, ms, as a string.
+function WQ.maintain_sessions(now)
+  for _, sid in ipairs(redis.call('ZRANGEBYSCORE', WQ.K_SOWNED, '-inf', now, 'LIMIT', '0', WQ.BATCH)) do
     WQ.release(sid)
   end
-  for _, s in ipairs(redis.call('ZRANGEBYSCORE', WQ.K_LOCKED, '-inf', now, 'LIMIT', 0, WQ.BATCH)) do
-    local it = redis.call('HMGET', WQ.k_item(s), 'k', 's', 't')
-    WQ.unlock(s)
-    if it[3] then WQ.make_ready(s, it[2], it[3], true) end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', WQ.K_SHOLD, '-inf', now, 'LIMIT', '0', WQ.BATCH)) do
+    redis.call('ZREM', WQ.K_SHOLD, id)
+    local it = redis.call('HMGET', WQ.k_item(id), 'k', 's', 't')
+    if it[1] then redis.call('HDEL', WQ.k_item(id), 'k', 'u') end
+    if it[3] then WQ.make_ready(id, it[2], it[3], true) end
   end
-  for _, s in ipairs(redis.call('ZRANGEBYSCORE', WQ.K_DUE, '-inf', now, 'LIMIT', 0, WQ.BATCH)) do
-    redis.call('ZREM', WQ.K_DUE, s)
-    local it = redis.call('HMGET', WQ.k_item(s), 's', 't')
-    if it[2] then WQ.make_ready(s, it[1], it[2], true) end
-  end
-  local nxt = WQ.next_due(true)
-  if nxt < 0 then nxt = WQ.NEVER end
-  redis.call('SET', WQ.K_NEXT, nxt)
-  WQ.NEXT = nxt
-end
-
--- When work that is not visible now next may become so (ms, -1 never): a delayed item comes due,
--- an item lock expires, or (with_sessions) a session lock expires.
-function WQ.next_due(with_sessions)
-  local nxt = -1
-  local sets = { WQ.K_DUE, WQ.K_LOCKED }
-  if with_sessions then sets[3] = WQ.K_SOWNED end
-  for _, key in ipairs(sets) do
-    local r = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    if r[2] and (nxt < 0 or tonumber(r[2]) < nxt) then nxt = tonumber(r[2]) end
-  end
-  return nxt
 end
 
 -- Add one worker item (session and tag '' for none), visible at once, and wake a fetcher that may
@@ -338,33 +299,35 @@ end
 -- Item hash fields: j JSON, i instance, e execution, a activity id, s session, t tag key, n
 -- deliveries, c created ms, k/u lock token and until while locked, x '1' while the item is the only
 -- one in its activity's entry of the instance index wq:inst:<id> (deleting it then drops the entry
--- without reading it; an activity scheduled twice lists several items there).
+-- without reading it; an activity scheduled twice lists several items there). A tagged item's tag
+-- key joins wq:tks (the tag keys TagFilter Any reads).
 local function wq_enqueue(now, json, inst, exec, actid, session, tag)
-  local s = d(next_seq(1))
+  local id = WQ.id(next_seq(1))
   local tk = WQ.tag_key(tag)
+  local created = now == now_ms() and now_s() or d(now)
   local kx, f = WQ.k_inst(inst), exec .. ':' .. actid
-  local alone = redis.call('HSETNX', kx, f, s) == 1
+  local alone = redis.call('HSETNX', kx, f, id) == 1
   if not alone then
     local list = redis.call('HGET', kx, f)
     for o in string.gmatch(list, '%S+') do redis.call('HDEL', WQ.k_item(o), 'x') end
-    redis.call('HSET', kx, f, list .. ' ' .. s)
+    redis.call('HSET', kx, f, list .. ' ' .. id)
   end
-  redis.call('HSET', WQ.k_item(s), 'j', json, 'i', inst, 'e', exec, 'a', actid, 's', session, 't', tk,
-    'n', '0', 'c', now == now_ms() and now_s() or d(now), 'x', alone and '1' or '0')
-  redis.call('HINCRBY', WQ.K_TAGS, tk, '1')
+  redis.call('HSET', WQ.k_item(id), 'j', json, 'i', inst, 'e', exec, 'a', actid, 's', session, 't', tk,
+    'n', '0', 'c', created, 'x', alone and '1' or '0')
+  if tk ~= '-' then redis.call('SADD', WQ.K_TKS, tk) end
   if session ~= '' and redis.call('HINCRBY', WQ.K_SCOUNT, session, '1') == 1 then
     redis.call('ZREM', WQ.K_SIDLE, session)
   end
-  WQ.make_ready(s, session, tk, true)
+  WQ.make_ready(id, session, tk, true, created)
 end
 
 -- Add a turn's worker items, each {json, inst, exec, actid, session, tag} (see wq_enqueue), in
--- fewer commands than one wq_enqueue each: one INCRBY for their sequence numbers, one read and one
--- write of each instance's index entries, one counter update per tag key, and for the session-less
--- items one ZADD and one wake-up check per tag key. The effect is that of wq_enqueue on each in
--- order. Cost: O(items) (O(log N) index updates), items + ~6 commands for one instance and tag.
--- One item takes wq_enqueue: the batch's bookkeeping tables cost a hello 2.9% more Redis
--- instructions (callgrind) for the same commands.
+-- fewer commands than one wq_enqueue each: one HINCRBY for their sequence numbers, one read and
+-- one write of each instance's index entries, and for the session-less items one ZADD and one
+-- wake-up check per tag key. The effect is that of wq_enqueue on each in order. Cost: O(items)
+-- (O(log N) index updates), items + ~5 commands for one instance and tag. One item takes
+-- wq_enqueue: the batch's bookkeeping tables cost a hello 2.9% more Redis instructions
+-- (callgrind) for the same commands.
 local function wq_enqueue_many(now, items)
   local n = #items
   if n <= 1 then
@@ -393,18 +356,18 @@ local function wq_enqueue_many(now, items)
   -- already there lose their mark: in this batch (alone false: no field), or in Redis (HDEL).
   local alone, batch = {}, {}
   for i, w in ipairs(items) do
-    local s = d(s0 + i)
-    batch[s] = i
+    local id = WQ.id(s0 + i)
+    batch[id] = i
     local got, f = byinst[w[2]][3], w[3] .. ':' .. w[4]
     local list = got[f]
     if list then
       for o in string.gmatch(list, '%S+') do
         if batch[o] then alone[batch[o]] = false else redis.call('HDEL', WQ.k_item(o), 'x') end
       end
-      got[f] = list .. ' ' .. s
+      got[f] = list .. ' ' .. id
       alone[i] = '0'
     else
-      got[f] = s
+      got[f] = id
       alone[i] = '1'
     end
   end
@@ -418,30 +381,29 @@ local function wq_enqueue_many(now, items)
     end
     call_chunked('HSET', e[1], args)
   end
-  local tags, ready, tks = {}, {}, {}
+  local ready, tks = {}, {}
   for i, w in ipairs(items) do
-    local s, session, tk = d(s0 + i), w[5], WQ.tag_key(w[6])
+    local id, session, tk = WQ.id(s0 + i), w[5], WQ.tag_key(w[6])
     local f = { 'j', w[1], 'i', w[2], 'e', w[3], 'a', w[4], 's', session, 't', tk, 'n', '0', 'c', created }
     if alone[i] then f[17], f[18] = 'x', alone[i] end
-    redis.call('HSET', WQ.k_item(s), unpack(f))
-    if not tags[tk] then
-      tags[tk], ready[tk] = 0, {}
+    redis.call('HSET', WQ.k_item(id), unpack(f))
+    if not ready[tk] then
+      ready[tk] = {}
       tks[#tks + 1] = tk
+      if tk ~= '-' then redis.call('SADD', WQ.K_TKS, tk) end
     end
-    tags[tk] = tags[tk] + 1
     if session ~= '' then
       if redis.call('HINCRBY', WQ.K_SCOUNT, session, '1') == 1 then redis.call('ZREM', WQ.K_SIDLE, session) end
-      WQ.make_ready(s, session, tk, true)
+      WQ.make_ready(id, session, tk, true)
     else
       local r = ready[tk]
-      r[#r + 1], r[#r + 2] = s, s
+      r[#r + 1], r[#r + 2] = created, id
     end
   end
   for _, tk in ipairs(tks) do
-    redis.call('HINCRBY', WQ.K_TAGS, tk, d(tags[tk]))
     local r = ready[tk]
     if #r > 0 then
-      call_chunked('ZADD', WQ.k_ready(tk), r)
+      call_chunked('ZADD', WQ.k_q(tk), r)
       WQ.wake_for('p', tk, nil, #r / 2)
     end
   end
@@ -456,8 +418,8 @@ local function wq_cancel(inst, exec, actid)
   if not list then return 0 end
   redis.call('HDEL', kx, f)
   local n = 0
-  for s in string.gmatch(list, '%S+') do
-    if WQ.delete(s, true) then n = n + 1 end
+  for id in string.gmatch(list, '%S+') do
+    if WQ.delete(id, true) then n = n + 1 end
   end
   return n
 end
@@ -470,8 +432,8 @@ local function wq_delete_instance(inst)
   redis.call('DEL', kx)
   local n = 0
   for _, list in ipairs(lists) do
-    for s in string.gmatch(list, '%S+') do
-      if WQ.delete(s, true) then n = n + 1 end
+    for id in string.gmatch(list, '%S+') do
+      if WQ.delete(id, true) then n = n + 1 end
     end
   end
   return n

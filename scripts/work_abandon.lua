@@ -9,18 +9,22 @@
 --   visible), or so that one waiter learns the delayed item's due time. A lock that expired but
 --   was not reclaimed yet can still be abandoned (duroxide matches on the token only).
 -- Errors: DX_INVALID_TOKEN when the token is unknown; nothing is written then.
--- Cost: O(log N).
+-- Cost: O(log N). An item abandoned without a delay keeps its place in FIFO order (scored at its
+--   enqueue time again).
 local now = now_ms()
-local s, it = WQ.held(token)
-if not s then return it end
-WQ.unlock(s)
-if ignore and (tonumber(it[5]) or 0) > 0 then redis.call('HINCRBY', WQ.k_item(s), 'n', -1) end
+local id, it = WQ.held(token)
+if not id then return it end
+local sid, tk = it[3], it[4]
+local ki = WQ.k_item(id)
+redis.call('HDEL', ki, 'k', 'u')
+if ignore and (tonumber(it[5]) or 0) > 0 then redis.call('HINCRBY', ki, 'n', -1) end
 if delay > 0 then
-  redis.call('ZADD', WQ.K_DUE, now + delay, s)
-  WQ.note(now + delay)
-  local class, owner = WQ.wake_class(it[3], it[4])
-  WQ.wake_for(class, it[4], owner)
+  -- Delayed where it is: its schedule (or wq:shold) at the time it becomes visible.
+  redis.call('ZADD', sid == '' and WQ.k_q(tk) or WQ.K_SHOLD, d(now + delay), id)
+  local class, owner = WQ.wake_class(sid, tk)
+  WQ.wake_for(class, tk, owner)
 else
-  WQ.make_ready(s, it[3], it[4], true)
+  if sid ~= '' then redis.call('ZREM', WQ.K_SHOLD, id) end
+  WQ.make_ready(id, sid, tk, true, it[10] or now_s()) -- a session-less item keeps its place (its enqueue ms)
 end
 return 1

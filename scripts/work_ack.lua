@@ -13,13 +13,13 @@
 --   lock expired; nothing is written then and the item stays queued.
 -- Cost: O(log N) + O(items of the same activity) for the instance index.
 local now = now_ms()
-local s, it = WQ.held(token, now)
-if not s then return it end
+local id, it = WQ.held(token, now)
+if not id then return it end
 -- Checks done; writes follow.
 if completed then
   local pin = oq_enqueue(target, completion, 'O', now, now)
   if pin then wake_orch(pin, 1) end
 end
 WQ.touch_session(it[3], now)
-WQ.delete(s, false, { it[6], it[7], it[8], it[3], it[4], it[1], it[9] })
+WQ.delete(id, false, { it[6], it[7], it[8], it[3], it[4], it[1], it[9] })
 return 1

@@ -10,7 +10,7 @@
 --   tag: tag ('' untagged)
 -- Reply: 1.
 -- Errors: none.
--- Cost: O(log N): one item hash, one instance-index field, one ready-set insert (plus the session
+-- Cost: O(log N): one item hash, one instance-index field, one schedule insert (plus the session
 --   group head for a session item).
 local now = now_ms()
 wq_enqueue(now, item, instance, execution, activity, session, tag)

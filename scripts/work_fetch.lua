@@ -1,7 +1,7 @@
 -- work_fetch: lock the oldest visible worker item the caller may take, for the lock timeout.
 -- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
---   token: lock token nonce (36 characters; the token is '<nonce>.<s>')
+--   token: lock token nonce (36 characters; the token is '<nonce>.<id>')
 --   lock_ms: lock ms
 --   owner: session owner ('' = no session config: session-bound items are never returned)
 --   slock_ms: session lock ms
@@ -10,72 +10,101 @@
 --   any: '*' for every tag key in use (TagFilter Any) or '' for the list that follows
 --   tks[tag_key]...: tag keys ('-' untagged, '<len>:<tag>'), to the end
 -- Reply: {1, attempt, item JSON, lock token} when an item was locked (attempt counts this delivery), else
---   {0, now ms, next ms}: next is when delayed work, an item lock or (with an owner) a session lock
---   next comes due, -1 when nothing is pending.
--- Effects: first reclaims expired item locks (attempt + 1 on redelivery) and makes due delayed
---   items visible, waking fetchers that may take them, and releases expired sessions to the
---   claimable indexes (at most 100 of each per call). Taking a session item claims the session for
+--   {0, now ms, next ms}: next is when an item of the caller's tag keys next becomes takeable (a
+--   delay ends or a lock expires) or, with an owner while session items exist, a session item's
+--   lock or delay or a session lock next comes due; -1 when nothing is pending.
+-- Effects: a session-less item whose lock expired is taken again (attempt + 1) as any other due
+--   head of its schedule. With an owner while session items exist, first releases expired sessions
+--   to the claimable indexes and moves due session items of wq:shold back to their group (at most
+--   100 of each), waking fetchers that may take them. Taking a session item claims the session for
 --   the owner (owner, locked_until = now + session lock, last_activity = now), or refreshes it when
---   the owner already holds it (never shortening its lock).
+--   the owner already holds it (never shortening its lock). TagFilter Any drops from wq:tks the tag
+--   keys it finds without items while no session items exist.
 -- Errors: none.
--- Cost: O(tag keys x 3 index heads + expired locks, due items and expired sessions handled (<= 100
---   each) + tag keys of the claimed session) x O(log N); TagFilter Any adds HKEYS of wq:tags. Independent of how many items the tag
---   filter or the session rules exclude: session items never sit in the plain ready sets, and
---   sessions held by other owners never sit in the free or this owner's indexes.
-if any == '*' then tks = redis.call('HKEYS', WQ.K_TAGS) end
-local now = now_ms()
-WQ.maintain(now)
-
--- Candidates: the head of each set the filter selects; the smallest sequence number wins (FIFO).
--- A candidate is a plain item (member = its sequence number) or a session group (member = the
--- session id, in index key idx).
-local best, best_member, best_tk, best_idx
-local function consider(r, tk, idx)
-  if r[1] == nil then return end
-  local score = tonumber(r[2])
-  if best == nil or score < best then best, best_member, best_tk, best_idx = score, r[1], tk, idx end
+-- Cost: O(tag keys x (1 schedule head + 2 session index heads with an owner) + due session items
+--   and expired sessions handled (<= 100 each) + tag keys of the claimed session) x O(log N);
+--   TagFilter Any adds SMEMBERS of wq:tks. Independent of how many items the tag filter or the
+--   session rules exclude: session items never sit in the schedules, and sessions held by other
+--   owners never sit in the free or this owner's indexes. One tag key and no session items:
+--   TIME, ZRANGE, HMGET, HSET, ZADD.
+local all_tags = any == '*'
+if all_tags then
+  tks = { '-' }
+  for _, tk in ipairs(redis.call('SMEMBERS', WQ.K_TKS)) do tks[#tks + 1] = tk end
 end
+local now = now_ms()
+-- Whether session items exist (wq:scount counts the items of each session that has some: without
+-- it the session indexes and wq:shold are empty); nil until read. Numeric arguments go to Redis as
+-- strings ('0'): Redis formats a Lua number with snprintf, which a hot path notices.
+local sessions = nil
+if owner ~= '' then
+  sessions = redis.call('EXISTS', WQ.K_SCOUNT) == 1
+  if sessions then WQ.maintain_sessions(now_s()) end
+end
+local sess = sessions == true
 
-local found = nil
--- One set to take from (one tag key, and no session items anywhere: wq:scount counts the items of
--- each session that has some, so the session indexes are empty without it): its head, in one
--- command.
-local single = #tks == 1 and (owner == '' or redis.call('EXISTS', WQ.K_SCOUNT) == 0)
-if single then found = redis.call('ZPOPMIN', WQ.k_ready(tks[1]))[1] end
-for _ = 1, single and 0 or 10 do -- retries only if an index entry is stale (never expected)
-  best, best_member, best_tk, best_idx = nil, nil, nil, nil
-  for _, tk in ipairs(tks) do
-    consider(redis.call('ZRANGE', WQ.k_ready(tk), 0, 0, 'WITHSCORES'), tk, nil)
-    if owner ~= '' then
-      local ko, kf = WQ.k_sown(tk, owner), WQ.k_sfree(tk)
-      consider(redis.call('ZRANGE', ko, 0, 0, 'WITHSCORES'), tk, ko)
-      consider(redis.call('ZRANGE', kf, 0, 0, 'WITHSCORES'), tk, kf)
+-- Candidates: the due head of each schedule and the head group of each session index the filter
+-- selects; the smallest sequence number wins (FIFO). A schedule's head not due yet says when the
+-- caller should look again (nxt).
+local nxt = -1
+local r = nil
+for _ = 1, 10 do -- retries only if an index entry is stale (never expected)
+  local best, best_member, best_tk, best_idx = nil, nil, nil, nil
+  for i = 1, #tks do
+    local tk = tks[i]
+    local h = redis.call('ZRANGE', WQ.k_q(tk), '0', '0', 'WITHSCORES')
+    if h[1] then
+      local at = tonumber(h[2])
+      if at > now then
+        if nxt < 0 or at < nxt then nxt = at end
+      else
+        local s = WQ.seq(h[1])
+        if best == nil or s < best then best, best_member, best_tk, best_idx = s, h[1], tk, nil end
+      end
+    elseif all_tags and i > 1 then
+      if sessions == nil then sessions = redis.call('EXISTS', WQ.K_SCOUNT) == 1 end
+      if not sessions then redis.call('SREM', WQ.K_TKS, tk) end -- no item has this tag key any more
+    end
+    if sess then
+      for _, idx in ipairs({ WQ.k_sown(tk, owner), WQ.k_sfree(tk) }) do
+        local g = redis.call('ZRANGE', idx, '0', '0', 'WITHSCORES')
+        if g[1] and (best == nil or tonumber(g[2]) < best) then
+          best, best_member, best_tk, best_idx = tonumber(g[2]), g[1], tk, idx
+        end
+      end
     end
   end
   if best == nil then break end
   if best_idx == nil then
-    redis.call('ZREM', WQ.k_ready(best_tk), best_member)
-    found = best_member
-    break
+    r = WQ.lock(best_member, token, now + lock_ms, '', best_tk)
+    if r then break end
+    redis.call('ZREM', WQ.k_q(best_tk), best_member)
+  else
+    local sid = best_member
+    local ks = WQ.k_sitems(best_tk, sid)
+    local h = redis.call('ZRANGE', ks, '0', '0')
+    if h[1] then
+      redis.call('ZREM', ks, h[1])
+      WQ.claim(sid, owner, slock_ms, now)
+      WQ.reindex_group(sid, best_tk)
+      r = WQ.lock(h[1], token, now + lock_ms, sid, best_tk)
+      if r then break end
+    else
+      redis.call('ZREM', best_idx, sid)
+    end
   end
-  local sid = best_member
-  local ks = WQ.k_sitems(best_tk, sid)
-  local h = redis.call('ZRANGE', ks, 0, 0)
-  if h[1] then
-    redis.call('ZREM', ks, h[1])
-    WQ.claim(sid, owner, slock_ms, now)
-    WQ.reindex_group(sid, best_tk)
-    found = h[1]
-    break
-  end
-  redis.call('ZREM', best_idx, sid)
 end
 
-if not found then
+if not r then
   -- The caller may now wait: register its wake lists, in this same script, so that every wake-up
   -- for work it may take reaches them from now on.
-  if wait_ms > 0 then WQ.register_waiter(any == '*' and { '*' } or tks, owner, wait_ms) end
-  return { 0, now, WQ.next_due(owner ~= '') }
+  if wait_ms > 0 then WQ.register_waiter(all_tags and { '*' } or tks, owner, wait_ms) end
+  if sess then
+    for _, key in ipairs({ WQ.K_SHOLD, WQ.K_SOWNED }) do
+      local h = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
+      if h[2] and (nxt < 0 or tonumber(h[2]) < nxt) then nxt = tonumber(h[2]) end
+    end
+  end
+  return { 0, now, nxt }
 end
-local r = WQ.lock(found, token, now + lock_ms)
 return { 1, r[1], r[2], r[3] }

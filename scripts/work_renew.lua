@@ -9,11 +9,10 @@
 --   its lock expired; nothing is written then.
 -- Cost: O(log N).
 local now = now_ms()
-local s, it = WQ.held(token, now)
-if not s then return it end
-local until_ms = now + ext
-redis.call('HSET', WQ.k_item(s), 'u', until_ms)
-redis.call('ZADD', WQ.K_LOCKED, until_ms, s)
-WQ.note(until_ms) -- a shorter extension can move the lock's expiry earlier
+local id, it = WQ.held(token, now)
+if not id then return it end
+local until_ms = d(now + ext)
+redis.call('HSET', WQ.k_item(id), 'u', until_ms)
+redis.call('ZADD', it[3] == '' and WQ.k_q(it[4]) or WQ.K_SHOLD, until_ms, id) -- the lock's score is its expiry
 WQ.touch_session(it[3], now)
 return 1

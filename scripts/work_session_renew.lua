@@ -22,7 +22,6 @@ for _, owner in ipairs(owners) do
     elseif tonumber(rec[2]) > now and tonumber(rec[3]) > cutoff then
       redis.call('HSET', WQ.k_sess(sid), 'u', until_ms)
       redis.call('ZADD', WQ.K_SOWNED, 'XX', until_ms, sid)
-      WQ.note(until_ms) -- a shorter extension can move the session's expiry earlier
       redis.call('ZADD', WQ.K_SIDLE, 'XX', until_ms, sid)
       n = n + 1
     end

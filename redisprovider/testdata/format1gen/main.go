@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -233,6 +234,9 @@ func wait(ctx dx.Context, in WaitIn) (string, error) {
 	case "tagged":
 		ctx.SetCustomStatus("waiting:tagged")
 		return dx.Call[string](ctx, "Echo", "tagged", dx.WithTag(laterTag)).Await(ctx)
+	case "tagged-session":
+		ctx.SetCustomStatus("waiting:tagged-session")
+		return dx.Call[string](ctx, "Echo", "tagged-session", dx.WithTag(laterTag), dx.OnSession(in.Event)).Await(ctx)
 	case "session":
 		a, err := dx.Call[string](ctx, "Echo", "session-1", dx.OnSession(sessionID)).Await(ctx)
 		if err != nil {
@@ -308,6 +312,9 @@ func (g *gen) populate(ctx context.Context, timer time.Duration) (Manifest, erro
 		{"parent-1", "Wait", WaitIn{Kind: "child", Event: "child-go", Child: "child-1"}, "waiting:child", "waiting on a child"},
 		{"tagged-1", "Wait", WaitIn{Kind: "tagged"}, "waiting:tagged", "its tagged activity queued, unfetched"},
 		{"tagged-2", "Wait", WaitIn{Kind: "tagged"}, "waiting:tagged", "its tagged activity delayed (abandoned with a delay)"},
+		{"tagged-3", "Wait", WaitIn{Kind: "tagged"}, "waiting:tagged", "its tagged activity locked by a worker that stopped (the lock expired)"},
+		{"session-2", "Wait", WaitIn{Kind: "tagged-session", Event: "s2"}, "waiting:tagged-session", "its tagged activity on session s2 queued, unfetched"},
+		{"session-3", "Wait", WaitIn{Kind: "tagged-session", Event: "s3"}, "waiting:tagged-session", "its tagged activity on session s3 locked by a worker that stopped (the lock expired)"},
 		{"session-1", "Wait", WaitIn{Kind: "session", Event: "sess-go"}, "waiting:session", "ran a session activity, waits on an event"},
 	}
 	if err := g.phase(ctx, p, "format1gen-populate-2", func(c *dx.Client) error {
@@ -349,6 +356,10 @@ func (g *gen) populate(ctx context.Context, timer time.Duration) (Manifest, erro
 	// A delayed activity: tagged-2's, fetched and given back with a delay (its attempt not
 	// counted); the other items fetched on the way are given back at once.
 	if err := delayActivity(ctx, p, "tagged-2", timer); err != nil {
+		return m, err
+	}
+	// Activities whose worker stopped while holding them: locked, the lock expired.
+	if err := expireActivities(ctx, p, "tagged-3", "session-3"); err != nil {
 		return m, err
 	}
 	if err := noLocks(ctx, p); err != nil {
@@ -445,18 +456,64 @@ func delayActivity(ctx context.Context, p *redisprovider.Provider, instance stri
 	}
 }
 
-// noLocks checks that the stopped runtime left no lock behind (format 1's lock indexes).
-func noLocks(ctx context.Context, p *redisprovider.Provider) error {
+// expireActivities locks the queued activities of instances, session items included, for a
+// moment and leaves them, as a worker that stopped would; it returns once their locks expired.
+// The other items fetched on the way are given back at once.
+func expireActivities(ctx context.Context, p *redisprovider.Provider, instances ...string) error {
+	const lock = 300 * time.Millisecond // the fetches below take a few ms: no lock of theirs expires before the end
+	session := &provider.SessionFetchConfig{OwnerID: "format1gen-stopped", LockTimeout: lock}
+	var held []string
+	for left := len(instances); left > 0; {
+		w, err := p.FetchWorkItem(ctx, lock, 0, session, provider.TagFilterAny())
+		if err != nil {
+			return err
+		}
+		if w == nil {
+			return fmt.Errorf("no queued activity of %s (%d left)", instances, left)
+		}
+		if a, ok := w.Item.Kind.(provider.ActivityExecute); ok && slices.Contains(instances, a.Instance) {
+			left--
+		} else {
+			held = append(held, w.LockToken)
+		}
+	}
+	for _, tok := range held {
+		if err := p.AbandonWorkItem(ctx, tok, 0, true); err != nil {
+			return err
+		}
+	}
+	for { // a few hundred ms
+		if n, err := liveLocks(ctx, p); err != nil || n == 0 {
+			return err
+		}
+	}
+}
+
+// liveLocks counts the unexpired locks of format 1's lock indexes (by the server's clock).
+func liveLocks(ctx context.Context, p *redisprovider.Provider) (int64, error) {
 	pre := p.Keyspace().Prefix(0)
+	t, err := p.Client().Time(ctx).Result()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
 	for _, k := range []string{"oq:locked", "wq:locked"} {
 		if t := p.Client().Type(ctx, pre+k).Val(); t != "zset" && t != "none" {
 			continue // another layout
 		}
-		if n := p.Client().ZCard(ctx, pre+k).Val(); n > 0 {
-			return fmt.Errorf("%d locks left in %s after the runtime stopped", n, k)
-		}
+		n += p.Client().ZCount(ctx, pre+k, fmt.Sprintf("(%d", t.UnixMilli()), "+inf").Val()
 	}
-	return nil
+	return n, nil
+}
+
+// noLocks checks that the stopped runtime left no live lock behind (format 1's lock indexes; the
+// locks expireActivity left expired).
+func noLocks(ctx context.Context, p *redisprovider.Provider) error {
+	n, err := liveLocks(ctx, p)
+	if err == nil && n > 0 {
+		err = fmt.Errorf("%d live locks left after the runtime stopped", n)
+	}
+	return err
 }
 
 // finish runs the runtime with every tag, does what the manifest says, waits until every instance
