@@ -276,6 +276,22 @@ end
 -- and the status is terminal (orch_ack writes each exactly when it differs). i: the instance hash's
 -- REC_FIELDS when the caller read them already (further fields may follow).
 local REC_FIELDS = { 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd', 'created', 'updated' }
+-- orch_ack's view of an execution record: each field's name in a record table, in the instance
+-- hash and in x:<e>:<id> (which keeps no hb); built once per library load. rec_of and rec_copy
+-- build a record table with one pre-sized constructor: an ack builds a few, and filling empty
+-- tables field by field (with this list built per call) cost a hello 3.5% more Redis instructions.
+local REC_NAMES = { { 'status', 'status', 'status' }, { 'started', 'xs', 'started' }, { 'completed', 'done', 'completed' },
+  { 'out', 'out', 'out' }, { 'hn', 'hn', 'hn' }, { 'hb', 'hb' }, { 'hd', 'hd', 'hd' }, { 'pink', 'pink', 'pink' } }
+-- A record table from values in REC_NAMES' order (false or nil: absent).
+local function rec_of(v)
+  return { status = v[1] or nil, started = v[2] or nil, completed = v[3] or nil, out = v[4] or nil,
+    hn = v[5] or nil, hb = v[6] or nil, hd = v[7] or nil, pink = v[8] or nil }
+end
+local function rec_copy(t)
+  return { status = t.status, started = t.started, completed = t.completed, out = t.out, hn = t.hn,
+    hb = t.hb, hd = t.hd, pink = t.pink }
+end
+
 local function rec_fields(id) return redis.call('HMGET', k_inst(id), unpack(REC_FIELDS)) end
 local function exec_record(id, e, i)
   e = tostring(e)

@@ -59,19 +59,8 @@ local nexec = tonumber(exec)
 local new_exec = prev == nil or nexec > prev
 local is_current = new_exec or nexec == prev
 local xkey = k_exec(id, exec)
--- REC lists the record's fields with their names in the instance hash and in x:<e>:<id>.
-local REC = { { 'status', 'status', 'status' }, { 'started', 'xs', 'started' }, { 'completed', 'done', 'completed' },
-  { 'out', 'out', 'out' }, { 'hn', 'hn', 'hn' }, { 'hb', 'hb' }, { 'hd', 'hd', 'hd' }, { 'pink', 'pink', 'pink' } }
-local function record_of(vals) -- HMGET values in REC's order -> table (absent fields nil)
-  local t = {}
-  for j, f in ipairs(REC) do
-    if vals[j] then t[f[1]] = vals[j] end
-  end
-  return t
-end
-local in_i = record_of({ iv[3], iv[14], iv[15], iv[12], iv[8], iv[9], iv[11], iv[13] })
-local cur = {} -- the current execution's record as it is (lib.lua, exec_record)
-for f, v in pairs(in_i) do cur[f] = v end
+local in_i = rec_of({ iv[3], iv[14], iv[15], iv[12], iv[8], iv[9], iv[11], iv[13] }) -- REC_NAMES' order
+local cur = rec_copy(in_i) -- the current execution's record as it is (lib.lua, exec_record)
 cur.started = in_i.started or iv[16] or nil
 if not in_i.completed and is_terminal(in_i.status) then cur.completed = iv[17] or nil end
 local stored, rec, in_x = {}, nil, false
@@ -82,12 +71,11 @@ elseif prev ~= nil then -- (an instance without a current execution has no other
   if x[5] then -- hn: every execution record has it
     in_x = true
     x[6] = false -- x: keeps no hb
-    stored = record_of(x)
+    stored = rec_of(x)
   end
 end
 local new_record = nexec ~= prev and not in_x
-rec = {}
-for f, v in pairs(stored) do rec[f] = v end
+rec = rec_copy(stored)
 if new_record then
   rec = { status = 'Running', started = nows, out = '-', hn = '0', hb = '0', hd = '1' }
 end
@@ -147,7 +135,7 @@ end
 -- A new current execution moves the previous one's record out of the instance hash.
 if new_exec and prev ~= nil then
   local a = {}
-  for _, f in ipairs(REC) do
+  for _, f in ipairs(REC_NAMES) do
     if f[3] and cur[f[1]] then a[#a + 1], a[#a + 2] = f[3], cur[f[1]] end
   end
   redis.call('HSET', k_exec(id, prev), unpack(a))
@@ -253,7 +241,7 @@ if is_current then
   if is_terminal(rec.status) and rec.completed == (iseen['updated'] and nows or iv[17] or nil) then rec.completed = nil end
 end
 local xfields, dels = {}, {}
-for _, f in ipairs(REC) do
+for _, f in ipairs(REC_NAMES) do
   local v, n = rec[f[1]], f[is_current and 2 or 3]
   if n and v ~= stored[f[1]] then
     if v == nil then
