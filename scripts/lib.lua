@@ -6,7 +6,6 @@
 -- derived from it at the start of every call, in both modes.
 local P, K_PINS, K_DUE, K_LOCKED, K_OQ_NEXT, OQ_NEXT, K_CHORES, K_META, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP, K_ORPHANS
 local setup_hooks = {} -- keys of the other lib files derived from P (lib_worker.lua)
-local call_hooks = {} -- per-call state of the other lib files to reset (lib_worker.lua)
 
 local NOW, NOW_S -- the server time of this call, read once (now_ms), and as a string (now_s)
 local LOCK_UNTIL -- the expiry (ms) of the lock this call's token holds, once checked (oq_held, WQ.held; see dx_once)
@@ -18,7 +17,6 @@ local format_checked = {} -- prefixes whose format record this library load has 
 local format_check
 local function dx_setup(prefix, writes)
   NOW, NOW_S, OQ_NEXT, LOCK_UNTIL = nil, nil, nil, nil
-  for _, hook in ipairs(call_hooks) do hook() end
   if prefix ~= P then
     P = prefix
     K_PINS = P .. 'oq:pins'
@@ -74,8 +72,10 @@ end
 local function now_ms()
   if NOW == nil then
     local t = redis.call('TIME') -- {seconds, microseconds}
-    NOW_S = t[1] .. string.sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3) -- the ms, unformatted
-    NOW = tonumber(NOW_S)
+    local us = t[2]
+    if #us < 6 then us = string.rep('0', 6 - #us) .. us end -- padded only when needed (a concat less)
+    NOW_S = t[1] .. string.sub(us, 1, 3) -- the ms, unformatted
+    NOW = NOW_S + 0 -- one conversion (tonumber converts twice: lua_isnumber, lua_tonumber)
   end
   return NOW
 end
@@ -103,6 +103,11 @@ local function k_kd(id) return P .. 'kd:' .. id end
 local function k_children(id) return P .. 'ch:' .. id end
 local function k_ready(pin) return P .. 'oq:ready:' .. pin end
 local function k_idx_status(s) return P .. 'idx:status:' .. s end
+
+-- Append field f with value v to t, the arguments of an HSET being gathered.
+local function add_field(t, f, v)
+  t[#t + 1], t[#t + 2] = f, v
+end
 
 -- Errors: a reply "DX_<CODE> message" that redisprovider maps to a ProviderError.
 local function fail(code, msg) return redis.error_reply('DX_' .. code .. ' ' .. msg) end
@@ -175,9 +180,14 @@ end
 local function wake(key, n)
   if n <= 0 then return end
   if n > 16 then n = 16 end
-  local tokens = { key }
-  for i = 1, n do tokens[i + 1] = '1' end
-  local len = redis.call('LPUSH', unpack(tokens))
+  local len
+  if n == 1 then
+    len = redis.call('LPUSH', key, '1') -- the usual case, without the table
+  else
+    local tokens = { key }
+    for i = 1, n do tokens[i + 1] = '1' end
+    len = redis.call('LPUSH', unpack(tokens))
+  end
   if len > 16 then redis.call('LTRIM', key, '0', '15') end
   if len <= n then redis.call('PEXPIRE', key, '5000') end
 end
@@ -282,10 +292,11 @@ local REC_FIELDS = { 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd', 'created
 -- tables field by field (with this list built per call) cost a hello 3.5% more Redis instructions.
 local REC_NAMES = { { 'status', 'status', 'status' }, { 'started', 'xs', 'started' }, { 'completed', 'done', 'completed' },
   { 'out', 'out', 'out' }, { 'hn', 'hn', 'hn' }, { 'hb', 'hb' }, { 'hd', 'hd', 'hd' }, { 'pink', 'pink', 'pink' } }
--- A record table from values in REC_NAMES' order (false or nil: absent).
-local function rec_of(v)
-  return { status = v[1] or nil, started = v[2] or nil, completed = v[3] or nil, out = v[4] or nil,
-    hn = v[5] or nil, hb = v[6] or nil, hd = v[7] or nil, pink = v[8] or nil }
+-- A record table from values in REC_NAMES' order (false or nil: absent), given as arguments (no
+-- table of them to build).
+local function rec_of(status, started, completed, out, hn, hb, hd, pink)
+  return { status = status or nil, started = started or nil, completed = completed or nil, out = out or nil,
+    hn = hn or nil, hb = hb or nil, hd = hd or nil, pink = pink or nil }
 end
 local function rec_copy(t)
   return { status = t.status, started = t.started, completed = t.completed, out = t.out, hn = t.hn,
@@ -348,6 +359,7 @@ local function inst_known(id) return redis.call('EXISTS', k_inst(id)) == 1 end
 --
 -- oq_messages reads them: the seqs visible at now (ascending, as strings), the earliest time a
 -- message not visible yet becomes visible (nil: none), and the fields by name. Cost: O(messages).
+local function seq_less(a, b) return tonumber(a) < tonumber(b) end -- (not a closure per call)
 local function oq_messages(id, now)
   local all = redis.call('HGETALL', k_msgs(id))
   local f, seqs, later = {}, {}, nil
@@ -364,7 +376,7 @@ local function oq_messages(id, now)
       end
     end
   end
-  if #seqs > 1 then table.sort(seqs, function(a, b) return tonumber(a) < tonumber(b) end) end
+  if #seqs > 1 then table.sort(seqs, seq_less) end
   return seqs, later, f
 end
 
@@ -447,6 +459,32 @@ local function ready_pins()
   end
   pins[#pins + 1] = '-'
   return pins
+end
+
+-- orch_fetch's candidate: the instance with the oldest ready message among the pins its filter
+-- accepts (filtered false: every pin; else the ranges {lo, hi}, pin '-' always), with its pin and
+-- ready key; nil when none. Ready sets found empty leave K_PINS.
+local function oq_next_candidate(filtered, ranges)
+  local best, best_score, best_pin, best_key = nil, nil, nil, nil
+  for _, pin in ipairs(ready_pins()) do
+    local ok = pin == '-' or not filtered
+    if not ok then
+      for _, r in ipairs(ranges) do
+        if pin >= r[1] and pin <= r[2] then ok = true; break end
+      end
+    end
+    if ok then
+      local key = k_ready(pin)
+      local r = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
+      if r[1] == nil then
+        if pin ~= '-' then redis.call('SREM', K_PINS, pin) end
+      else
+        local score = tonumber(r[2])
+        if best == nil or score < best_score then best, best_score, best_pin, best_key = r[1], score, pin, key end
+      end
+    end
+  end
+  return best, best_pin, best_key
 end
 
 -- Remove an instance from every orchestrator index (before locking or deleting it).
@@ -582,19 +620,21 @@ local function oq_token_instance(token)
   return string.sub(token, 38)
 end
 
--- The instance an orchestration lock token holds and its lock {tok, until, seqs, inst, more, tag},
--- or nil and an error reply. With unexpired, a lock past its time is refused too (abandon accepts
--- one that a fetch has not reclaimed yet). Lock hash fields: tok (token), until (ms), seqs (the
+-- The instance an orchestration lock token holds, its lock {tok, until, seqs, inst, more, tag} and
+-- the lock's key, or nil and an error reply. With unexpired, a lock past its time is refused too
+-- (abandon accepts one that a fetch has not reclaimed yet). Lock hash fields: tok (token), until (ms), seqs (the
 -- locked message seqs), inst ('1': the instance existed at fetch), more ('1': the instance has
 -- other messages, delayed or arrived during the lock), tag (the execution tag the fetch announced).
 local function oq_held(token, now, unexpired)
   local id = oq_token_instance(token)
   if not id then return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown or already released') end
-  local lk = redis.call('HMGET', k_lock(id), 'tok', 'until', 'seqs', 'inst', 'more', 'tag')
+  local key = k_lock(id)
+  local lk = redis.call('HMGET', key, 'tok', 'until', 'seqs', 'inst', 'more', 'tag')
   if lk[1] ~= token then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock no longer held') end
-  if unexpired and tonumber(lk[2]) <= now then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock expired') end
-  LOCK_UNTIL = tonumber(lk[2])
-  return id, lk
+  local until_ms = tonumber(lk[2])
+  if unexpired and until_ms <= now then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock expired') end
+  LOCK_UNTIL = until_ms
+  return id, lk, key
 end
 
 -- Split a space-separated list.
@@ -630,7 +670,7 @@ end
 -- Whether hist continues a dense execution of n events: ids n+1, n+2, ... in order.
 local function dense_next(n, hist)
   for i, h in ipairs(hist) do
-    if h[1] ~= tostring(n + i) then return false end
+    if h[1] ~= d(n + i) then return false end -- d: as tostring for these integers, without '%.14g'
   end
   return true
 end
@@ -646,14 +686,14 @@ end
 local function history_append(id, exec, hist, compact_from, dense)
   if #hist == 0 then return 0, dense ~= nil end
   local still = dense ~= nil and dense_next(dense, hist)
-  local ids = {}
-  local function flush(force)
-    if #ids == 500 or (force and #ids > 0) then -- chunked: Lua's unpack has a small stack
-      redis.call('SADD', k_hids(id, exec), unpack(ids))
-      ids = {}
+  if not still then -- (the table and closure only here: a dense append, the usual one, needs neither)
+    local ids = {}
+    local function flush(force)
+      if #ids == 500 or (force and #ids > 0) then -- chunked: Lua's unpack has a small stack
+        redis.call('SADD', k_hids(id, exec), unpack(ids))
+        ids = {}
+      end
     end
-  end
-  if not still then
     if dense then
       for n = 1, dense do ids[#ids + 1] = n; flush(false) end
     end
@@ -674,16 +714,18 @@ end
 
 -- Fail unless every event id of hist is new to the execution and unique within hist (dense: see
 -- history_append).
+local function history_dup(id, exec, eid)
+  return fail('DUPLICATE', 'duplicate event_id ' .. eid .. ' in execution ' .. exec .. ' of instance ' .. id)
+end
 local function history_check(id, exec, hist, dense)
+  -- The usual delta continues a dense execution (dense_next): its ids are new and distinct.
+  if dense and dense_next(dense, hist) then return nil end
   local seen = {}
-  local function dup(eid)
-    return fail('DUPLICATE', 'duplicate event_id ' .. eid .. ' in execution ' .. exec .. ' of instance ' .. id)
-  end
   if dense then
     for _, h in ipairs(hist) do
       local eid = h[1]
       local n = #eid <= 15 and tonumber(eid)
-      if seen[eid] or (n and n <= dense) then return dup(eid) end
+      if seen[eid] or (n and n <= dense) then return history_dup(id, exec, eid) end
       seen[eid] = true
     end
     return nil
@@ -693,7 +735,7 @@ local function history_check(id, exec, hist, dense)
     for j = i, math.min(i + 499, #hist) do ids[#ids + 1] = hist[j][1] end
     local found = redis.call('SMISMEMBER', k_hids(id, exec), unpack(ids))
     for j, eid in ipairs(ids) do
-      if seen[eid] or found[j] == 1 then return dup(eid) end
+      if seen[eid] or found[j] == 1 then return history_dup(id, exec, eid) end
       seen[eid] = true
     end
   end
@@ -751,9 +793,13 @@ local function instance_keys(id, with_children)
   return keys
 end
 
+-- Whether an instance of status st and open count open (its hash's fields) is settled.
+local function settled_of(st, open)
+  return (st == 'Completed' or st == 'Failed') and (tonumber(open) or 0) <= 0
+end
 local function settled(id)
   local r = redis.call('HMGET', k_inst(id), 'status', 'open')
-  return (r[1] == 'Completed' or r[1] == 'Failed') and (tonumber(r[2]) or 0) <= 0
+  return settled_of(r[1], r[2])
 end
 
 -- A root settled: its keys expire after ttl (its children set stays for the reaping).

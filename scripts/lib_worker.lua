@@ -269,10 +269,11 @@ function WQ.held(token, now)
   if it[1] ~= token then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: the worker item no longer holds this lock_token')
   end
-  if now and tonumber(it[2]) <= now then
+  local until_ms = tonumber(it[2])
+  if now and until_ms <= now then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: the worker item lock expired')
   end
-  LOCK_UNTIL = tonumber(it[2])
+  LOCK_UNTIL = until_ms
   return id, it
 end
 

@@ -32,7 +32,7 @@
 --   written), and the current execution's record, always (one layout: lib.lua, Executions).
 local now, nows = now_ms(), now_s()
 
-local id, lk = oq_held(token, now, true)
+local id, lk, lkey = oq_held(token, now, true)
 if not id then return lk end
 
 -- The instance record, read once (fields: lib.lua, Executions).
@@ -58,8 +58,10 @@ local prev = tonumber(iv[5])
 local nexec = tonumber(exec)
 local new_exec = prev == nil or nexec > prev
 local is_current = new_exec or nexec == prev
-local xkey = k_exec(id, exec)
-local in_i = rec_of({ iv[3], iv[14], iv[15], iv[12], iv[8], iv[9], iv[11], iv[13] }) -- REC_NAMES' order
+-- x:<e>:<id> is read or written only for an execution other than the instance's current one
+-- (prev nil: there is none, this one becomes it); the key is built only then.
+local xkey = prev ~= nil and nexec ~= prev and k_exec(id, exec) or nil
+local in_i = rec_of(iv[3], iv[14], iv[15], iv[12], iv[8], iv[9], iv[11], iv[13]) -- REC_NAMES' order
 local cur = rec_copy(in_i) -- the current execution's record as it is (lib.lua, exec_record)
 cur.started = in_i.started or iv[16] or nil
 if not in_i.completed and is_terminal(in_i.status) then cur.completed = iv[17] or nil end
@@ -67,17 +69,17 @@ local stored, rec, in_x = {}, nil, false
 if nexec == prev then
   stored = cur
 elseif prev ~= nil then -- (an instance without a current execution has no other either)
-  local x = redis.call('HMGET', xkey, 'status', 'started', 'completed', 'out', 'hn', 'hn', 'hd', 'pink')
+  local x = redis.call('HMGET', xkey, 'status', 'started', 'completed', 'out', 'hn', 'hd', 'pink')
   if x[5] then -- hn: every execution record has it
     in_x = true
-    x[6] = false -- x: keeps no hb
-    stored = rec_of(x)
+    stored = rec_of(x[1], x[2], x[3], x[4], x[5], nil, x[6], x[7]) -- x: keeps no hb
   end
 end
 local new_record = nexec ~= prev and not in_x
-rec = rec_copy(stored)
 if new_record then
   rec = { status = 'Running', started = nows, out = '-', hn = '0', hb = '0', hd = '1' }
+else
+  rec = rec_copy(stored)
 end
 if is_current then
   if in_x then -- an appended execution this ack makes current (and starts, unless an ack did)
@@ -107,30 +109,24 @@ else
 end
 
 -- 2. Instance fields are gathered in ifields (written with one HSET at the end; the record's
--- fields join them when it is in the instance hash).
-local ifields, iseen = {}, {}
-local function iset(f, v)
-  ifields[#ifields + 1], ifields[#ifields + 2] = f, v
-  iseen[f] = true
-end
+-- fields join them when it is in the instance hash). (Helpers here are library functions, not
+-- closures built per call.)
+local ifields = {}
 -- Retention bookkeeping (lib.lua): whether the instance was settled before this turn. Only a
 -- status change (given, or a new execution's) can change that here.
 local changes_status = status ~= '' or new_exec
-local function settled_of(st, open)
-  return (st == 'Completed' or st == 'Failed') and (tonumber(open) or 0) <= 0
-end
 local was_settled = has_inst and changes_status and settled_of(iv[3], iv[4])
 local old_status, parent_id = iv[3], iv[6] or ''
 local created = false
 if not has_inst and name ~= '' and ver ~= '' then
-  iset('name', name); iset('ver', ver); iset('created', nows)
+  add_field(ifields, 'name', name); add_field(ifields, 'ver', ver); add_field(ifields, 'created', nows)
   if parent ~= '' then
-    iset('parent', parent)
+    add_field(ifields, 'parent', parent)
     parent_id = parent
   end
   created, has_inst, old_status = true, true, nil
 elseif has_inst and name ~= '' and ver ~= '' and (iv[1] ~= name or iv[2] ~= ver) then
-  iset('name', name); iset('ver', ver)
+  add_field(ifields, 'name', name); add_field(ifields, 'ver', ver)
 end
 -- A new current execution moves the previous one's record out of the instance hash.
 if new_exec and prev ~= nil then
@@ -182,14 +178,14 @@ if is_current then
   if rec.status == nil and has_inst then rec.status = 'Running' end -- an appended execution a created instance acks
   st = rec.status
   if new_exec then
-    iset('exec', exec)
+    add_field(ifields, 'exec', exec)
     -- The execution's tag: the one the fetch announced, unless it is the old execution's.
     local tag = lk[6]
     if not tag or tag == iv[7] then tag = exec_tag(token) end
-    iset('tag', tag)
+    add_field(ifields, 'tag', tag)
   end
   if has_inst then
-    iset('updated', nows)
+    add_field(ifields, 'updated', nows)
     if old_status ~= st then
       if old_status then redis.call('ZREM', k_idx_status(old_status), id) end
       redis.call('ZADD', k_idx_status(st), nows, id) -- score: when it entered the status
@@ -197,8 +193,8 @@ if is_current then
   end
 elseif created then -- created by a turn of an older execution: the current one's status is the instance's
   st = iv[3] or 'Running'
-  if not iv[3] then iset('status', st) end
-  iset('updated', nows)
+  if not iv[3] then add_field(ifields, 'status', st) end
+  add_field(ifields, 'updated', nows)
   redis.call('ZADD', k_idx_status(st), nows, id)
 end
 
@@ -212,19 +208,23 @@ end
 -- 7. KV: changes go to the current-execution delta; a terminal status merges it into the store.
 -- The instance field kv marks a created instance that ever wrote KV (fetches and this merge skip
 -- the KV keys of the others).
-local kd, kv = k_kd(id), k_kv(id)
-if #kvops > 0 and has_inst and not iv[10] then iset('kv', '1') end
-for _, op in ipairs(kvops) do
-  if op[1] == 's' then
-    redis.call('HSET', kd, op[2], 's' .. op[3])
-  elseif op[1] == 'c' then
-    redis.call('HSET', kd, op[2], 't')
-  else
-    for _, key in ipairs(redis.call('HKEYS', kv)) do redis.call('HSET', kd, key, 't') end
-    for _, key in ipairs(redis.call('HKEYS', kd)) do redis.call('HSET', kd, key, 't') end
+-- (The keys are built where used: most acks touch no KV.)
+if #kvops > 0 then
+  local kd, kv = k_kd(id), k_kv(id)
+  if has_inst and not iv[10] then add_field(ifields, 'kv', '1') end
+  for _, op in ipairs(kvops) do
+    if op[1] == 's' then
+      redis.call('HSET', kd, op[2], 's' .. op[3])
+    elseif op[1] == 'c' then
+      redis.call('HSET', kd, op[2], 't')
+    else
+      for _, key in ipairs(redis.call('HKEYS', kv)) do redis.call('HSET', kd, key, 't') end
+      for _, key in ipairs(redis.call('HKEYS', kd)) do redis.call('HSET', kd, key, 't') end
+    end
   end
 end
 if terminal and (#kvops > 0 or iv[10] or not has_inst or created) then
+  local kd, kv = k_kd(id), k_kv(id)
   local d = redis.call('HGETALL', kd)
   for i = 1, #d, 2 do
     if d[i + 1] == 't' then redis.call('HDEL', kv, d[i]) else redis.call('HSET', kv, d[i], string.sub(d[i + 1], 2)) end
@@ -235,27 +235,30 @@ end
 -- The records, written once: the fields of rec that differ from what its hash holds. In the
 -- instance hash, started is left out when it is the instance's created time and completed when it
 -- is its updated time and the status is terminal (lib.lua, exec_record: about 30 bytes less per
--- finished instance).
+-- finished instance). This turn wrote created when it created the instance, and updated, in the
+-- current execution's case, when the instance has a record (5.).
 if is_current then
-  if rec.started == (iseen['created'] and nows or iv[16] or nil) then rec.started = nil end
-  if is_terminal(rec.status) and rec.completed == (iseen['updated'] and nows or iv[17] or nil) then rec.completed = nil end
+  if rec.started == (created and nows or iv[16] or nil) then rec.started = nil end
+  if is_terminal(rec.status) and rec.completed == (has_inst and nows or iv[17] or nil) then rec.completed = nil end
 end
-local xfields, dels = {}, {}
+local xfields, dels = nil, nil -- (tables made only when needed: most acks have neither)
 for _, f in ipairs(REC_NAMES) do
   local v, n = rec[f[1]], f[is_current and 2 or 3]
   if n and v ~= stored[f[1]] then
     if v == nil then
+      dels = dels or {}
       dels[#dels + 1] = n
     elseif is_current then
-      iset(n, v)
+      add_field(ifields, n, v)
     else
-      xfields[#xfields + 1], xfields[#xfields + 2] = n, v
+      xfields = xfields or {}
+      add_field(xfields, n, v)
     end
   end
 end
 if #ifields > 0 then redis.call('HSET', ikey, unpack(ifields)) end
-if #xfields > 0 then redis.call('HSET', xkey, unpack(xfields)) end
-if #dels > 0 then redis.call('HDEL', is_current and ikey or xkey, unpack(dels)) end
+if xfields then redis.call('HSET', xkey, unpack(xfields)) end
+if dels then redis.call('HDEL', is_current and ikey or xkey, unpack(dels)) end
 if is_current and in_x then redis.call('DEL', xkey) end -- moved into the instance hash
 if created then
   redis.call('ZADD', K_IDX_INSTANCES, nows, id)
@@ -276,13 +279,14 @@ for _, c in ipairs(cancels) do wq_cancel(c[1], c[2], c[3]) end
 -- 9. Orchestrator items (TimerFired visible at fire_at_ms). One for this instance (still locked)
 -- is found by the reindex below.
 local more = lk[5] == '1'
-local woken = {} -- pin key -> instances made ready
-local function ready(pin)
-  if pin then woken[pin] = (woken[pin] or 0) + 1 end
-end
+local woken = nil -- pin key -> instances made ready (a table only when some are)
 for _, o in ipairs(oitems) do
   if o[1] == id then more = true end
-  ready(oq_enqueue(o[1], o[2], o[3], tonumber(o[4]), now))
+  local pin = oq_enqueue(o[1], o[2], o[3], tonumber(o[4]), now)
+  if pin then
+    woken = woken or {}
+    woken[pin] = (woken[pin] or 0) + 1
+  end
 end
 
 -- 10. Retention: a settled tree's root gets a TTL; an instance running again keeps its data. A
@@ -296,10 +300,18 @@ end
 
 -- 11. Release the lock; messages that arrived meanwhile (or were delayed) make the instance ready
 -- again.
-redis.call('DEL', k_lock(id))
+redis.call('DEL', lkey)
 redis.call('ZREM', K_LOCKED, id)
-if more then ready(oq_reindex(id, now)) end
-for pin, n in pairs(woken) do wake_orch(pin, n) end
+if more then
+  local pin = oq_reindex(id, now)
+  if pin then
+    woken = woken or {}
+    woken[pin] = (woken[pin] or 0) + 1
+  end
+end
+if woken then
+  for pin, n in pairs(woken) do wake_orch(pin, n) end
+end
 
 -- 12. Status watchers (redisprovider's WatchStatus): the instance finished or its custom status
 -- changed.

@@ -22,8 +22,6 @@
 --   retained instances and orphans, <= 100 each); an empty fetch also registers its filter
 --   (O(log N)). Independent of queue length and of instances the filter excludes (ready instances
 --   are indexed by pin).
-local bounds = {}
-for i, r in ipairs(ranges) do bounds[2 * i - 1], bounds[2 * i] = r[1], r[2] end
 local LITE_WHOLE = 2048 -- history bytes a lite fetch sends anyway
 local now = now_ms()
 
@@ -51,40 +49,23 @@ if housekeeping then
   OQ_NEXT = nxt
 end
 
-local function compatible(pin)
-  if pin == '-' or not filtered then return true end
-  for _, r in ipairs(ranges) do
-    if pin >= r[1] and pin <= r[2] then return true end
-  end
-  return false
-end
-
-local function next_candidate()
-  local best, best_score, best_pin = nil, nil, nil
-  for _, pin in ipairs(ready_pins()) do
-    if compatible(pin) then
-      local r = redis.call('ZRANGE', k_ready(pin), '0', '0', 'WITHSCORES')
-      if r[1] == nil then
-        if pin ~= '-' then redis.call('SREM', K_PINS, pin) end
-      elseif best == nil or tonumber(r[2]) < best_score then
-        best, best_score, best_pin = r[1], tonumber(r[2]), pin
-      end
-    end
-  end
-  return best, best_pin
-end
-
 local orphans = 0 -- orphan instances handled by this call, at most ORPHAN_BATCH
 local ORPHAN_BATCH = 100
 while true do
-  local id, pin = next_candidate()
+  local id, pin, ready_key = oq_next_candidate(filtered, ranges)
   if id == nil then
     -- The caller may now wait: register its filter, in this same script, so that every wake-up
     -- for work it accepts reaches its list from now on (see wake_orch).
     -- A caller that will not wait (wait_ms 0) registers nothing.
     if wait_ms > 0 then
       redis.call('ZREMRANGEBYSCORE', K_WAKE_FILTERS, '-inf', now_s())
-      local f, until_ms = filtered and table.concat(bounds, ' ') or '*', now + wait_ms
+      local f = '*'
+      if filtered then
+        local bounds = {}
+        for i, r in ipairs(ranges) do bounds[2 * i - 1], bounds[2 * i] = r[1], r[2] end
+        f = table.concat(bounds, ' ')
+      end
+      local until_ms = now + wait_ms
       local cur = redis.call('ZSCORE', K_WAKE_FILTERS, f) -- never shorten another waiter's registration
       if not cur or tonumber(cur) < until_ms then redis.call('ZADD', K_WAKE_FILTERS, until_ms, f) end
       if redis.call('PTTL', K_WAKE_FILTERS) < wait_ms then redis.call('PEXPIRE', K_WAKE_FILTERS, wait_ms) end -- gone once nobody waits
@@ -97,7 +78,7 @@ while true do
     if nxt == nil or nxt >= OQ_NEVER then nxt = -1 end
     return { '', nxt, now }
   end
-  redis.call('ZREM', k_ready(pin), id)
+  redis.call('ZREM', ready_key, id)
 
   -- Every message of the instance: the visible ones form the batch; delayed ones ('more') keep
   -- the instance in the due index and make its ack reindex it.
@@ -153,13 +134,16 @@ while true do
     local until_s = d(until_ms)
     local full = token .. '.' .. id
     -- Lock hash fields: see oq_held (lib.lua).
-    local lock = { 'tok', full, 'until', until_s, 'seqs', table.concat(seqs, ' '), 'inst', has_inst and '1' or '0', 'tag', tag }
-    if more then lock[#lock + 1], lock[#lock + 2] = 'more', '1' end
-    redis.call('HSET', k_lock(id), unpack(lock))
+    local lkey, seqs_s, inst_s = k_lock(id), table.concat(seqs, ' '), has_inst and '1' or '0'
+    if more then
+      redis.call('HSET', lkey, 'tok', full, 'until', until_s, 'seqs', seqs_s, 'inst', inst_s, 'tag', tag, 'more', '1')
+    else
+      redis.call('HSET', lkey, 'tok', full, 'until', until_s, 'seqs', seqs_s, 'inst', inst_s, 'tag', tag)
+    end
     redis.call('ZADD', K_LOCKED, until_s, id)
     oq_note(until_ms)
-    local inst, hist, kv, hn = {}, '', {}, 0
-    if has_inst then inst = { iv[1], iv[2] } end
+    local inst = has_inst and { iv[1], iv[2] } or {}
+    local hist, kv, hn = '', nil, 0 -- kv: nil for none (one table less), {} in the reply
     if exec and not begins then hn = tonumber(iv[5]) end
     -- A lite fetch gets a small history all the same (one GET instead of the caller's second
     -- round trip when it does not hold the instance) if the instance has no KV to send.
@@ -169,6 +153,6 @@ while true do
       -- KV exists only once an ack wrote some (instance field kv, or no instance record).
       if exec and (iv[6] or not has_inst) then kv = redis.call('HGETALL', k_kv(id)) end
     end
-    return { full, id, attempt, exec and tostring(exec) or '', inst, msgs, hist, kv, tag, hn, whole and '1' or '0' }
+    return { full, id, attempt, exec and d(exec) or '', inst, msgs, hist, kv or {}, tag, hn, whole and '1' or '0' }
   end
 end
