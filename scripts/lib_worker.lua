@@ -43,7 +43,7 @@ function WQ.id(n)
   local s = d(n)
   return string.char(96 + #s) .. s
 end
-function WQ.seq(id) return tonumber(string.sub(id, 2)) end
+function WQ.seq(id) return string.sub(id, 2) + 0 end
 
 -- Tag key: '-' untagged, else '<byte length>:<tag>' (self-delimiting inside longer keys).
 function WQ.tag_key(tag)
@@ -81,8 +81,8 @@ function WQ.wake_for(class, tk, owner, n)
   local s = redis.call('ZMSCORE', WQ.K_WAITING, WQ.wake_suffix(class, tk, owner), WQ.wake_suffix(class, '*', owner))
   if not (s[1] or s[2]) then return end
   local now = now_ms()
-  if s[1] and tonumber(s[1]) >= now then wake(WQ.k_wake(class, tk, owner), n or 1) end
-  if s[2] and tonumber(s[2]) >= now then wake(WQ.k_wake(class, '*', owner), n or 1) end
+  if s[1] and s[1] + 0 >= now then wake(WQ.k_wake(class, tk, owner), n or 1) end
+  if s[2] and s[2] + 0 >= now then wake(WQ.k_wake(class, '*', owner), n or 1) end
 end
 
 -- Register the wake lists of a fetcher with tag keys tks (or {'*'}) and owner ('' none) for
@@ -202,12 +202,15 @@ function WQ.touch_session(sid, now)
 end
 
 -- Delete worker item id wherever it stands; a held lock token stops working. keep_inst skips the
--- instance index (the caller drops that entry itself). it, when the caller read them already, are
--- the item's fields {i, e, a, s, t, k, x}. Returns true when the item existed.
-function WQ.delete(id, keep_inst, it)
+-- instance index (the caller drops that entry itself). inst..x, when the caller read them already
+-- (inst not nil), are the item's fields i, e, a, s, t, k, x (no table per call). Returns true when
+-- the item existed.
+function WQ.delete(id, keep_inst, inst, exec, actid, sid, tk, tok, x)
   local ki = WQ.k_item(id)
-  it = it or redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'x')
-  local inst, sid, tk, tok = it[1], it[4], it[5], it[6]
+  if inst == nil then
+    local it = redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'x')
+    inst, exec, actid, sid, tk, tok, x = it[1], it[2], it[3], it[4], it[5], it[6], it[7]
+  end
   if not inst then return false end
   if sid == '' then
     redis.call('ZREM', WQ.k_q(tk), id)
@@ -218,14 +221,16 @@ function WQ.delete(id, keep_inst, it)
   end
   redis.call('DEL', ki)
   if not keep_inst then
-    local kx, f = WQ.k_inst(inst), it[2] .. ':' .. it[3]
-    local rest = {}
-    if it[7] ~= '1' then -- x '1': the entry is this item's alone (wq_enqueue), no need to read it
+    local kx, f = WQ.k_inst(inst), exec .. ':' .. actid
+    if x == '1' then -- the entry is this item's alone (wq_enqueue), no need to read it
+      redis.call('HDEL', kx, f)
+    else
+      local rest = {}
       for w in string.gmatch(redis.call('HGET', kx, f) or '', '%S+') do
         if w ~= id then rest[#rest + 1] = w end
       end
+      if #rest == 0 then redis.call('HDEL', kx, f) else redis.call('HSET', kx, f, table.concat(rest, ' ')) end
     end
-    if #rest == 0 then redis.call('HDEL', kx, f) else redis.call('HSET', kx, f, table.concat(rest, ' ')) end
   end
   if sid ~= '' and redis.call('HINCRBY', WQ.K_SCOUNT, sid, '-1') <= 0 then
     redis.call('HDEL', WQ.K_SCOUNT, sid)
@@ -243,7 +248,7 @@ function WQ.lock(id, token, until_ms, sid, tk)
   local ki = WQ.k_item(id)
   local it = redis.call('HMGET', ki, 'j', 'n')
   if not it[1] then return nil end
-  local n = (tonumber(it[2]) or 0) + 1
+  local n = (it[2] or 0) + 1
   token = token .. '.' .. id
   local u = d(until_ms)
   redis.call('HSET', ki, 'k', token, 'u', u, 'n', d(n))
@@ -269,7 +274,7 @@ function WQ.held(token, now)
   if it[1] ~= token then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: the worker item no longer holds this lock_token')
   end
-  local until_ms = tonumber(it[2])
+  local until_ms = it[2] + 0
   if now and until_ms <= now then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: the worker item lock expired')
   end
