@@ -202,15 +202,12 @@ function WQ.touch_session(sid, now)
 end
 
 -- Delete worker item id wherever it stands; a held lock token stops working. keep_inst skips the
--- instance index (the caller drops that entry itself). inst..x, when the caller read them already
--- (inst not nil), are the item's fields i, e, a, s, t, k, x (no table per call). Returns true when
--- the item existed.
-function WQ.delete(id, keep_inst, inst, exec, actid, sid, tk, tok, x)
+-- instance index (the caller drops that entry itself). it, when the caller read them already, are
+-- the item's fields {i, e, a, s, t, k, x}. Returns true when the item existed.
+function WQ.delete(id, keep_inst, it)
   local ki = WQ.k_item(id)
-  if inst == nil then
-    local it = redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'x')
-    inst, exec, actid, sid, tk, tok, x = it[1], it[2], it[3], it[4], it[5], it[6], it[7]
-  end
+  it = it or redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'x')
+  local inst, sid, tk, tok = it[1], it[4], it[5], it[6]
   if not inst then return false end
   if sid == '' then
     redis.call('ZREM', WQ.k_q(tk), id)
@@ -221,16 +218,14 @@ function WQ.delete(id, keep_inst, inst, exec, actid, sid, tk, tok, x)
   end
   redis.call('DEL', ki)
   if not keep_inst then
-    local kx, f = WQ.k_inst(inst), exec .. ':' .. actid
-    if x == '1' then -- the entry is this item's alone (wq_enqueue), no need to read it
-      redis.call('HDEL', kx, f)
-    else
-      local rest = {}
+    local kx, f = WQ.k_inst(inst), it[2] .. ':' .. it[3]
+    local rest = {}
+    if it[7] ~= '1' then -- x '1': the entry is this item's alone (wq_enqueue), no need to read it
       for w in string.gmatch(redis.call('HGET', kx, f) or '', '%S+') do
         if w ~= id then rest[#rest + 1] = w end
       end
-      if #rest == 0 then redis.call('HDEL', kx, f) else redis.call('HSET', kx, f, table.concat(rest, ' ')) end
     end
+    if #rest == 0 then redis.call('HDEL', kx, f) else redis.call('HSET', kx, f, table.concat(rest, ' ')) end
   end
   if sid ~= '' and redis.call('HINCRBY', WQ.K_SCOUNT, sid, '-1') <= 0 then
     redis.call('HDEL', WQ.K_SCOUNT, sid)

@@ -21,5 +21,5 @@ if completed then
   if pin then wake_orch(pin, 1) end
 end
 WQ.touch_session(it[3], now)
-WQ.delete(id, false, it[6], it[7], it[8], it[3], it[4], it[1], it[9])
+WQ.delete(id, false, { it[6], it[7], it[8], it[3], it[4], it[1], it[9] })
 return 1

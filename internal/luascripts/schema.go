@@ -24,7 +24,7 @@ type Kind uint8
 
 const (
 	Str     Kind = iota // a string: local name = ARGV[i]
-	Num                 // a number: local name = ARGV[i] + 0 (tonumber(ARGV[i]) when optional)
+	Num                 // a number: local name = tonumber(ARGV[i])
 	Flag                // '1' or '0': local name = ARGV[i] == '1' (Go: Encoder.Flag)
 	Section             // a count, then that many entries of len(Entry) values: a Lua list
 	Rest                // every argument left, entries of len(Entry) values (last in a schema)
@@ -110,7 +110,7 @@ func luaName(n string) bool {
 }
 
 // Lua is the unpacking code of the schema: locals named as its arguments, read from ARGV. Scalars
-// at fixed positions are read in one statement (local a, b = ARGV[2], ARGV[3] + 0); after a
+// at fixed positions are read in one statement (local a, b = ARGV[2], tonumber(ARGV[3])); after a
 // Section, positions follow a running index (_p), with one loop per section.
 func (s *Schema) Lua() string {
 	if len(s.Parts) > 0 {
@@ -131,11 +131,7 @@ func (s *Schema) Lua() string {
 	read := func(a Arg, where string) string {
 		switch a.Kind {
 		case Num:
-			if a.Optional {
-				return "tonumber(ARGV[" + where + "])"
-			}
-			// + 0: one conversion (tonumber converts twice); Go sends a required Num as a number.
-			return "ARGV[" + where + "] + 0"
+			return "tonumber(ARGV[" + where + "])"
 		case Flag:
 			return "ARGV[" + where + "] == '1'"
 		}
