@@ -150,7 +150,7 @@ end
 -- attempt (dx_once); the fetch runs only after an ack that succeeded.
 local function ack_then_fetch(ack, fetch, KEYS, ARGV)
   local last = #ARGV
-  local n = tonumber(ARGV[last])
+  local n = ARGV[last] + 0
   local r = dx_once(ack, KEYS, ARGV)
   if type(r) ~= 'number' then return r end
   return fetch(KEYS, { ARGV[1], unpack(ARGV, 2 + n, last - 1) })
@@ -359,7 +359,7 @@ local function inst_known(id) return redis.call('EXISTS', k_inst(id)) == 1 end
 --
 -- oq_messages reads them: the seqs visible at now (ascending, as strings), the earliest time a
 -- message not visible yet becomes visible (nil: none), and the fields by name. Cost: O(messages).
-local function seq_less(a, b) return tonumber(a) < tonumber(b) end -- (not a closure per call)
+local function seq_less(a, b) return a + 0 < b + 0 end -- (not a closure per call)
 local function oq_messages(id, now)
   local all = redis.call('HGETALL', k_msgs(id))
   local f, seqs, later = {}, {}, nil
@@ -368,7 +368,7 @@ local function oq_messages(id, now)
   end
   for i = 1, #all, 2 do
     if string.byte(all[i], 1) == 116 then -- 't'
-      local at = tonumber(string.sub(all[i + 1], 2))
+      local at = string.sub(all[i + 1], 2) + 0
       if at <= now then
         seqs[#seqs + 1] = string.sub(all[i], 2)
       elseif later == nil or at < later then
@@ -412,8 +412,11 @@ local OQ_NEVER = 99999999999999
 -- Record that a score `at` was written to oq:locked or oq:due.
 local function oq_note(at)
   local cur = OQ_NEXT
-  if cur == nil then cur = tonumber(redis.call('GET', K_OQ_NEXT)) end
-  if cur == nil then return end -- unknown: the next fetch scans anyway
+  if cur == nil then
+    cur = redis.call('GET', K_OQ_NEXT)
+    if not cur then return end -- unknown: the next fetch scans anyway
+    cur = cur + 0
+  end
   if at < cur then
     redis.call('SET', K_OQ_NEXT, d(at))
     cur = at
@@ -428,7 +431,7 @@ local function oq_due_set(id, at)
   local head = redis.call('ZRANGE', K_DUE, '0', '0', 'WITHSCORES')
   redis.call('ZADD', K_DUE, d(at), id)
   oq_note(at)
-  if head[2] == nil or at < tonumber(head[2]) then wake_orch(pin_of(id), 1) end
+  if head[2] == nil or at < head[2] + 0 then wake_orch(pin_of(id), 1) end
 end
 
 -- Recompute where an unlocked instance stands in the ready and due indexes. Returns its pin key
@@ -539,7 +542,7 @@ end
 local DROPPED = false -- oq_enqueue's reply for a dropped message (nil when not ready, else a pin key)
 local function orphan_fate(id, tcode, visible_at, now)
   local parked = redis.call('ZSCORE', K_ORPHANS, id)
-  if parked and tonumber(parked) <= now then -- expired, not swept yet: a new message starts afresh
+  if parked and parked + 0 <= now then -- expired, not swept yet: a new message starts afresh
     redis.call('ZREM', K_ORPHANS, id)
     redis.call('DEL', k_msgs(id))
     parked = false
@@ -589,7 +592,7 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
     return pin
   end
   local due = redis.call('ZSCORE', K_DUE, id)
-  if due == false or tonumber(due) > visible_at then oq_due_set(id, visible_at) end
+  if due == false or due + 0 > visible_at then oq_due_set(id, visible_at) end
   return nil
 end
 
@@ -631,7 +634,7 @@ local function oq_held(token, now, unexpired)
   local key = k_lock(id)
   local lk = redis.call('HMGET', key, 'tok', 'until', 'seqs', 'inst', 'more', 'tag')
   if lk[1] ~= token then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock no longer held') end
-  local until_ms = tonumber(lk[2])
+  local until_ms = lk[2] + 0
   if unexpired and until_ms <= now then return nil, fail('INVALID_TOKEN', 'Invalid lock token: lock expired') end
   LOCK_UNTIL = until_ms
   return id, lk, key
@@ -795,7 +798,7 @@ end
 
 -- Whether an instance of status st and open count open (its hash's fields) is settled.
 local function settled_of(st, open)
-  return (st == 'Completed' or st == 'Failed') and (tonumber(open) or 0) <= 0
+  return (st == 'Completed' or st == 'Failed') and (open or 0) + 0 <= 0
 end
 local function settled(id)
   local r = redis.call('HMGET', k_inst(id), 'status', 'open')
@@ -879,7 +882,7 @@ end
 -- within moments of expiring, in calls of bounded work.
 local function chores(now)
   local at = redis.call('GET', K_CHORES)
-  if not at or tonumber(at) > now then return end
+  if not at or at + 0 > now then return end
   sweep_expired(now)
   orphan_sweep(now)
   local nxt = nil

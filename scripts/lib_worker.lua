@@ -43,7 +43,7 @@ function WQ.id(n)
   local s = d(n)
   return string.char(96 + #s) .. s
 end
-function WQ.seq(id) return tonumber(string.sub(id, 2)) end
+function WQ.seq(id) return string.sub(id, 2) + 0 end
 
 -- Tag key: '-' untagged, else '<byte length>:<tag>' (self-delimiting inside longer keys).
 function WQ.tag_key(tag)
@@ -81,8 +81,8 @@ function WQ.wake_for(class, tk, owner, n)
   local s = redis.call('ZMSCORE', WQ.K_WAITING, WQ.wake_suffix(class, tk, owner), WQ.wake_suffix(class, '*', owner))
   if not (s[1] or s[2]) then return end
   local now = now_ms()
-  if s[1] and tonumber(s[1]) >= now then wake(WQ.k_wake(class, tk, owner), n or 1) end
-  if s[2] and tonumber(s[2]) >= now then wake(WQ.k_wake(class, '*', owner), n or 1) end
+  if s[1] and s[1] + 0 >= now then wake(WQ.k_wake(class, tk, owner), n or 1) end
+  if s[2] and s[2] + 0 >= now then wake(WQ.k_wake(class, '*', owner), n or 1) end
 end
 
 -- Register the wake lists of a fetcher with tag keys tks (or {'*'}) and owner ('' none) for
@@ -243,7 +243,7 @@ function WQ.lock(id, token, until_ms, sid, tk)
   local ki = WQ.k_item(id)
   local it = redis.call('HMGET', ki, 'j', 'n')
   if not it[1] then return nil end
-  local n = (tonumber(it[2]) or 0) + 1
+  local n = (it[2] or 0) + 1
   token = token .. '.' .. id
   local u = d(until_ms)
   redis.call('HSET', ki, 'k', token, 'u', u, 'n', d(n))
@@ -269,7 +269,7 @@ function WQ.held(token, now)
   if it[1] ~= token then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: the worker item no longer holds this lock_token')
   end
-  local until_ms = tonumber(it[2])
+  local until_ms = it[2] + 0
   if now and until_ms <= now then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: the worker item lock expired')
   end

@@ -54,8 +54,8 @@ end
 -- is in the instance hash (a new current execution takes the place of the previous one, whose
 -- record moves to x:<prev>:<id>; one that an append recorded in x:<e>:<id> is moved in); any
 -- other execution's is in x:<e>:<id>, which does not keep hb.
-local prev = tonumber(iv[5])
-local nexec = tonumber(exec)
+local prev = iv[5] and iv[5] + 0 or nil -- (+ 0 converts once, tonumber twice)
+local nexec = exec + 0
 local new_exec = prev == nil or nexec > prev
 local is_current = new_exec or nexec == prev
 -- x:<e>:<id> is read or written only for an execution other than the instance's current one
@@ -90,7 +90,7 @@ if is_current then
 else
   rec.hb = nil
 end
-local hn, hb = tonumber(rec.hn), tonumber(rec.hb) -- the history's events and bytes before this turn
+local hn, hb = rec.hn and rec.hn + 0, rec.hb and rec.hb + 0 -- the history's events and bytes before this turn
 local dense = nil -- the event count while the execution's ids are dense (lib.lua)
 if rec.hd == '1' then dense = hn end
 
@@ -163,7 +163,7 @@ if status ~= '' then
   local p, l = string.match(out_at, '^(%d+) (%d+)$')
   if has_output and p and hb then
     if rec.out == 'k' then redis.call('DEL', k_xout(id, exec)) end
-    rec.out = d(hb + tonumber(p)) .. ' ' .. l
+    rec.out = d(hb + p) .. ' ' .. l
   elseif has_output then
     redis.call('SET', k_xout(id, exec), output, 'KEEPTTL')
     rec.out = 'k'
@@ -282,7 +282,7 @@ local more = lk[5] == '1'
 local woken = nil -- pin key -> instances made ready (a table only when some are)
 for _, o in ipairs(oitems) do
   if o[1] == id then more = true end
-  local pin = oq_enqueue(o[1], o[2], o[3], tonumber(o[4]), now)
+  local pin = oq_enqueue(o[1], o[2], o[3], o[4] + 0, now)
   if pin then
     woken = woken or {}
     woken[pin] = (woken[pin] or 0) + 1

@@ -26,8 +26,9 @@ local LITE_WHOLE = 2048 -- history bytes a lite fetch sends anyway
 local now = now_ms()
 
 -- Housekeeping, only once the gate oq:next (lib.lua, oq_note) is due.
-local gate = tonumber(redis.call('GET', K_OQ_NEXT))
-local housekeeping = gate == nil or gate <= now
+local gate = redis.call('GET', K_OQ_NEXT)
+gate = gate and gate + 0 -- (false when absent; + 0 converts once, tonumber twice)
+local housekeeping = not gate or gate <= now
 if not housekeeping then OQ_NEXT = gate end
 if housekeeping then
   -- Reclaim expired instance locks (DESIGN.md S5: no background process needed).
@@ -88,7 +89,7 @@ while true do
   -- event count and bytes, kv '1' once KV was written.
   local iv = redis.call('HMGET', k_inst(id), 'name', 'ver', 'exec', 'tag', 'hn', 'kv', 'hb')
   local has_inst = iv[1] ~= false
-  local exec = tonumber(iv[3]) -- the current execution (lib.lua, Executions)
+  local exec = iv[3] and iv[3] + 0 or nil -- the current execution (lib.lua, Executions)
   local ok = #seqs > 0
   -- The batch's type codes (oq_messages: the first byte of t<s>).
   local has_start, has_can, only_queue = false, false, true
@@ -122,7 +123,7 @@ while true do
     local attempt, msgs = 0, {}
     for i, s in ipairs(seqs) do
       msgs[i] = msg['m' .. s]
-      local a = (tonumber(msg['a' .. s]) or 0) + 1
+      local a = (msg['a' .. s] or 0) + 1
       if a > attempt then attempt = a end
     end
     -- The batch begins an execution (a start for an instance without history, or a
@@ -144,10 +145,10 @@ while true do
     oq_note(until_ms)
     local inst = has_inst and { iv[1], iv[2] } or {}
     local hist, kv, hn = '', nil, 0 -- kv: nil for none (one table less), {} in the reply
-    if exec and not begins then hn = tonumber(iv[5]) end
+    if exec and not begins then hn = iv[5] + 0 end
     -- A lite fetch gets a small history all the same (one GET instead of the caller's second
     -- round trip when it does not hold the instance) if the instance has no KV to send.
-    local whole = not lite or (exec and not begins and has_inst and not iv[6] and (tonumber(iv[7]) or LITE_WHOLE + 1) <= LITE_WHOLE)
+    local whole = not lite or (exec and not begins and has_inst and not iv[6] and (iv[7] or LITE_WHOLE + 1) + 0 <= LITE_WHOLE)
     if whole then
       if exec then hist = redis.call('GET', k_hist(id, exec)) or '' end
       -- KV exists only once an ack wrote some (instance field kv, or no instance record).
