@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // The keyspace of one namespace. Every key starts with the partition's hash tag "{<ns>:<p>}:",
@@ -123,12 +125,34 @@ import (
 
 var namespacePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-// Keyspace names the keys of one namespace.
+// MaxPartitions is the most partitions a namespace may have.
+const MaxPartitions = 256
+
+// Keyspace names the keys of one namespace, split into its partitions.
+//
+// # Partitions
+//
+// A namespace has P partitions (1 to MaxPartitions), fixed when it is created and kept in its root
+// format record (RootMeta). Each partition is one Redis Cluster slot: all its keys carry its hash
+// tag, so every script runs in one partition, and a cluster spreads the partitions over its
+// primaries. With P = 1 the one partition's tag is "<ns>:0", the layout of the releases before
+// partitions. With P > 1 partition p's tag is "<ns>:<p>/<k>" for the smallest k >= 1 whose slot
+// lies in the p-th 1/P of the slot range ([p*16384/P, (p+1)*16384/P), see PartitionTags), so that
+// with a cluster's even slot layout each primary serves the same number of partitions; the tags
+// are stored in the root record when the namespace is created and read from there afterwards.
+//
+// Placement: an instance lives in partition PartitionOf(id) = FNV-1a 64 (the UTF-8 bytes of its
+// placement key) mod P, where the placement key is the id up to its first "::sub::": duroxide
+// names auto-numbered sub-orchestrations "<parent>::sub::<event id>", so a tree of them lives in
+// its root's partition, while explicitly named children and detached orchestrations go by their
+// own ids. A session's items live in PartitionOf(session id).
 type Keyspace struct {
 	namespace string
+	tags      []string // the partitions' hash tags; nil: the one partition "<ns>:0"
 }
 
-// NewKeyspace validates the namespace (1-64 of A-Z a-z 0-9 . _ -) and returns its keyspace.
+// NewKeyspace validates the namespace (1-64 of A-Z a-z 0-9 . _ -) and returns its keyspace with
+// one partition.
 func NewKeyspace(namespace string) (Keyspace, error) {
 	if !namespacePattern.MatchString(namespace) {
 		return Keyspace{}, fmt.Errorf("namespace %q: want 1-64 characters of A-Z a-z 0-9 . _ -", namespace)
@@ -136,17 +160,114 @@ func NewKeyspace(namespace string) (Keyspace, error) {
 	return Keyspace{namespace: namespace}, nil
 }
 
+// WithTags returns the keyspace with the given partition tags (as PartitionTags computes them, or
+// as a namespace's root record stores them): one per partition.
+func (k Keyspace) WithTags(tags []string) (Keyspace, error) {
+	if len(tags) < 1 || len(tags) > MaxPartitions {
+		return Keyspace{}, fmt.Errorf("namespace %q: %d partitions, want 1-%d", k.namespace, len(tags), MaxPartitions)
+	}
+	for i, t := range tags {
+		if !validTag(k.namespace, i, len(tags), t) {
+			return Keyspace{}, fmt.Errorf("namespace %q: partition %d's tag %q is not one of this namespace's", k.namespace, i, t)
+		}
+	}
+	if len(tags) == 1 {
+		tags = nil
+	}
+	k.tags = tags
+	return k, nil
+}
+
+// validTag says whether t can be the tag of partition p of n of namespace ns.
+func validTag(ns string, p, n int, t string) bool {
+	if n == 1 {
+		return t == ns+":0"
+	}
+	rest, ok := strings.CutPrefix(t, ns+":"+strconv.Itoa(p)+"/")
+	if !ok {
+		return false
+	}
+	k, err := strconv.Atoi(rest)
+	return err == nil && k >= 1 && strconv.Itoa(k) == rest
+}
+
+// PartitionTags computes the hash tags of a namespace of n partitions (see Keyspace).
+func PartitionTags(namespace string, n int) ([]string, error) {
+	if n < 1 || n > MaxPartitions {
+		return nil, fmt.Errorf("%d partitions: want 1-%d", n, MaxPartitions)
+	}
+	if n == 1 {
+		return []string{namespace + ":0"}, nil
+	}
+	tags := make([]string, n)
+	for p := range n {
+		lo, hi := p*Slots/n, (p+1)*Slots/n
+		for k := 1; ; k++ {
+			t := namespace + ":" + strconv.Itoa(p) + "/" + strconv.Itoa(k)
+			if s := Slot(t); s >= lo && s < hi {
+				tags[p] = t
+				break
+			}
+		}
+	}
+	return tags, nil
+}
+
 // Namespace returns the namespace name.
 func (k Keyspace) Namespace() string { return k.namespace }
 
-// PartitionOf says which partition holds an instance. Today every namespace has one partition;
-// this is the one place to change when a namespace is split.
-func (k Keyspace) PartitionOf(instance string) int { return 0 }
+// Partitions is the namespace's partition count.
+func (k Keyspace) Partitions() int { return max(1, len(k.tags)) }
+
+// Tags returns the partitions' hash tags.
+func (k Keyspace) Tags() []string {
+	if k.tags == nil {
+		return []string{k.namespace + ":0"}
+	}
+	return slices.Clone(k.tags)
+}
+
+// PartitionOf says which partition holds an instance (see Keyspace, Placement).
+func (k Keyspace) PartitionOf(instance string) int {
+	if k.tags == nil {
+		return 0
+	}
+	if i := strings.Index(instance, "::sub::"); i >= 0 {
+		instance = instance[:i]
+	}
+	return int(fnv1a64(instance) % uint64(len(k.tags)))
+}
+
+// SessionPartition says which partition holds a session's items and lock.
+func (k Keyspace) SessionPartition(session string) int {
+	if k.tags == nil {
+		return 0
+	}
+	return int(fnv1a64(session) % uint64(len(k.tags)))
+}
+
+// fnv1a64 is the 64-bit FNV-1a hash of s's bytes.
+func fnv1a64(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
 
 // Prefix is the common prefix (hash tag included) of every key of a partition.
 func (k Keyspace) Prefix(partition int) string {
-	return "{" + k.namespace + ":" + strconv.Itoa(partition) + "}:"
+	if k.tags == nil {
+		return "{" + k.namespace + ":0}:"
+	}
+	return "{" + k.tags[partition] + "}:"
 }
+
+// RootMeta is the namespace's root format record: with P = 1 partition 0's own record (Meta(0));
+// with P > 1 a key of its own, under the tag "<ns>:0" that no partition then uses, holding the
+// partition count and all the partitions' tags. It is what New reads first.
+func (k Keyspace) RootMeta() string { return "{" + k.namespace + ":0}:meta" }
 
 // Meta is a partition's format record (HASH): format ("2"), partitions ("1"), tags (the hash
 // tags of the namespace's partitions, space-separated), seq (the enqueue sequence: FIFO order of

@@ -119,7 +119,7 @@ func TestArgsRoundTrip(t *testing.T) {
 
 	filter := &provider.DispatcherCapabilityFilter{SupportedDuroxideVersions: []provider.SemverRange{
 		{Min: semver.MustParse("0.1.0"), Max: semver.MustParse("0.1.9")}, {Min: semver.MustParse("1.0.0"), Max: semver.MustParse("1.2.0")}}}
-	fargs, _, _, err := p.fetchArgs("t", 30*time.Second, 0, filter, true)
+	fargs, _, _, _, err := p.fetchArgs("t", 0, 30*time.Second, 0, filter, true, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestArgsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wargs, _, _, _, err := p.workFetchArgs("t", time.Second, 0, &provider.SessionFetchConfig{OwnerID: "w1", LockTimeout: 2 * time.Second}, tags)
+	wargs, _, _, _, _, err := p.workFetchArgs("t", 0, time.Second, 0, &provider.SessionFetchConfig{OwnerID: "w1", LockTimeout: 2 * time.Second}, tags, "")
 	if err != nil {
 		t.Fatal(err)
 	}

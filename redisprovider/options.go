@@ -53,6 +53,13 @@ type Options struct {
 	WaitTimeout time.Duration
 	// Namespace isolates this provider's keys; 1-64 of A-Z a-z 0-9 . _ -. Default "dx".
 	Namespace string
+	// Partitions is the namespace's partition count, 1-256 (see docs/operations.md, "Partitions"):
+	// a namespace of P partitions spreads its instances over P Redis Cluster slots, so that one
+	// namespace can use up to P primaries. It is fixed when the namespace is created (the first New
+	// with it set makes the namespace); a provider whose count is not the namespace's is refused by
+	// New with a *PartitionError before it writes anything. Default 0: the namespace's count (1 for
+	// a new namespace). `dxctl migrate --partitions N` changes a namespace's count offline.
+	Partitions int
 	// AllowEvictingMaxmemoryPolicy lets New accept a server whose maxmemory-policy can evict keys
 	// (anything but noeviction). Eviction silently loses orchestration state: leave it false.
 	AllowEvictingMaxmemoryPolicy bool

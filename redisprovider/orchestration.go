@@ -97,18 +97,19 @@ var (
 )
 
 // fetchArgs checks a fetch's arguments and returns orch_fetch's ARGV after the prefix (with a new
-// lock nonce) and the wake list the fetch blocks on. skip is true when the filter matches nothing.
-func (p *Provider) fetchArgs(op string, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter, lite bool) (args []any, wakeKey string, skip bool, err error) {
+// lock nonce) for partition part, the wake list the fetch blocks on there and the filter's
+// signature. mode is orch_fetch's ('' none). skip is true when the filter matches nothing.
+func (p *Provider) fetchArgs(op string, part int, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter, lite bool, mode string) (args []any, wakeKey, sig string, skip bool, err error) {
 	if lockTimeout <= 0 {
-		return nil, "", false, invalid(op, "lock timeout must be positive, got %v", lockTimeout)
+		return nil, "", "", false, invalid(op, "lock timeout must be positive, got %v", lockTimeout)
 	}
 	if err := checkDuration(op, "poll timeout", pollTimeout); err != nil {
-		return nil, "", false, err
+		return nil, "", "", false, err
 	}
 	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
-		return nil, "", true, nil
+		return nil, "", "", true, nil
 	}
-	e := luascripts.OrchFetch.Encoder(7)
+	e := luascripts.OrchFetch.Encoder(8)
 	e.Set("token", uuid.NewString())
 	e.Set("lock_ms", ms(lockTimeout))
 	e.Flag("filtered", filter != nil)
@@ -118,7 +119,7 @@ func (p *Provider) fetchArgs(op string, lockTimeout, pollTimeout time.Duration, 
 		var bounds []string
 		for _, r := range filter.SupportedDuroxideVersions {
 			if r.Min == nil || r.Max == nil {
-				return nil, "", false, invalid(op, "capability filter range has a nil bound")
+				return nil, "", "", false, invalid(op, "capability filter range has a nil bound")
 			}
 			lo, hi := pinKey(r.Min), pinKey(r.Max)
 			bounds = append(bounds, lo, hi)
@@ -128,12 +129,18 @@ func (p *Provider) fetchArgs(op string, lockTimeout, pollTimeout time.Duration, 
 	}
 	e.Set("wait_ms", ms(waitRegistration(pollTimeout, rescanPeriod(lockTimeout))))
 	e.Flag("lite", lite)
+	if mode != "" {
+		e.Set("mode", mode)
+	}
 	args, err = encoded(op, e)
-	return args, p.keys.WakeOrchFilter(0, wakeFilter), false, err
+	return args, p.keys.WakeOrchFilter(part, wakeFilter), "o" + wakeFilter, false, err
 }
 
 func (p *Provider) fetchOrch(ctx context.Context, op string, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter, lite bool) (*provider.LockedOrchestrationItem, error) {
-	args, wakeKey, skip, err := p.fetchArgs(op, lockTimeout, pollTimeout, filter, lite)
+	if p.keys.Partitions() > 1 {
+		return p.fetchOrchParts(ctx, op, lockTimeout, pollTimeout, filter, lite)
+	}
+	args, wakeKey, _, skip, err := p.fetchArgs(op, 0, lockTimeout, pollTimeout, filter, lite, "")
 	if err != nil {
 		return nil, err
 	}
@@ -150,22 +157,76 @@ func (p *Provider) fetchOrch(ctx context.Context, op string, lockTimeout, pollTi
 		if err != nil {
 			return false, 0, 0, err
 		}
-		return p.orchFetchReply(op, res, lite, &item)
+		found, now, next, _, err := p.orchFetchReply(op, res, lite, &item)
+		return found, now, next, err
 	})
 	return item, err
 }
 
-// orchFetchReply reads orch_fetch's reply: an item (into *item), or when the next work is due.
-func (p *Provider) orchFetchReply(op string, res any, lite bool, item **provider.LockedOrchestrationItem) (bool, int64, int64, error) {
+// orchClass is the hub's class of orchestration fetches with filter (namespaces of several
+// partitions, hub.go).
+func (p *Provider) orchClass(op string, lockTimeout time.Duration, filter *provider.DispatcherCapabilityFilter) (*fetchClass, error) {
+	_, _, sig, _, err := p.fetchArgs(op, 0, lockTimeout, 0, filter, false, "")
+	if err != nil {
+		return nil, err
+	}
+	return p.parts.class(sig, func(part int) []string {
+		_, key, _, _, _ := p.fetchArgs(op, part, lockTimeout, 0, filter, false, "")
+		return []string{key}
+	}), nil
+}
+
+// fetchOrchParts is fetchOrch over the partitions of a namespace of several (hub.go).
+func (p *Provider) fetchOrchParts(ctx context.Context, op string, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter, lite bool) (*provider.LockedOrchestrationItem, error) {
+	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
+		p.sleep(ctx, pollTimeout)
+		return nil, nil
+	}
+	c, err := p.orchClass(op, lockTimeout, filter)
+	if err != nil {
+		return nil, err
+	}
+	p.parts.start()
+	var item *provider.LockedOrchestrationItem
+	err = p.parts.fetch(ctx, op, c, pollTimeout, rescanPeriod(lockTimeout), func(ctx context.Context, part int, mode string) (bool, int64, int64, int64, error) {
+		args, _, _, _, err := p.fetchArgs(op, part, lockTimeout, pollTimeout, filter, lite, mode)
+		if err != nil {
+			return false, 0, 0, 0, err
+		}
+		res, err := p.run(ctx, op, luascripts.OrchFetch.Op, part, args...)
+		if err != nil {
+			return false, 0, 0, 0, err
+		}
+		var it *provider.LockedOrchestrationItem
+		found, now, next, head, err := p.orchFetchReply(op, res, lite, &it)
+		if found {
+			item = it
+		}
+		return found, now, next, head, err
+	})
+	return item, err
+}
+
+// orchFetchReply reads orch_fetch's reply: an item (into *item), or when the next work is due;
+// and the partition's head where the fetch's mode reports it (-1 none or not reported).
+func (p *Provider) orchFetchReply(op string, res any, lite bool, item **provider.LockedOrchestrationItem) (found bool, now, next, head int64, err error) {
 	r := list(res)
 	if len(r) >= 10 && str(r[0]) != "" {
 		*item = p.orchItem(r, lite && (len(r) < 11 || str(r[10]) != "1"))
-		return true, 0, 0, nil
+		head = -1
+		if len(r) >= 12 {
+			head = num(r[11])
+		}
+		return true, 0, 0, head, nil
 	}
 	if len(r) < 3 {
-		return false, 0, 0, provider.NewPermanentError(op, "unexpected reply from orch_fetch")
+		return false, 0, 0, 0, provider.NewPermanentError(op, "unexpected reply from orch_fetch")
 	}
-	return false, num(r[2]), num(r[1]), nil
+	head = -1
+	if len(r) >= 4 {
+		head = num(r[3])
+	}
+	return false, num(r[2]), num(r[1]), head, nil
 }
 
 // orchItem builds the fetched item from orch_fetch's reply. Undecodable history (or messages)
@@ -268,8 +329,17 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, a
 	if err != nil {
 		return err
 	}
-	_, err = p.runOnce(ctx, op, luascripts.OrchAck.Op, 0, args...)
+	part := p.tokenPartition(lockToken)
+	res, err := p.runOnce(ctx, op, luascripts.OrchAck.Op, part, args...)
+	if err == nil && num(res) == 2 {
+		p.forward(ctx, part)
+	}
 	return err
+}
+
+// tokenPartition is the partition of an orchestration lock token's instance.
+func (p *Provider) tokenPartition(lockToken string) int {
+	return p.keys.PartitionOf(tokenInstance(lockToken))
 }
 
 // AckOrchestrationItemAndFetch implements provider.OrchestrationAckFetcher in one script call
@@ -286,7 +356,23 @@ func (p *Provider) AckOrchestrationItemAndFetch(ctx context.Context, lockToken s
 	if err := checkDuration(op, "next poll", opts.NextPoll); err != nil {
 		return nil, err
 	}
-	fargs, wakeKey, skip, err := p.fetchArgs(op, lockTimeout, opts.NextPoll, filter, opts.Lite)
+	part := p.tokenPartition(lockToken)
+	mode := ""
+	var c *fetchClass
+	if p.keys.Partitions() > 1 {
+		// The fetch stays in the ack's partition only while no other holds older work (hub.go).
+		if c, err = p.orchClass(op, lockTimeout, filter); err != nil {
+			return nil, err
+		}
+		if !p.parts.stays(c, part) {
+			if err := p.AckOrchestrationItem(ctx, lockToken, ack); err != nil {
+				return nil, err
+			}
+			return p.fetchOrchParts(ctx, op, lockTimeout, 0, filter, opts.Lite)
+		}
+		mode = "h"
+	}
+	fargs, wakeKey, _, skip, err := p.fetchArgs(op, part, lockTimeout, opts.NextPoll, filter, opts.Lite, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -297,16 +383,24 @@ func (p *Provider) AckOrchestrationItemAndFetch(ctx context.Context, lockToken s
 	if err != nil {
 		return nil, err
 	}
-	res, err := p.runOnce(ctx, op, luascripts.OrchAckFetch.Op, 0, all...)
+	res, err := p.runOnce(ctx, op, luascripts.OrchAckFetch.Op, part, all...)
 	if err != nil {
 		return nil, err
+	}
+	if forwarded(&res) {
+		p.forward(ctx, part)
 	}
 	var item *provider.LockedOrchestrationItem
-	found, now, next, err := p.orchFetchReply(op, res, opts.Lite, &item)
+	found, now, next, head, err := p.orchFetchReply(op, res, opts.Lite, &item)
 	if err != nil {
 		return nil, err
 	}
-	if !found && opts.NextPoll > 0 {
+	switch {
+	case c != nil && found:
+		p.parts.noteHead(c, part, head)
+	case c != nil:
+		p.parts.noteEmpty(c, part, now, next, rescanPeriod(lockTimeout), waitRegistration(opts.NextPoll, rescanPeriod(lockTimeout)))
+	case opts.NextPoll > 0:
 		// The script registered the caller's next wait: that fetch may start with it.
 		p.idle.prepared([]string{wakeKey}, now, next, opts.NextPoll+rescanPeriod(lockTimeout))
 	}
@@ -380,8 +474,9 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 			kvOps = append(kvOps, "C", "", "")
 		}
 	}
-	e := luascripts.OrchAck.Encoder(21 + 2*len(lines) + len(kvOps) + 6*len(ack.WorkerItems) +
-		3*len(ack.CancelledActivities) + 4*len(ack.OrchestratorItems))
+	part := p.tokenPartition(lockToken)
+	e := luascripts.OrchAck.Encoder(24 + 2*len(lines) + len(kvOps) + 7*len(ack.WorkerItems) +
+		3*len(ack.CancelledActivities) + 5*len(ack.OrchestratorItems))
 	e.Set("token", lockToken)
 	e.Set("exec", strconv.FormatUint(ack.ExecutionID, 10))
 	e.Set("status", md.Status)
@@ -405,6 +500,13 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 	e.Set("cs_val", csVal)
 	e.Flag("terminal", provider.IsTerminalStatus(md.Status))
 	e.Set("retention", ms(p.opts.Retention))
+	ppart := ""
+	if md.ParentInstanceID != "" {
+		if pp := p.keys.PartitionOf(md.ParentInstanceID); pp != part {
+			ppart = strconv.Itoa(pp)
+		}
+	}
+	e.Set("ppart", ppart)
 
 	e.Section("hist")
 	for i, ev := range ack.HistoryDelta {
@@ -414,11 +516,19 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 	for i := 0; i+2 < len(kvOps); i += 3 {
 		e.Entry(kvOps[i], kvOps[i+1], kvOps[i+2])
 	}
+	// Items for other partitions go to the outbox (keys.go, Partitions): worker items of sessions
+	// homed elsewhere, orchestrator items for instances elsewhere.
 	e.Section("witems")
+	var xw []route
+	var xwDest []int
 	for _, w := range ack.WorkerItems {
 		r, err := p.activityRoute(op, w)
 		if err != nil {
 			return nil, err
+		}
+		if d := p.workPartition(r); d != part {
+			xw, xwDest = append(xw, r), append(xwDest, d)
+			continue
 		}
 		e.Entry(r.json, r.instance, r.execution, r.activity, r.session, r.tag)
 	}
@@ -430,6 +540,11 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 		e.Entry(c.Instance, strconv.FormatUint(c.ExecutionID, 10), strconv.FormatUint(c.ActivityID, 10))
 	}
 	e.Section("oitems")
+	type xitem struct {
+		dest                           int
+		target, json, code, visibleAt string
+	}
+	var xo []xitem
 	for _, o := range ack.OrchestratorItems {
 		js, err := p.encodeItem(op, o, false)
 		if err != nil {
@@ -439,7 +554,19 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 		if t, ok := o.Kind.(provider.TimerFired); ok {
 			visibleAt = strconv.FormatUint(t.FireAtMs, 10)
 		}
+		if d := p.keys.PartitionOf(o.TargetInstance()); d != part {
+			xo = append(xo, xitem{d, o.TargetInstance(), js, typeCode(o), visibleAt})
+			continue
+		}
 		e.Entry(o.TargetInstance(), js, typeCode(o), visibleAt)
+	}
+	e.Section("xo")
+	for _, x := range xo {
+		e.Entry(strconv.Itoa(x.dest), x.target, x.json, x.code, x.visibleAt)
+	}
+	e.Section("xw")
+	for i, r := range xw {
+		e.Entry(strconv.Itoa(xwDest[i]), r.json, r.instance, r.execution, r.activity, r.session, r.tag)
 	}
 	return encoded(op, e)
 }
@@ -515,7 +642,7 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 	if err != nil {
 		return err
 	}
-	_, err = p.runOnce(ctx, op, luascripts.OrchAbandon.Op, 0, args...)
+	_, err = p.runOnce(ctx, op, luascripts.OrchAbandon.Op, p.tokenPartition(lockToken), args...)
 	return err
 }
 
@@ -536,7 +663,7 @@ func (p *Provider) HoldOrchestrationItem(ctx context.Context, lockToken string, 
 	if err != nil {
 		return err
 	}
-	_, err = p.runOnce(ctx, op, luascripts.OrchAbandon.Op, 0, args...)
+	_, err = p.runOnce(ctx, op, luascripts.OrchAbandon.Op, p.tokenPartition(lockToken), args...)
 	return err
 }
 
@@ -567,7 +694,7 @@ func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, lockToken str
 	if err != nil {
 		return err
 	}
-	_, err = p.run(ctx, op, luascripts.OrchRenew.Op, 0, args...)
+	_, err = p.run(ctx, op, luascripts.OrchRenew.Op, p.tokenPartition(lockToken), args...)
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,9 @@ type Provider struct {
 	nudge    chan struct{} // closed by Nudge: waiting fetches look again
 	once     sync.Once
 	hub      statusHub // WatchStatus's subscriber
+	parts    partHub   // fetches across partitions (namespaces of several, hub.go)
+	closeCtx context.Context
+	cancel   context.CancelFunc // ends closeCtx (Close)
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -56,6 +60,8 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		return nil, provider.NewPermanentError("new", err.Error()).WithKind(provider.ErrInvalidInput)
 	}
 	p := &Provider{keys: keys, opts: opts, closed: make(chan struct{}), nudge: make(chan struct{}), history: newHistoryCache(opts.HistoryCacheBytes)}
+	p.parts.p = p
+	p.closeCtx, p.cancel = context.WithCancel(context.Background())
 	routeGoRedisLog(p) // until Close
 	p.rdb, p.ownRDB = opts.Client, opts.Client == nil
 	if p.ownRDB {
@@ -94,6 +100,9 @@ func (p *Provider) start(ctx context.Context) error {
 		return provider.NewRetryableError(op, "redis unreachable: "+err.Error()).WithCause(err)
 	}
 	if err := p.checkEvictionPolicy(ctx); err != nil {
+		return err
+	}
+	if err := p.setupPartitions(ctx); err != nil && !p.opts.anyFormat {
 		return err
 	}
 	if err := p.checkFormat(ctx); err != nil && !p.opts.anyFormat {
@@ -211,6 +220,7 @@ func (p *Provider) Close() error {
 	var errs []error
 	p.once.Do(func() {
 		close(p.closed)
+		p.cancel()
 		unrouteGoRedisLog(p)
 		if err := p.hub.close(); err != nil && !errors.Is(err, redis.ErrClosed) {
 			errs = append(errs, err)
@@ -442,6 +452,11 @@ func (p *Provider) mapErr(op string, err error) error {
 	code, rest, _ := strings.Cut(msg, " ")
 	if code == "DX_FORMAT" {
 		return p.scriptFormatErr(op, rest)
+	}
+	if code == "DX_PARTITIONS" {
+		found, _, _ := strings.Cut(rest, " ")
+		n, _ := strconv.Atoi(found)
+		return p.partitionErr(op, &PartitionError{Namespace: p.keys.Namespace(), Found: n})
 	}
 	if kind, ok := scriptErrKinds[code]; ok {
 		return provider.NewPermanentError(op, rest).WithKind(kind)

@@ -32,6 +32,13 @@ func backend() string {
 
 var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// testPartitions is the partition count of the tests' namespaces: DXREDIS_TEST_PARTITIONS (make
+// test-partitions sets 12), else 0 (a new namespace gets one).
+func testPartitions() int {
+	n, _ := strconv.Atoi(os.Getenv("DXREDIS_TEST_PARTITIONS"))
+	return n
+}
+
 // newTestProvider returns a provider on a fresh namespace of the test backend; its keys are
 // removed when the test ends.
 func newTestProvider(t testing.TB) *redisprovider.Provider {
@@ -47,6 +54,9 @@ func newTestProviderWith(t testing.TB, opts redisprovider.Options) (*redisprovid
 	ctx := context.Background()
 	opts.Namespace = "t-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 	opts.Logger = quietLogger
+	if opts.Partitions == 0 {
+		opts.Partitions = testPartitions()
+	}
 	var (
 		client redis.UniversalClient
 		mr     *miniredis.Miniredis

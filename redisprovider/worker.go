@@ -7,8 +7,11 @@ package redisprovider
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/duroxide-go/dxredis"
@@ -17,11 +20,54 @@ import (
 	"github.com/google/uuid"
 )
 
-// workerPartition is the partition holding the worker queue. Today a namespace has exactly one
-// partition; once namespaces are split, each partition gets its own worker queue (an item lives with
-// its instance so that the orchestration ack can cancel it atomically), fetches have to visit the
-// partitions and lock tokens have to name theirs.
-const workerPartition = 0
+// Worker items live in their instance's partition, so that the orchestration ack schedules and
+// cancels them atomically; a session's items live in its session's partition (keys.go,
+// Partitions). A worker lock token names its partition: in a namespace of several, the first two
+// hex digits of its nonce are the partition's number (workNonce).
+
+// workPartition is the partition an activity's item lives in.
+func (p *Provider) workPartition(r route) int {
+	if r.session != "" {
+		return p.keys.SessionPartition(r.session)
+	}
+	return p.keys.PartitionOf(r.instance)
+}
+
+// workNonce is a new worker lock nonce for partition part (36 characters, as the scripts want).
+func (p *Provider) workNonce(part int) string {
+	n := uuid.NewString()
+	if p.keys.Partitions() == 1 {
+		return n
+	}
+	return fmt.Sprintf("%02x", part) + n[2:]
+}
+
+// workTokenPartition is the partition a worker lock token names, or -1 when it names none.
+func (p *Provider) workTokenPartition(token string) int {
+	if p.keys.Partitions() == 1 {
+		return 0
+	}
+	if len(token) < 2 {
+		return -1
+	}
+	n, err := strconv.ParseUint(token[:2], 16, 8)
+	if err != nil || int(n) >= p.keys.Partitions() {
+		return -1
+	}
+	return int(n)
+}
+
+// workToken checks a worker lock token and returns its partition.
+func (p *Provider) workToken(op, token string) (int, error) {
+	if err := checkToken(op, token); err != nil {
+		return 0, err
+	}
+	part := p.workTokenPartition(token)
+	if part < 0 {
+		return 0, provider.NewPermanentError(op, "Invalid lock token: not a worker lock token of this namespace").WithKind(provider.ErrInvalidLockToken)
+	}
+	return part, nil
+}
 
 // sessionCleanupBatch is the most sessions one CleanupOrphanedSessions call deletes, so that one
 // script never blocks Redis for long; the runtime calls it periodically.
@@ -63,7 +109,7 @@ func (p *Provider) EnqueueForWorker(ctx context.Context, item provider.WorkItem)
 	if err != nil {
 		return err
 	}
-	_, err = p.runOnce(ctx, op, luascripts.WorkEnqueue.Op, workerPartition, args...)
+	_, err = p.runOnce(ctx, op, luascripts.WorkEnqueue.Op, p.workPartition(r), args...)
 	return err
 }
 
@@ -81,7 +127,10 @@ func (p *Provider) EnqueueForWorker(ctx context.Context, item provider.WorkItem)
 // spin). An invalid tag filter, an empty OwnerID or a negative duration is ErrInvalidInput.
 func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *provider.SessionFetchConfig, tags provider.TagFilter) (*provider.LockedWorkItem, error) {
 	const op = "fetch_work_item"
-	args, wakeKeys, rescan, skip, err := p.workFetchArgs(op, lockTimeout, pollTimeout, session, tags)
+	if p.keys.Partitions() > 1 {
+		return p.fetchWorkParts(ctx, op, lockTimeout, pollTimeout, session, tags)
+	}
+	args, wakeKeys, _, rescan, skip, err := p.workFetchArgs(op, 0, lockTimeout, pollTimeout, session, tags, "")
 	if err != nil {
 		return nil, err
 	}
@@ -94,40 +143,87 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 	var locked *provider.LockedWorkItem
 	err = p.poll(ctx, op, wakeKeys, pollTimeout, rescan, true, func() (bool, int64, int64, error) {
 		args[workFetchToken] = uuid.NewString() // each try locks under a nonce of its own
-		res, err := p.run(ctx, op, luascripts.WorkFetch.Op, workerPartition, args...)
+		res, err := p.run(ctx, op, luascripts.WorkFetch.Op, 0, args...)
 		if err != nil {
 			return false, 0, 0, err
 		}
-		return workFetchReply(op, res, &locked)
+		found, now, next, _, err := workFetchReply(op, res, &locked)
+		return found, now, next, err
+	})
+	return locked, err
+}
+
+// workClass is the hub's class of worker fetches with this owner and tag filter (namespaces of
+// several partitions, hub.go).
+func (p *Provider) workClass(op string, lockTimeout time.Duration, session *provider.SessionFetchConfig, tags provider.TagFilter) (*fetchClass, bool, error) {
+	_, _, sig, _, skip, err := p.workFetchArgs(op, 0, lockTimeout, 0, session, tags, "")
+	if err != nil || skip {
+		return nil, skip, err
+	}
+	return p.parts.class(sig, func(part int) []string {
+		_, keys, _, _, _, _ := p.workFetchArgs(op, part, lockTimeout, 0, session, tags, "")
+		return keys
+	}), false, nil
+}
+
+// fetchWorkParts is FetchWorkItem over the partitions of a namespace of several (hub.go).
+func (p *Provider) fetchWorkParts(ctx context.Context, op string, lockTimeout, pollTimeout time.Duration, session *provider.SessionFetchConfig, tags provider.TagFilter) (*provider.LockedWorkItem, error) {
+	c, skip, err := p.workClass(op, lockTimeout, session, tags)
+	if err != nil {
+		return nil, err
+	}
+	if skip {
+		p.sleep(ctx, pollTimeout)
+		return nil, nil
+	}
+	p.parts.start()
+	_, _, _, rescan, _, _ := p.workFetchArgs(op, 0, lockTimeout, pollTimeout, session, tags, "")
+	var locked *provider.LockedWorkItem
+	err = p.parts.fetch(ctx, op, c, pollTimeout, rescan, func(ctx context.Context, part int, mode string) (bool, int64, int64, int64, error) {
+		args, _, _, _, _, err := p.workFetchArgs(op, part, lockTimeout, pollTimeout, session, tags, mode)
+		if err != nil {
+			return false, 0, 0, 0, err
+		}
+		res, err := p.run(ctx, op, luascripts.WorkFetch.Op, part, args...)
+		if err != nil {
+			return false, 0, 0, 0, err
+		}
+		var it *provider.LockedWorkItem
+		found, now, next, head, err := workFetchReply(op, res, &it)
+		if found {
+			locked = it
+		}
+		return found, now, next, head, err
 	})
 	return locked, err
 }
 
 // workFetchArgs checks a worker fetch's arguments and returns work_fetch's ARGV after the prefix
-// (with a new lock nonce), the wake lists the fetch blocks on and its rescan period; skip is true
+// (with a new lock nonce) for partition part, the wake lists the fetch blocks on there, the
+// signature of its owner and filter, and its rescan period; mode is work_fetch's; skip is true
 // for TagFilterNone.
-func (p *Provider) workFetchArgs(op string, lockTimeout, pollTimeout time.Duration, session *provider.SessionFetchConfig, tags provider.TagFilter) (args []any, wakeKeys []string, rescan time.Duration, skip bool, err error) {
+func (p *Provider) workFetchArgs(op string, part int, lockTimeout, pollTimeout time.Duration, session *provider.SessionFetchConfig, tags provider.TagFilter, mode string) (args []any, wakeKeys []string, sig string, rescan time.Duration, skip bool, err error) {
 	if err := tags.Validate(); err != nil {
-		return nil, nil, 0, false, invalid(op, "%v", err)
+		return nil, nil, "", 0, false, invalid(op, "%v", err)
 	}
 	if lockTimeout <= 0 {
-		return nil, nil, 0, false, invalid(op, "lock timeout must be positive, got %v", lockTimeout)
+		return nil, nil, "", 0, false, invalid(op, "lock timeout must be positive, got %v", lockTimeout)
 	}
 	if err := checkDuration(op, "poll timeout", pollTimeout); err != nil {
-		return nil, nil, 0, false, err
+		return nil, nil, "", 0, false, err
 	}
 	owner, sessionLock := "", time.Duration(0)
 	if session != nil {
 		if session.OwnerID == "" {
-			return nil, nil, 0, false, invalid(op, "session fetch config has an empty owner_id")
+			return nil, nil, "", 0, false, invalid(op, "session fetch config has an empty owner_id")
 		}
 		if session.LockTimeout <= 0 {
-			return nil, nil, 0, false, invalid(op, "session lock timeout must be positive, got %v", session.LockTimeout)
+			return nil, nil, "", 0, false, invalid(op, "session lock timeout must be positive, got %v", session.LockTimeout)
 		}
 		owner, sessionLock = session.OwnerID, session.LockTimeout
 	}
 	if tags.Mode() == provider.TagModeNone {
-		return nil, nil, 0, true, nil
+		return nil, nil, "", 0, true, nil
 	}
 
 	// The tag keys the filter selects, and the wake lists of what this fetch may take.
@@ -146,19 +242,21 @@ func (p *Provider) workFetchArgs(op string, lockTimeout, pollTimeout time.Durati
 		}
 	}
 	for _, tk := range tks {
-		wakeKeys = append(wakeKeys, p.keys.WorkWake(workerPartition, dxredis.WorkWakePlain, tk, ""))
+		wakeKeys = append(wakeKeys, p.keys.WorkWake(part, dxredis.WorkWakePlain, tk, ""))
 		if owner != "" {
-			wakeKeys = append(wakeKeys, p.keys.WorkWake(workerPartition, dxredis.WorkWakeSession, tk, ""),
-				p.keys.WorkWake(workerPartition, dxredis.WorkWakeOwned, tk, owner))
+			wakeKeys = append(wakeKeys, p.keys.WorkWake(part, dxredis.WorkWakeSession, tk, ""),
+				p.keys.WorkWake(part, dxredis.WorkWakeOwned, tk, owner))
 		}
 	}
+	sig = "w" + strconv.Itoa(len(owner)) + ":" + owner + strings.Join(tks, "\x00")
 	rescan = rescanPeriod(lockTimeout, sessionLock)
-	e := luascripts.WorkFetch.Encoder(7 + len(tks))
-	e.Set("token", uuid.NewString())
+	e := luascripts.WorkFetch.Encoder(8 + len(tks))
+	e.Set("token", p.workNonce(part))
 	e.Set("lock_ms", ms(lockTimeout))
 	e.Set("owner", owner)
 	e.Set("slock_ms", ms(sessionLock))
 	e.Set("wait_ms", ms(waitRegistration(pollTimeout, rescan)))
+	e.Set("mode", mode)
 	if tags.Mode() == provider.TagModeAny {
 		e.Set("any", "*")
 	} else {
@@ -169,26 +267,34 @@ func (p *Provider) workFetchArgs(op string, lockTimeout, pollTimeout time.Durati
 		}
 	}
 	args, err = encoded(op, e)
-	return args, wakeKeys, rescan, false, err
+	return args, wakeKeys, sig, rescan, false, err
 }
 
-// workFetchReply reads work_fetch's reply: a locked item (into *locked), or when work is next due.
-func workFetchReply(op string, res any, locked **provider.LockedWorkItem) (bool, int64, int64, error) {
+// workFetchReply reads work_fetch's reply: a locked item (into *locked), or when work is next due;
+// and the partition's head where the fetch's mode reports it (-1 none or not reported).
+func workFetchReply(op string, res any, locked **provider.LockedWorkItem) (found bool, now, next, head int64, err error) {
 	r := list(res)
 	if len(r) < 3 || (num(r[0]) == 1 && len(r) < 4) {
-		return false, 0, 0, provider.NewPermanentError(op, "unexpected reply from work_fetch")
+		return false, 0, 0, 0, provider.NewPermanentError(op, "unexpected reply from work_fetch")
 	}
+	head = -1
 	if num(r[0]) != 1 {
-		return false, num(r[1]), num(r[2]), nil
+		if len(r) >= 4 {
+			head = num(r[3])
+		}
+		return false, num(r[1]), num(r[2]), head, nil
+	}
+	if len(r) >= 5 {
+		head = num(r[4])
 	}
 	var item provider.WorkItem
 	if err := json.Unmarshal([]byte(str(r[2])), &item); err != nil {
 		// Stored items were validated on enqueue; this is corruption. The lock expires and
 		// the item is redelivered with a higher attempt count.
-		return false, 0, 0, provider.NewPermanentError(op, "stored worker item does not decode: "+err.Error())
+		return false, 0, 0, 0, provider.NewPermanentError(op, "stored worker item does not decode: "+err.Error())
 	}
 	*locked = &provider.LockedWorkItem{Item: item, LockToken: str(r[3]), AttemptCount: uint32(num(r[1]))}
-	return true, 0, 0, nil
+	return true, 0, 0, head, nil
 }
 
 // AckWorkItemAndFetch implements provider.WorkAckFetcher in one script call (work_ack_fetch):
@@ -198,14 +304,30 @@ func workFetchReply(op string, res any, locked **provider.LockedWorkItem) (bool,
 func (p *Provider) AckWorkItemAndFetch(ctx context.Context, lockToken string, completion *provider.WorkItem, lockTimeout time.Duration,
 	session *provider.SessionFetchConfig, tags provider.TagFilter, opts provider.FetchOptions) (*provider.LockedWorkItem, error) {
 	const op = "ack_work_item_and_fetch"
-	args, err := p.workAckArgs(op, lockToken, completion)
+	part, args, err := p.workAckArgs(op, lockToken, completion)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkDuration(op, "next poll", opts.NextPoll); err != nil {
 		return nil, err
 	}
-	fargs, wakeKeys, rescan, skip, err := p.workFetchArgs(op, lockTimeout, opts.NextPoll, session, tags)
+	mode := ""
+	var c *fetchClass
+	if p.keys.Partitions() > 1 {
+		// The fetch stays in the ack's partition only while no other holds older work (hub.go).
+		var skip bool
+		if c, skip, err = p.workClass(op, lockTimeout, session, tags); err != nil {
+			return nil, err
+		}
+		if !skip && !p.parts.stays(c, part) {
+			if err := p.AckWorkItem(ctx, lockToken, completion); err != nil {
+				return nil, err
+			}
+			return p.fetchWorkParts(ctx, op, lockTimeout, 0, session, tags)
+		}
+		mode = "h"
+	}
+	fargs, wakeKeys, _, rescan, skip, err := p.workFetchArgs(op, part, lockTimeout, opts.NextPoll, session, tags, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -216,16 +338,24 @@ func (p *Provider) AckWorkItemAndFetch(ctx context.Context, lockToken string, co
 	if err != nil {
 		return nil, err
 	}
-	res, err := p.runOnce(ctx, op, luascripts.WorkAckFetch.Op, workerPartition, all...)
+	res, err := p.runOnce(ctx, op, luascripts.WorkAckFetch.Op, part, all...)
 	if err != nil {
 		return nil, err
+	}
+	if forwarded(&res) {
+		p.forward(ctx, part)
 	}
 	var locked *provider.LockedWorkItem
-	found, now, next, err := workFetchReply(op, res, &locked)
+	found, now, next, head, err := workFetchReply(op, res, &locked)
 	if err != nil {
 		return nil, err
 	}
-	if !found && opts.NextPoll > 0 {
+	switch {
+	case c != nil && found:
+		p.parts.noteHead(c, part, head)
+	case c != nil:
+		p.parts.noteEmpty(c, part, now, next, rescan, waitRegistration(opts.NextPoll, rescan))
+	case opts.NextPoll > 0:
 		// The script registered the caller's next wait: that fetch may start with it.
 		p.idle.prepared(wakeKeys, now, next, opts.NextPoll+rescan)
 	}
@@ -240,32 +370,44 @@ func (p *Provider) AckWorkItemAndFetch(ctx context.Context, lockToken string, co
 // valid, has its last activity refreshed; session ownership does not gate the ack.
 func (p *Provider) AckWorkItem(ctx context.Context, lockToken string, completion *provider.WorkItem) error {
 	const op = "ack_work_item"
-	args, err := p.workAckArgs(op, lockToken, completion)
+	part, args, err := p.workAckArgs(op, lockToken, completion)
 	if err != nil {
 		return err
 	}
-	_, err = p.runOnce(ctx, op, luascripts.WorkAck.Op, workerPartition, args...)
+	res, err := p.runOnce(ctx, op, luascripts.WorkAck.Op, part, args...)
+	if err == nil && num(res) == 2 {
+		p.forward(ctx, part)
+	}
 	return err
 }
 
-// workAckArgs checks a worker ack and returns work_ack's ARGV after the prefix.
-func (p *Provider) workAckArgs(op, lockToken string, completion *provider.WorkItem) ([]any, error) {
-	if err := checkToken(op, lockToken); err != nil {
-		return nil, err
+// workAckArgs checks a worker ack and returns its partition and work_ack's ARGV after the prefix.
+func (p *Provider) workAckArgs(op, lockToken string, completion *provider.WorkItem) (int, []any, error) {
+	part, err := p.workToken(op, lockToken)
+	if err != nil {
+		return 0, nil, err
 	}
 	if completion == nil {
-		return argsOf(op, luascripts.WorkAck, "token", lockToken, "completed", "0", "target", "", "completion", "")
+		args, err := argsOf(op, luascripts.WorkAck, "token", lockToken, "completed", "0", "target", "", "completion", "", "tpart", "")
+		return part, args, err
 	}
 	switch completion.Kind.(type) {
 	case provider.ActivityCompleted, provider.ActivityFailed:
 	default:
-		return nil, invalid(op, "completion must be ActivityCompleted or ActivityFailed, got %q", completion.Variant())
+		return 0, nil, invalid(op, "completion must be ActivityCompleted or ActivityFailed, got %q", completion.Variant())
 	}
 	js, err := p.encodeItem(op, *completion, false)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
-	return argsOf(op, luascripts.WorkAck, "token", lockToken, "completed", "1", "target", completion.TargetInstance(), "completion", js)
+	// A session item lives in its session's partition: its completion may be for an instance of
+	// another, and goes there through the outbox.
+	tpart := ""
+	if t := p.keys.PartitionOf(completion.TargetInstance()); t != part {
+		tpart = strconv.Itoa(t)
+	}
+	args, err := argsOf(op, luascripts.WorkAck, "token", lockToken, "completed", "1", "target", completion.TargetInstance(), "completion", js, "tpart", tpart)
+	return part, args, err
 }
 
 // RenewWorkItemLock implements provider.Provider: locked_until = now + extendFor, for a held and
@@ -273,7 +415,8 @@ func (p *Provider) workAckArgs(op, lockToken string, completion *provider.WorkIt
 // cancelled). It also refreshes the item's session last activity while the session lock is valid.
 func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "renew_work_item_lock"
-	if err := checkToken(op, lockToken); err != nil {
+	part, err := p.workToken(op, lockToken)
+	if err != nil {
 		return err
 	}
 	if err := checkDuration(op, "extend_for", extendFor); err != nil {
@@ -283,7 +426,7 @@ func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, exte
 	if err != nil {
 		return err
 	}
-	_, err = p.run(ctx, op, luascripts.WorkRenew.Op, workerPartition, args...)
+	_, err = p.run(ctx, op, luascripts.WorkRenew.Op, part, args...)
 	return err
 }
 
@@ -293,7 +436,8 @@ func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, exte
 // still be abandoned.
 func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
 	const op = "abandon_work_item"
-	if err := checkToken(op, lockToken); err != nil {
+	part, err := p.workToken(op, lockToken)
+	if err != nil {
 		return err
 	}
 	if err := checkDuration(op, "delay", delay); err != nil {
@@ -303,7 +447,7 @@ func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay 
 	if err != nil {
 		return err
 	}
-	_, err = p.runOnce(ctx, op, luascripts.WorkAbandon.Op, workerPartition, args...)
+	_, err = p.runOnce(ctx, op, luascripts.WorkAbandon.Op, part, args...)
 	return err
 }
 
@@ -336,11 +480,8 @@ func (p *Provider) RenewSessionLock(ctx context.Context, ownerIDs []string, exte
 	if err != nil {
 		return 0, err
 	}
-	res, err := p.run(ctx, op, luascripts.SessionRenew.Op, workerPartition, args...)
-	if err != nil {
-		return 0, err
-	}
-	return int(num(res)), nil
+	// A namespace of several partitions keeps each session in its own: every one is renewed.
+	return p.sumPartitions(ctx, op, luascripts.SessionRenew.Op, args)
 }
 
 // CleanupOrphanedSessions implements provider.Provider: it deletes sessions whose lock expired
@@ -352,9 +493,34 @@ func (p *Provider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time
 	if err != nil {
 		return 0, err
 	}
-	res, err := p.run(ctx, op, luascripts.SessionCleanup.Op, workerPartition, args...)
-	if err != nil {
-		return 0, err
+	return p.sumPartitions(ctx, op, luascripts.SessionCleanup.Op, args)
+}
+
+// sumPartitions runs a script with the same arguments in every partition (at once) and sums its
+// integer replies; the first error is returned, with the sum of the others.
+func (p *Provider) sumPartitions(ctx context.Context, op, script string, args []any) (int, error) {
+	n := p.keys.Partitions()
+	if n == 1 {
+		res, err := p.run(ctx, op, script, 0, args...)
+		return int(num(res)), err
 	}
-	return int(num(res)), nil
+	sums, errs := make([]int64, n), make([]error, n)
+	var wg sync.WaitGroup
+	for part := range n {
+		wg.Go(func() {
+			res, err := p.run(ctx, op, script, part, args...)
+			sums[part], errs[part] = num(res), err
+		})
+	}
+	wg.Wait()
+	total := 0
+	for _, s := range sums {
+		total += int(s)
+	}
+	for _, err := range errs {
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }

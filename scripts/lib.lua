@@ -4,10 +4,11 @@
 -- Loaded as a Redis Functions library (Redis 7+) this code runs once; as EVAL scripts it runs on
 -- every call. So nothing here may depend on the call: dx_setup(ARGV[1]) sets P and the keys
 -- derived from it at the start of every call, in both modes.
-local P, K_PINS, K_DUE, K_LOCKED, K_OQ_NEXT, OQ_NEXT, K_CHORES, K_META, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP, K_ORPHANS
+local P, MULTI, K_PINS, K_DUE, K_LOCKED, K_OQ_NEXT, OQ_NEXT, K_CHORES, K_META, K_WAKE_ORCH, K_WAKE_FILTERS, K_IDX_INSTANCES, K_IDX_EXPIRY, K_IDX_REAP, K_ORPHANS
 local setup_hooks = {} -- keys of the other lib files derived from P (lib_worker.lua)
 
-local NOW, NOW_S -- the server time of this call, read once (now_ms), and as a string (now_s)
+local OB_WRITTEN -- whether this call wrote to an outbox (ob_put)
+local NOW, NOW_S, NOW_US -- the server time of this call, read once (now_ms), and as a string (now_s)
 local LOCK_UNTIL -- the expiry (ms) of the lock this call's token holds, once checked (oq_held, WQ.held; see dx_once)
 -- Under FUNCTION the library's state outlives the call: the keys derived from the prefix are
 -- recomputed only when the prefix differs from the previous call's (about 25 string
@@ -16,9 +17,12 @@ local LOCK_UNTIL -- the expiry (ms) of the lock this call's token holds, once ch
 local format_checked = {} -- prefixes whose format record this library load has checked (see format_check)
 local format_check
 local function dx_setup(prefix, writes)
-  NOW, NOW_S, OQ_NEXT, LOCK_UNTIL = nil, nil, nil, nil
+  NOW, NOW_S, NOW_US, OQ_NEXT, LOCK_UNTIL, OB_WRITTEN = nil, nil, nil, nil, nil, false
   if prefix ~= P then
     P = prefix
+    -- A namespace of several partitions: their tags are "<ns>:<p>/<k>" (keys.go, Keyspace); the
+    -- one partition of a namespace of one is "<ns>:0".
+    MULTI = string.find(P, '/', 1, true) ~= nil
     K_PINS = P .. 'oq:pins'
     K_DUE = P .. 'oq:due'
     K_LOCKED = P .. 'oq:locked'
@@ -46,11 +50,17 @@ end
 local FORMAT = '2'
 local FORMAT1_KEYS = { 'seq', 'oq:next', 'wq:next', 'oq:orphans' }
 format_check = function()
-  local m = redis.call('HMGET', K_META, 'format', 'migrating')
+  local m = redis.call('HMGET', K_META, 'format', 'migrating', 'partitions')
   if m[2] then
     return redis.error_reply('DX_FORMAT ' .. (m[1] or '1') .. ' the namespace is being migrated to format ' .. m[2] .. ' (dxctl migrate): wait for it to finish, or run it again if it stopped')
   end
   if m[1] == false then
+    -- A partition of a namespace of several gets its record when the namespace is created
+    -- (ns_init): without it, the caller's partition count is not the namespace's, or the record
+    -- was lost.
+    if MULTI then
+      return redis.error_reply('DX_PARTITIONS 0 no partition record at ' .. K_META .. ': the namespace was not created with this partition count (or the record was lost: dxctl fsck)')
+    end
     if redis.call('EXISTS', P .. 'seq') == 1 then
       return redis.error_reply('DX_FORMAT 1 the namespace holds format-1 data: stop its runtimes and run dxctl migrate')
     end
@@ -58,6 +68,10 @@ format_check = function()
     for _, k in ipairs(FORMAT1_KEYS) do redis.call('HSET', P .. k, 'format', FORMAT) end
   elseif m[1] ~= FORMAT then
     return redis.error_reply('DX_FORMAT ' .. m[1] .. ' the namespace is format ' .. m[1] .. '; this dxredis reads and writes format ' .. FORMAT)
+  elseif not MULTI and m[3] and m[3] ~= '1' then
+    -- The root record of a namespace of several partitions: a caller that takes it for the one
+    -- partition of a namespace of one is refused.
+    return redis.error_reply('DX_PARTITIONS ' .. m[3] .. ' the namespace has ' .. m[3] .. ' partitions')
   end
   format_checked[P] = true
   return nil
@@ -65,8 +79,20 @@ end
 
 -- The next n enqueue sequence numbers of the partition (FIFO order of both queues): returns the
 -- last. Cost: O(1).
+local now_us
 local function next_seq(n)
-  return redis.call('HINCRBY', K_META, 'seq', n)
+  local s = redis.call('HINCRBY', K_META, 'seq', n)
+  -- Several partitions: sequence numbers double as a clock (at least the server time in
+  -- microseconds), so that the heads of different partitions compare in enqueue order (fetches
+  -- take the oldest ready work across partitions). One partition keeps plain counting.
+  if MULTI then
+    local us = now_us()
+    if s < us then
+      redis.call('HSET', K_META, 'seq', string.format('%d', us))
+      s = us
+    end
+  end
+  return s
 end
 
 local function now_ms()
@@ -76,8 +102,17 @@ local function now_ms()
     if #us < 6 then us = string.rep('0', 6 - #us) .. us end -- padded only when needed (a concat less)
     NOW_S = t[1] .. string.sub(us, 1, 3) -- the ms, unformatted
     NOW = NOW_S + 0 -- one conversion (tonumber converts twice: lua_isnumber, lua_tonumber)
+    NOW_US = t -- kept for now_us, which only a namespace of several partitions calls
   end
   return NOW
+end
+
+-- The server time in microseconds (a number: exact in a double until the year 2255).
+now_us = function()
+  now_ms()
+  local us = NOW_US[2]
+  if #us < 6 then us = string.rep('0', 6 - #us) .. us end
+  return (NOW_US[1] .. us) + 0
 end
 
 -- Numbers given to redis.call are formatted by the server with '%.17g', which costs more than
@@ -153,7 +188,9 @@ local function ack_then_fetch(ack, fetch, KEYS, ARGV)
   local n = ARGV[last] + 0
   local r = dx_once(ack, KEYS, ARGV)
   if type(r) ~= 'number' then return r end
-  return fetch(KEYS, { ARGV[1], unpack(ARGV, 2 + n, last - 1) })
+  local f = fetch(KEYS, { ARGV[1], unpack(ARGV, 2 + n, last - 1) })
+  if r == 2 then f[#f + 1] = 'ob' end -- the ack wrote to an outbox: the caller forwards it
+  return f
 end
 
 -- redis.call(cmd, key, args...) with args in chunks of at most 900 (Lua's unpack has a small
@@ -465,8 +502,9 @@ local function ready_pins()
 end
 
 -- orch_fetch's candidate: the instance with the oldest ready message among the pins its filter
--- accepts (filtered false: every pin; else the ranges {lo, hi}, pin '-' always), with its pin and
--- ready key; nil when none. Ready sets found empty leave K_PINS.
+-- accepts (filtered false: every pin; else the ranges {lo, hi}, pin '-' always), with its pin,
+-- ready key and score (the message's sequence number); nil when none. Ready sets found empty
+-- leave K_PINS.
 local function oq_next_candidate(filtered, ranges)
   local best, best_score, best_pin, best_key = nil, nil, nil, nil
   for _, pin in ipairs(ready_pins()) do
@@ -487,7 +525,23 @@ local function oq_next_candidate(filtered, ranges)
       end
     end
   end
-  return best, best_pin, best_key
+  return best, best_pin, best_key, best_score
+end
+
+-- Register an orchestration fetcher's filter for wake-ups for wait_ms (orch_fetch, after finding
+-- nothing): every wake-up for work it accepts reaches its list from then on (see wake_orch).
+local function oq_register_waiter(filtered, ranges, wait_ms, now)
+  redis.call('ZREMRANGEBYSCORE', K_WAKE_FILTERS, '-inf', now_s())
+  local f = '*'
+  if filtered then
+    local bounds = {}
+    for i, r in ipairs(ranges) do bounds[2 * i - 1], bounds[2 * i] = r[1], r[2] end
+    f = table.concat(bounds, ' ')
+  end
+  local until_ms = now + wait_ms
+  local cur = redis.call('ZSCORE', K_WAKE_FILTERS, f) -- never shorten another waiter's registration
+  if not cur or tonumber(cur) < until_ms then redis.call('ZADD', K_WAKE_FILTERS, until_ms, f) end
+  if redis.call('PTTL', K_WAKE_FILTERS) < wait_ms then redis.call('PEXPIRE', K_WAKE_FILTERS, wait_ms) end -- gone once nobody waits
 end
 
 -- Remove an instance from every orchestrator index (before locking or deleting it).
@@ -594,6 +648,48 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
   local due = redis.call('ZSCORE', K_DUE, id)
   if due == false or due + 0 > visible_at then oq_due_set(id, visible_at) end
   return nil
+end
+
+-- Outboxes (keys.go, "Outboxes"). In a namespace of several partitions, a script that must change
+-- something in another partition (a message for an instance there, a session item, a child's
+-- bookkeeping in its parent) appends an entry to this partition's outbox for that partition,
+-- ob:<dest>, in the same script: it commits with the rest. redisprovider then forwards it (ob_take
+-- here, ob_apply there, ob_trim here), and the destination applies each source's entries once and
+-- in order (their sequence numbers against its high-water mark ib:hwm). An entry is "<seq> <kind>
+-- " and its fields, each "<byte length>:<bytes>" (ob_fields). Kinds, applied by ob_apply:
+--   o an orchestrator message: target, json, type code, visible_at
+--   k an activity's completion from a session item here: target, json, execution, activity id
+--     (ob_apply also drops the target's note that the activity's item lives elsewhere)
+--   w a session item for a session homed there: json, instance, execution, activity id, session, tag
+--   x the cancellation of such an item: instance, execution, activity id
+--   c a child created here whose parent is there: parent, child, the child's partition
+--   s a child here settled ('1') or runs again ('0') (retention's open counts): parent, '1' or '0'
+--   r reap a descendant of an expired root (retention): id
+-- Cost: O(fields); a HINCRBY, an RPUSH and a ZADD.
+local function ob_put(dest, kind, ...)
+  local n = select('#', ...)
+  local parts = {}
+  for i = 1, n do
+    local v = select(i, ...)
+    parts[i] = #v .. ':' .. v
+  end
+  local seq = redis.call('HINCRBY', P .. 'ob:seq', dest, '1')
+  redis.call('RPUSH', P .. 'ob:' .. dest, seq .. ' ' .. kind .. ' ' .. table.concat(parts))
+  redis.call('ZADD', P .. 'ob:dirty', 'NX', now_s(), dest)
+  OB_WRITTEN = true
+end
+
+-- The fields of an outbox entry from byte pos on (see ob_put), or nil when they do not parse.
+local function ob_fields(e, pos)
+  local out = {}
+  while pos <= #e do
+    local c = string.find(e, ':', pos, true)
+    local n = c and tonumber(string.sub(e, pos, c - 1))
+    if not n or c + n > #e then return nil end
+    out[#out + 1] = string.sub(e, c + 1, c + n)
+    pos = c + n + 1
+  end
+  return out
 end
 
 -- Delete orchestrator messages seqs of an instance, one command per 300 messages. An ack calls it
@@ -785,7 +881,10 @@ end
 -- An instance's keys; with_children false leaves out its children set (reaping needs it).
 local function instance_keys(id, with_children)
   local keys = { k_inst(id), k_execs(id), k_cs(id), k_kv(id), k_kd(id), k_msgs(id) }
-  if with_children then keys[#keys + 1] = k_children(id) end
+  if with_children then
+    keys[#keys + 1] = k_children(id)
+    if MULTI then keys[#keys + 1] = P .. 'chx:' .. id end
+  end
   local cur = redis.call('HGET', k_inst(id), 'exec') -- its record is in the instance hash
   for _, e in ipairs(executions(id, { cur })) do
     if e ~= cur then keys[#keys + 1] = k_exec(id, e) end
@@ -825,7 +924,17 @@ end
 local function tree_settle_changed(id, is_settled, now, ttl)
   local x = id
   for _ = 1, 1000 do
-    local parent = redis.call('HGET', k_inst(x), 'parent')
+    local parent, pp
+    if MULTI then
+      local r = redis.call('HMGET', k_inst(x), 'parent', 'pp')
+      parent, pp = r[1], r[2]
+    else
+      parent = redis.call('HGET', k_inst(x), 'parent')
+    end
+    if pp then -- the parent lives in partition pp: the walk goes on there (ob_apply, 's')
+      ob_put(pp, 's', parent, is_settled and '1' or '0')
+      return
+    end
     if not parent or redis.call('EXISTS', k_inst(parent)) == 0 then
       if not is_settled then
         unretain_root(x)
@@ -841,9 +950,32 @@ local function tree_settle_changed(id, is_settled, now, ttl)
   end
 end
 
+-- Queue the children of id for reaping: those of this partition in idx:reap, those of another
+-- (chx:<id>) through the outbox. Cost: O(children).
+local function reap_children(id)
+  local kids = redis.call('SMEMBERS', k_children(id))
+  if MULTI and #kids > 0 then
+    local away = redis.call('HGETALL', P .. 'chx:' .. id)
+    if #away > 0 then
+      local remote = {}
+      for i = 1, #away, 2 do
+        remote[away[i]] = true
+        ob_put(away[i + 1], 'r', away[i])
+      end
+      local here = {}
+      for _, c in ipairs(kids) do
+        if not remote[c] then here[#here + 1] = c end
+      end
+      kids = here
+      redis.call('DEL', P .. 'chx:' .. id)
+    end
+  end
+  call_chunked('SADD', K_IDX_REAP, kids)
+end
+
 -- Delete a reaped descendant of an expired root and queue its children. Cost: O(its keys).
 local function reap(id)
-  call_chunked('SADD', K_IDX_REAP, redis.call('SMEMBERS', k_children(id)))
+  reap_children(id)
   local st = redis.call('HGET', k_inst(id), 'status')
   if st then redis.call('ZREM', k_idx_status(st), id) end
   redis.call('ZREM', K_IDX_INSTANCES, id)
@@ -862,7 +994,7 @@ local function sweep_expired(now)
       redis.call('ZREM', K_IDX_INSTANCES, id)
       redis.call('ZREM', k_idx_status('Completed'), id)
       redis.call('ZREM', k_idx_status('Failed'), id)
-      call_chunked('SADD', K_IDX_REAP, redis.call('SMEMBERS', k_children(id)))
+      reap_children(id)
       redis.call('DEL', k_children(id))
       redis.call('ZREM', K_IDX_EXPIRY, id)
     elseif ttl >= 0 then

@@ -277,6 +277,41 @@ function WQ.held(token, now)
   return id, it
 end
 
+-- work_fetch's candidate among the due heads of the schedules of tag keys tks and, with sess (an
+-- owner while session items exist), the head groups of the session indexes: the smallest sequence
+-- number wins (FIFO). Returns its sequence number, member (item id, or session id for a group), tag
+-- key and index (nil for a schedule's item), and nxt lowered to a schedule head not due yet. With
+-- all_tags, a tag key without items leaves wq:tks while no session items exist.
+function WQ.pick(tks, all_tags, owner, sess, now, nxt)
+  local best, best_member, best_tk, best_idx = nil, nil, nil, nil
+  local sessions = sess or nil
+  for i = 1, #tks do
+    local tk = tks[i]
+    local h = redis.call('ZRANGE', WQ.k_q(tk), '0', '0', 'WITHSCORES')
+    if h[1] then
+      local at = tonumber(h[2])
+      if at > now then
+        if nxt < 0 or at < nxt then nxt = at end
+      else
+        local s = WQ.seq(h[1])
+        if best == nil or s < best then best, best_member, best_tk, best_idx = s, h[1], tk, nil end
+      end
+    elseif all_tags and i > 1 then
+      if sessions == nil then sessions = redis.call('EXISTS', WQ.K_SCOUNT) == 1 end
+      if not sessions then redis.call('SREM', WQ.K_TKS, tk) end -- no item has this tag key any more
+    end
+    if sess then
+      for _, idx in ipairs({ WQ.k_sown(tk, owner), WQ.k_sfree(tk) }) do
+        local g = redis.call('ZRANGE', idx, '0', '0', 'WITHSCORES')
+        if g[1] and (best == nil or tonumber(g[2]) < best) then
+          best, best_member, best_tk, best_idx = tonumber(g[2]), g[1], tk, idx
+        end
+      end
+    end
+  end
+  return best, best_member, best_tk, best_idx, nxt
+end
+
 -- Session housekeeping of a session-aware fetch while session items exist (DESIGN.md S5):
 -- release expired sessions to the claimable indexes, and move the session items of wq:shold
 -- whose lock expired or whose delay passed back to their group (an expired lock's token stops
@@ -418,6 +453,10 @@ local function wq_cancel(inst, exec, actid)
   local list = redis.call('HGET', kx, f)
   if not list then return 0 end
   redis.call('HDEL', kx, f)
+  if string.byte(list, 1) == 64 then -- '@<partition>': a session item homed there (orch_ack, xw)
+    ob_put(string.sub(list, 2), 'x', inst, exec, actid)
+    return 0
+  end
   local n = 0
   for id in string.gmatch(list, '%S+') do
     if WQ.delete(id, true) then n = n + 1 end
@@ -429,9 +468,25 @@ end
 -- Cost: O(worker items of the instance).
 local function wq_delete_instance(inst)
   local kx = WQ.k_inst(inst)
+  local n = 0
+  if MULTI then -- entries may note session items homed in other partitions (wq_cancel)
+    local all = redis.call('HGETALL', kx)
+    redis.call('DEL', kx)
+    for i = 1, #all, 2 do
+      local list = all[i + 1]
+      if string.byte(list, 1) == 64 then
+        local exec, actid = string.match(all[i], '^(%d+):(%d+)$')
+        ob_put(string.sub(list, 2), 'x', inst, exec, actid)
+      else
+        for id in string.gmatch(list, '%S+') do
+          if WQ.delete(id, true) then n = n + 1 end
+        end
+      end
+    end
+    return n
+  end
   local lists = redis.call('HVALS', kx)
   redis.call('DEL', kx)
-  local n = 0
   for _, list in ipairs(lists) do
     for id in string.gmatch(list, '%S+') do
       if WQ.delete(id, true) then n = n + 1 end

@@ -17,13 +17,20 @@
 --   cs_val: custom status value
 --   terminal: '1' when status is terminal
 --   retention: retention ms (0 = keep forever)
+--   ppart: the partition of the parent when it is not this one ('' otherwise; namespaces of
+--     several partitions, keys.go)
 --   hist[event_id, json]: history (each section: a count, then its entries)
 --   kvops[op, key, value]: kv ops (op 's'|'c'|'C', key, "<ms>|<value>")
 --   witems[json, instance, execution, activity, session, tag]: worker items
 --   cancels[instance, execution, activity]: cancelled activities
 --   oitems[target, json, code, visible_at]: orchestrator items (target instance, json, type
 --     code, visible_at ms or 0)
--- Reply: 1.
+--   xo[dest, target, json, code, visible_at]: orchestrator items for instances of other
+--     partitions (dest: the partition), sent through the outbox (lib.lua, ob_put)
+--   xw[dest, json, instance, execution, activity, session, tag]: worker items of sessions homed
+--     in other partitions, sent through the outbox; the instance's index wq:inst notes where
+--     each went ('@<dest>'), so that a cancellation follows it
+-- Reply: 1, or 2 when the ack wrote to an outbox (redisprovider forwards it then).
 -- Errors (nothing written): DX_INVALID_TOKEN unknown/expired token (also after a delete under
 --   the lock, or when the instance existed at fetch and its retention TTL lapsed since), DX_DUPLICATE event id already stored or repeated in the delta.
 -- Cost: O(delta + items + locked messages + KV keys touched) — never O(history length).
@@ -122,6 +129,7 @@ if not has_inst and name ~= '' and ver ~= '' then
   add_field(ifields, 'name', name); add_field(ifields, 'ver', ver); add_field(ifields, 'created', nows)
   if parent ~= '' then
     add_field(ifields, 'parent', parent)
+    if ppart ~= '' then add_field(ifields, 'pp', ppart) end -- the parent's partition (lib.lua, tree_settle_changed)
     parent_id = parent
   end
   created, has_inst, old_status = true, true, nil
@@ -262,7 +270,9 @@ if dels then redis.call('HDEL', is_current and ikey or xkey, unpack(dels)) end
 if is_current and in_x then redis.call('DEL', xkey) end -- moved into the instance hash
 if created then
   redis.call('ZADD', K_IDX_INSTANCES, nows, id)
-  if parent ~= '' then
+  if parent ~= '' and ppart ~= '' then
+    ob_put(ppart, 'c', parent, id, string.match(P, '^{[^}]*:(%d+)/')) -- the parent learns of it there (ob_apply)
+  elseif parent ~= '' then
     redis.call('SADD', k_children(parent), id)
     if redis.call('EXISTS', k_inst(parent)) == 1 then -- a new child runs: its parent is not settled
       local parent_settled = settled(parent)
@@ -274,6 +284,10 @@ end
 
 -- 8. Worker items (wq_enqueue_many wakes a fetcher that can take each), then cancellations (an activity scheduled and cancelled in one turn ends up absent).
 wq_enqueue_many(now, witems)
+for _, w in ipairs(xw) do
+  ob_put(w[1], 'w', w[2], w[3], w[4], w[5], w[6], w[7])
+  redis.call('HSET', WQ.k_inst(w[3]), w[4] .. ':' .. w[5], '@' .. w[1])
+end
 for _, c in ipairs(cancels) do wq_cancel(c[1], c[2], c[3]) end
 
 -- 9. Orchestrator items (TimerFired visible at fire_at_ms). One for this instance (still locked)
@@ -288,6 +302,7 @@ for _, o in ipairs(oitems) do
     woken[pin] = (woken[pin] or 0) + 1
   end
 end
+for _, o in ipairs(xo) do ob_put(o[1], 'o', o[2], o[3], o[4], o[5]) end
 
 -- 10. Retention: a settled tree's root gets a TTL; an instance running again keeps its data. A
 -- root without a parent that settles with retention off has nothing to do.
@@ -318,4 +333,5 @@ end
 if cs_op ~= '' or (terminal and is_current and old_status ~= st) then
   redis.call('PUBLISH', P .. 'status', id)
 end
+if OB_WRITTEN then return 2 end
 return 1

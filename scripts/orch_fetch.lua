@@ -9,6 +9,9 @@
 --   wait_ms: the ms for which the caller may wait after an empty fetch (its filter stays
 --     registered for wake-ups that long; 0: not registered)
 --   lite: '1' for a lite fetch (no history, no KV) or '0'
+--   mode: optional, for namespaces of several partitions (redisprovider picks the partition with
+--     the oldest work): 'h' adds the partition's next ready score to a reply with an item (-1:
+--     none); 'p' (peek) locks nothing and replies {'', next_ms, now_ms, oldest ready score or -1}
 -- Reply: when nothing is eligible {'', next_ms, now_ms}: next_ms is when delayed work, a held lock
 --   or a chore (expiry sweeps, reaping) next comes due, possibly earlier (-1 when never; now when
 --   chores are left over); otherwise {token, instance, attempt, exec or '', instance
@@ -50,6 +53,14 @@ if housekeeping then
   OQ_NEXT = nxt
 end
 
+if mode == 'p' then
+  local _, _, _, score = oq_next_candidate(filtered, ranges)
+  if not score and wait_ms > 0 then oq_register_waiter(filtered, ranges, wait_ms, now) end
+  local nxt = OQ_NEXT
+  if nxt == nil or nxt >= OQ_NEVER then nxt = -1 end
+  return { '', nxt, now, score or -1 }
+end
+
 local orphans = 0 -- orphan instances handled by this call, at most ORPHAN_BATCH
 local ORPHAN_BATCH = 100
 while true do
@@ -58,19 +69,7 @@ while true do
     -- The caller may now wait: register its filter, in this same script, so that every wake-up
     -- for work it accepts reaches its list from now on (see wake_orch).
     -- A caller that will not wait (wait_ms 0) registers nothing.
-    if wait_ms > 0 then
-      redis.call('ZREMRANGEBYSCORE', K_WAKE_FILTERS, '-inf', now_s())
-      local f = '*'
-      if filtered then
-        local bounds = {}
-        for i, r in ipairs(ranges) do bounds[2 * i - 1], bounds[2 * i] = r[1], r[2] end
-        f = table.concat(bounds, ' ')
-      end
-      local until_ms = now + wait_ms
-      local cur = redis.call('ZSCORE', K_WAKE_FILTERS, f) -- never shorten another waiter's registration
-      if not cur or tonumber(cur) < until_ms then redis.call('ZADD', K_WAKE_FILTERS, until_ms, f) end
-      if redis.call('PTTL', K_WAKE_FILTERS) < wait_ms then redis.call('PEXPIRE', K_WAKE_FILTERS, wait_ms) end -- gone once nobody waits
-    end
+    if wait_ms > 0 then oq_register_waiter(filtered, ranges, wait_ms, now) end
     -- The gate is at or before every due message, lock expiry and chore (lib.lua, oq_note): the
     -- caller fetches again then. Chores left over (reaping beyond one batch) keep the gate at
     -- now, so the caller goes on at once and a tree is reaped in as many calls as it needs, each
@@ -154,6 +153,11 @@ while true do
       -- KV exists only once an ack wrote some (instance field kv, or no instance record).
       if exec and (iv[6] or not has_inst) then kv = redis.call('HGETALL', k_kv(id)) end
     end
-    return { full, id, attempt, exec and d(exec) or '', inst, msgs, hist, kv or {}, tag, hn, whole and '1' or '0' }
+    local reply = { full, id, attempt, exec and d(exec) or '', inst, msgs, hist, kv or {}, tag, hn, whole and '1' or '0' }
+    if mode == 'h' then
+      local _, _, _, score = oq_next_candidate(filtered, ranges)
+      reply[12] = score or -1
+    end
+    return reply
   end
 end

@@ -6,7 +6,9 @@
 --   completed: '1' with a completion / '0' without
 --   target: the completion's target instance
 --   completion: completion JSON (ActivityCompleted/ActivityFailed)
--- Reply: 1.
+--   tpart: the target's partition when it is not this one (a session item homed here for an
+--     instance of another partition; keys.go), else ''
+-- Reply: 1, or 2 when the completion went to the outbox (lib.lua, ob_put; redisprovider forwards it).
 -- Effects: refreshes the item's session last_activity while the session lock is valid (session
 --   ownership does not gate the ack); wakes an orchestration fetcher when the completion is visible.
 -- Errors: DX_INVALID_TOKEN when the token is unknown (acked, abandoned, reclaimed, cancelled) or its
@@ -16,10 +18,13 @@ local now = now_ms()
 local id, it = WQ.held(token, now)
 if not id then return it end
 -- Checks done; writes follow.
-if completed then
+if completed and tpart ~= '' then
+  ob_put(tpart, 'k', target, completion, it[7], it[8])
+elseif completed then
   local pin = oq_enqueue(target, completion, 'O', now, now)
   if pin then wake_orch(pin, 1) end
 end
 WQ.touch_session(it[3], now)
 WQ.delete(id, false, { it[6], it[7], it[8], it[3], it[4], it[1], it[9] })
+if OB_WRITTEN then return 2 end
 return 1

@@ -7,6 +7,10 @@
 --   slock_ms: session lock ms
 --   wait_ms: the ms for which the caller may wait after an empty fetch (its wake lists stay
 --     registered that long, see WQ.register_waiter)
+--   mode: '' plain; for namespaces of several partitions (redisprovider picks the partition with
+--     the oldest work): 'h' adds the partition's next candidate's sequence number to a reply with an
+--     item (-1: none); 'p' (peek) locks nothing and replies {0, now ms, next ms, the oldest
+--     candidate's sequence number or -1}
 --   any: '*' for every tag key in use (TagFilter Any) or '' for the list that follows
 --   tks[tag_key]...: tag keys ('-' untagged, '<len>:<tag>'), to the end
 -- Reply: {1, attempt, item JSON, lock token} when an item was locked (attempt counts this delivery), else
@@ -47,33 +51,15 @@ local sess = sessions == true
 -- selects; the smallest sequence number wins (FIFO). A schedule's head not due yet says when the
 -- caller should look again (nxt).
 local nxt = -1
+if mode == 'p' then
+  local best, _, _, _, n2 = WQ.pick(tks, all_tags, owner, sess, now, nxt)
+  if not best and wait_ms > 0 then WQ.register_waiter(all_tags and { '*' } or tks, owner, wait_ms) end
+  return { 0, now, n2, best or -1 }
+end
 local r = nil
 for _ = 1, 10 do -- retries only if an index entry is stale (never expected)
-  local best, best_member, best_tk, best_idx = nil, nil, nil, nil
-  for i = 1, #tks do
-    local tk = tks[i]
-    local h = redis.call('ZRANGE', WQ.k_q(tk), '0', '0', 'WITHSCORES')
-    if h[1] then
-      local at = tonumber(h[2])
-      if at > now then
-        if nxt < 0 or at < nxt then nxt = at end
-      else
-        local s = WQ.seq(h[1])
-        if best == nil or s < best then best, best_member, best_tk, best_idx = s, h[1], tk, nil end
-      end
-    elseif all_tags and i > 1 then
-      if sessions == nil then sessions = redis.call('EXISTS', WQ.K_SCOUNT) == 1 end
-      if not sessions then redis.call('SREM', WQ.K_TKS, tk) end -- no item has this tag key any more
-    end
-    if sess then
-      for _, idx in ipairs({ WQ.k_sown(tk, owner), WQ.k_sfree(tk) }) do
-        local g = redis.call('ZRANGE', idx, '0', '0', 'WITHSCORES')
-        if g[1] and (best == nil or tonumber(g[2]) < best) then
-          best, best_member, best_tk, best_idx = tonumber(g[2]), g[1], tk, idx
-        end
-      end
-    end
-  end
+  local best, best_member, best_tk, best_idx
+  best, best_member, best_tk, best_idx, nxt = WQ.pick(tks, all_tags, owner, sess, now, nxt)
   if best == nil then break end
   if best_idx == nil then
     r = WQ.lock(best_member, token, now + lock_ms, '', best_tk)
@@ -106,5 +92,9 @@ if not r then
     end
   end
   return { 0, now, nxt }
+end
+if mode == 'h' then
+  local best = WQ.pick(tks, all_tags, owner, sess, now, nxt)
+  return { 1, r[1], r[2], r[3], best or -1 }
 end
 return { 1, r[1], r[2], r[3] }

@@ -9,17 +9,19 @@ var (
 		S("target"), S("item"), S("code"), N("delay"), Opt(F("if_absent")),
 	}}
 	OrchFetch = &Schema{Op: "orch_fetch", Args: []Arg{
-		S("token"), N("lock_ms"), F("filtered"), Sec("ranges", "lo", "hi"), N("wait_ms"), F("lite"),
+		S("token"), N("lock_ms"), F("filtered"), Sec("ranges", "lo", "hi"), N("wait_ms"), F("lite"), Opt(S("mode")),
 	}}
 	OrchAck = &Schema{Op: "orch_ack", Args: []Arg{
 		S("token"), S("exec"), S("status"), F("has_output"), S("output"), S("out_at"),
 		S("name"), S("ver"), S("parent"), S("pin"), S("pink"),
-		S("cs_op"), S("cs_val"), F("terminal"), N("retention"),
+		S("cs_op"), S("cs_val"), F("terminal"), N("retention"), S("ppart"),
 		Sec("hist", "event_id", "json"),
 		Sec("kvops", "op", "key", "value"),
 		Sec("witems", "json", "instance", "execution", "activity", "session", "tag"),
 		Sec("cancels", "instance", "execution", "activity"),
 		Sec("oitems", "target", "json", "code", "visible_at"),
+		Sec("xo", "dest", "target", "json", "code", "visible_at"),
+		Sec("xw", "dest", "json", "instance", "execution", "activity", "session", "tag"),
 	}}
 	OrchAckFetch = &Schema{Op: "orch_ack_fetch", Parts: []*Schema{OrchAck, OrchFetch}}
 	OrchAbandon  = &Schema{Op: "orch_abandon", Args: []Arg{
@@ -32,10 +34,10 @@ var (
 		S("item"), S("instance"), S("execution"), S("activity"), S("session"), S("tag"),
 	}}
 	WorkFetch = &Schema{Op: "work_fetch", Args: []Arg{
-		S("token"), N("lock_ms"), S("owner"), N("slock_ms"), N("wait_ms"), S("any"), All("tks", "tag_key"),
+		S("token"), N("lock_ms"), S("owner"), N("slock_ms"), N("wait_ms"), S("mode"), S("any"), All("tks", "tag_key"),
 	}}
 	WorkAck = &Schema{Op: "work_ack", Args: []Arg{
-		S("token"), F("completed"), S("target"), S("completion"),
+		S("token"), F("completed"), S("target"), S("completion"), S("tpart"),
 	}}
 	WorkAckFetch   = &Schema{Op: "work_ack_fetch", Parts: []*Schema{WorkAck, WorkFetch}}
 	WorkAbandon    = &Schema{Op: "work_abandon", Args: []Arg{S("token"), N("delay"), F("ignore")}}
@@ -61,13 +63,17 @@ var (
 	AdminDelete  = &Schema{Op: "admin_delete", Args: []Arg{
 		N("retention"), S("mode"), F("force"), N("before"), N("limit"), All("list", "v"),
 	}}
+	ObTake      = &Schema{Op: "ob_take", Args: []Arg{N("limit"), N("older")}}
+	ObApply     = &Schema{Op: "ob_apply", Args: []Arg{S("source"), N("retention"), All("entries", "entry")}}
+	ObTrim      = &Schema{Op: "ob_trim", Args: []Arg{All("marks", "dest", "hwm")}}
+	NsInit      = &Schema{Op: "ns_init", Args: []Arg{S("mode"), N("partitions"), S("tags")}}
 	AdminQueues = &Schema{Op: "admin_queues", Args: []Arg{S("what"), Opt(S("pin")), Opt(N("off")), Opt(N("n"))}}
 )
 
 // Schemas lists every declared operation by name (the library builder reads it).
 var Schemas = index(OrchEnqueue, OrchFetch, OrchAck, OrchAckFetch, OrchAbandon, OrchRenew, OrchAppend,
 	WorkEnqueue, WorkFetch, WorkAck, WorkAckFetch, WorkAbandon, WorkRenew, SessionCleanup, SessionRenew,
-	InstRead, InstReplay, InstState, AdminIdle, AdminInspect, AdminList, AdminMetrics, AdminOrphans, AdminPrune, AdminMigrate, AdminQueues, AdminFsck, AdminRepair, AdminDelete)
+	InstRead, InstReplay, InstState, AdminIdle, AdminInspect, AdminList, AdminMetrics, AdminOrphans, AdminPrune, AdminMigrate, AdminQueues, AdminFsck, AdminRepair, AdminDelete, NsInit, ObTake, ObApply, ObTrim)
 
 func index(ss ...*Schema) map[string]*Schema {
 	m := map[string]*Schema{}

@@ -1,0 +1,491 @@
+package redisprovider
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Fetching across partitions (namespaces of several; one partition keeps poll, wait.go).
+//
+// A fetch must find the oldest ready work over all partitions without running a script in each
+// for every fetch, and must wait without holding a blocking connection per partition per
+// dispatcher slot. The provider keeps, per fetch class (the same kind of fetch with the same
+// filter: the wake lists it listens to) and partition, what its last look there found:
+//   - quiet: nothing was takeable and the fetch script registered the class's wake lists there,
+//     so new work pushes a wake token; until the rescan period ends (a lock another process takes
+//     wakes nobody: only a script run reclaims it once expired, see wait.go) or a due time comes,
+//     the partition need not be looked at;
+//   - the sequence number of its oldest takeable work ("head"), which the fetch scripts report
+//     after each item they hand out (mode 'h') and peeks report (mode 'p'); sequence numbers of
+//     a namespace of several partitions are a clock (lib.lua, next_seq), so heads compare across
+//     partitions.
+//
+// A fetch looks at the partitions that are not quiet, oldest head first; when two or more have no
+// known head it first peeks them (one script each, pipelined). With none left it waits: one
+// watcher goroutine per partition blocks (BLPOP) on the wake lists of the classes that have
+// waiting fetches in this process, and hands each token to one of them, which then looks at that
+// partition. So a process holds at most one blocking connection per partition, whatever its
+// dispatcher concurrency; a token for a class without a waiter here is given back (another process
+// may wait for it) and the class notes the partition as having news.
+//
+// An ack-and-fetch stays in its partition (one script) only while that partition's head is the
+// oldest known; otherwise it acks and then fetches as above, so a busy partition cannot starve the
+// others.
+
+// hubRearm bounds one watcher BLPOP; a watcher is re-armed sooner when the set of waiting classes
+// changes (a kick: a token on its control list).
+const hubRearm = 30 * time.Second
+
+// partHub is the provider's cross-partition fetch state.
+type partHub struct {
+	p        *Provider
+	mu       sync.Mutex
+	classes  map[string]*fetchClass
+	watchers []*watcher // per partition, started with the first wait
+	started  bool
+}
+
+// fetchClass is the state of one kind of fetch (orchestration or worker, with one filter).
+type fetchClass struct {
+	keys    [][]string  // the wake lists, per partition
+	parts   []partState // per partition
+	waiters []*hubWaiter
+}
+
+type partState struct {
+	state      int       // what the last look found: unknown, quiet, head or news
+	head       int64     // with head: the sequence number of the oldest takeable work
+	quietUntil time.Time // with quiet: until then
+	dueAt      time.Time // with quiet: when delayed work or a lock there comes due (zero: none known)
+}
+
+const (
+	stUnknown = iota // not looked at, or the look is stale: a peek tells
+	stQuiet          // nothing takeable, registered for wake-ups (until quietUntil or dueAt)
+	stHead           // takeable work, the oldest at head
+	stNews           // a wake token announced work: newer than every known head
+)
+
+type hubWaiter struct {
+	ch chan int // a partition with news for the waiter
+}
+
+type watcher struct {
+	part  int
+	ctl   string          // the control list a kick pushes to
+	armed map[string]bool // the wake lists of the BLPOP in progress
+}
+
+// partTry runs one fetch script in a partition: mode 'h' fetches (and reports the next head), 'p'
+// peeks. It returns found, the server's time and next due time (ms; -1 none) and the head.
+type partTry func(ctx context.Context, part int, mode string) (found bool, now, next, head int64, err error)
+
+func (h *partHub) class(sig string, keys func(part int) []string) *fetchClass {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.classes == nil {
+		h.classes = map[string]*fetchClass{}
+	}
+	c := h.classes[sig]
+	if c == nil {
+		n := h.p.keys.Partitions()
+		c = &fetchClass{keys: make([][]string, n), parts: make([]partState, n)}
+		for i := range n {
+			c.keys[i] = keys(i)
+		}
+		h.classes[sig] = c
+	}
+	return c
+}
+
+// candidates are the partitions a fetch of c should look at now: known heads oldest first, then
+// those not looked at, then those with news; peek lists the ones not looked at when there are
+// two candidates or more (their heads decide the order).
+func (h *partHub) candidates(c *fetchClass, now time.Time) (cands []int, peek []int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rank := func(s *partState) int64 {
+		switch s.state {
+		case stHead:
+			return s.head
+		case stUnknown:
+			return math.MaxInt64 - 1
+		}
+		return math.MaxInt64
+	}
+	for i := range c.parts {
+		s := &c.parts[i]
+		if s.state == stQuiet {
+			if now.Before(s.quietUntil) && (s.dueAt.IsZero() || now.Before(s.dueAt)) {
+				continue
+			}
+			s.state = stUnknown
+		}
+		cands = append(cands, i)
+		if s.state == stUnknown {
+			peek = append(peek, i)
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b int) int {
+		return cmp.Compare(rank(&c.parts[a]), rank(&c.parts[b]))
+	})
+	if len(cands) < 2 {
+		peek = nil
+	}
+	return cands, peek
+}
+
+// noteEmpty records a look at part that found nothing takeable and registered for wake-ups for
+// registered (0: not registered: the partition stays to be looked at).
+func (h *partHub) noteEmpty(c *fetchClass, part int, serverNow, next int64, rescan, registered time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := &c.parts[part]
+	if registered <= 0 {
+		*s = partState{}
+		return
+	}
+	now := time.Now()
+	*s = partState{state: stQuiet, quietUntil: now.Add(min(rescan, registered))}
+	if next >= 0 {
+		s.dueAt = now.Add(time.Duration(next-serverNow) * time.Millisecond)
+	}
+}
+
+// noteHead records part's head (-1: none takeable, not registered) after a look there.
+func (h *partHub) noteHead(c *fetchClass, part int, head int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if head < 0 {
+		c.parts[part] = partState{}
+		return
+	}
+	c.parts[part] = partState{state: stHead, head: head}
+}
+
+// noteNewsLocked records that a wake token announced work in part.
+func noteNewsLocked(c *fetchClass, part int) {
+	if c.parts[part].state != stHead {
+		c.parts[part] = partState{state: stNews}
+	}
+}
+
+// stays reports whether an ack-and-fetch in part may fetch there too: no other partition is known
+// to hold older work (or any work, when part's head is not known).
+func (h *partHub) stays(c *fetchClass, part int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	mine := c.parts[part]
+	for i, s := range c.parts {
+		if i == part {
+			continue
+		}
+		switch s.state {
+		case stHead:
+			if mine.state != stHead || s.head < mine.head {
+				return false
+			}
+		case stUnknown, stNews:
+			if mine.state != stHead {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// fetch looks for work of class c over the partitions (see above) until try finds some or
+// pollTimeout passes.
+func (h *partHub) fetch(ctx context.Context, op string, c *fetchClass, pollTimeout, rescan time.Duration, try partTry) error {
+	deadline := time.Now().Add(pollTimeout)
+	registered := waitRegistration(pollTimeout, rescan)
+	for {
+		cands, peek := h.candidates(c, time.Now())
+		if len(peek) > 0 {
+			h.peek(ctx, c, peek, rescan, registered, try)
+			cands, _ = h.candidates(c, time.Now())
+		}
+		if h.p.isClosed() {
+			return nil
+		}
+		var firstErr error
+		for _, part := range cands {
+			found, now, next, head, err := try(ctx, part, "h")
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			if found {
+				h.noteHead(c, part, head)
+				return nil
+			}
+			h.noteEmpty(c, part, now, next, rescan, registered)
+		}
+		if firstErr != nil {
+			return firstErr
+		}
+		if pollTimeout <= 0 || ctx.Err() != nil || h.p.isClosed() {
+			return nil
+		}
+		if !h.wait(ctx, c, deadline) {
+			return nil
+		}
+	}
+}
+
+// peek looks at the head of each partition in parts (pipelined: one round trip per node).
+func (h *partHub) peek(ctx context.Context, c *fetchClass, parts []int, rescan, registered time.Duration, try partTry) {
+	type res struct {
+		found           bool
+		now, next, head int64
+		err             error
+	}
+	out := make([]res, len(parts))
+	var wg sync.WaitGroup
+	for i, part := range parts {
+		wg.Go(func() {
+			_, now, next, head, err := try(ctx, part, "p")
+			out[i] = res{now: now, next: next, head: head, err: err}
+		})
+	}
+	wg.Wait()
+	for i, part := range parts {
+		r := out[i]
+		switch {
+		case r.err != nil:
+		case r.head >= 0:
+			h.noteHead(c, part, r.head)
+		default:
+			h.noteEmpty(c, part, r.now, r.next, rescan, registered)
+		}
+	}
+}
+
+// wait blocks until a watcher reports news for c, a partition's quiet time ends or its due time
+// comes, deadline passes (false), or ctx ends or the provider closes (false).
+func (h *partHub) wait(ctx context.Context, c *fetchClass, deadline time.Time) bool {
+	w := &hubWaiter{ch: make(chan int, 1)}
+	h.mu.Lock()
+	c.waiters = append(c.waiters, w)
+	first := len(c.waiters) == 1
+	until := deadline
+	for _, s := range c.parts {
+		if s.state != stQuiet {
+			continue
+		}
+		until = minTime(until, s.quietUntil)
+		if !s.dueAt.IsZero() {
+			until = minTime(until, s.dueAt)
+		}
+	}
+	h.startLocked()
+	h.mu.Unlock()
+	if first {
+		h.kick(c)
+	}
+	defer h.leave(c, w)
+	nudged := h.p.nudged()
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case part := <-w.ch:
+		h.mu.Lock()
+		noteNewsLocked(c, part)
+		h.mu.Unlock()
+		return true
+	case <-t.C:
+		return time.Now().Before(deadline)
+	case <-nudged:
+		h.forget()
+		return true
+	case <-ctx.Done():
+		return false
+	case <-h.p.closed:
+		return false
+	}
+}
+
+// leave removes w from c's waiters; a hint delivered meanwhile is passed to another waiter.
+func (h *partHub) leave(c *fetchClass, w *hubWaiter) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c.waiters = slices.DeleteFunc(c.waiters, func(x *hubWaiter) bool { return x == w })
+	select {
+	case part := <-w.ch:
+		if !h.handOffLocked(c, part) {
+			noteNewsLocked(c, part)
+		}
+	default:
+	}
+}
+
+// handOffLocked gives news of part to one of c's waiters; false when none waits.
+func (h *partHub) handOffLocked(c *fetchClass, part int) bool {
+	for _, w := range c.waiters {
+		select {
+		case w.ch <- part:
+			return true
+		default:
+		}
+	}
+	return false
+}
+
+// forget drops what the hub knows of every partition (Nudge: the clock moved).
+func (h *partHub) forget() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.classes {
+		clear(c.parts)
+	}
+}
+
+// startLocked starts the watchers and the outbox sweeps (once).
+func (h *partHub) startLocked() {
+	if h.started {
+		return
+	}
+	h.started = true
+	n := h.p.keys.Partitions()
+	h.watchers = make([]*watcher, n)
+	ctl := "wake:x:" + newAttemptID()
+	for i := range n {
+		w := &watcher{part: i, ctl: h.p.keys.Prefix(i) + ctl}
+		h.watchers[i] = w
+		go h.watch(w)
+	}
+	go h.p.sweepOutboxes()
+}
+
+// start starts the watchers and the outbox sweeps, with the first fetch.
+func (h *partHub) start() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.startLocked()
+}
+
+// kick re-arms the watchers whose BLPOP does not include c's wake lists.
+func (h *partHub) kick(c *fetchClass) {
+	h.mu.Lock()
+	var ctls []string
+	for i, w := range h.watchers {
+		for _, k := range c.keys[i] {
+			if !w.armed[k] {
+				ctls = append(ctls, w.ctl)
+				break
+			}
+		}
+	}
+	h.mu.Unlock()
+	if len(ctls) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pipe := h.p.rdb.Pipeline()
+	for _, k := range ctls {
+		pipe.LPush(ctx, k, "1")
+		pipe.PExpire(ctx, k, wakeTTL)
+	}
+	_, _ = pipe.Exec(ctx)
+}
+
+// keysLocked are the wake lists watcher w should block on: those of classes with waiters.
+func (h *partHub) keysLocked(w *watcher) []string {
+	var keys []string
+	w.armed = map[string]bool{}
+	for _, c := range h.classes {
+		if len(c.waiters) == 0 {
+			continue
+		}
+		for _, k := range c.keys[w.part] {
+			if !w.armed[k] {
+				w.armed[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
+}
+
+// watch is a partition's watcher (see above).
+func (h *partHub) watch(w *watcher) {
+	backoff := 50 * time.Millisecond
+	for !h.p.isClosed() {
+		h.mu.Lock()
+		keys := h.keysLocked(w)
+		h.mu.Unlock()
+		d := hubRearm
+		if h.p.slice > 0 {
+			d = min(d, h.p.slice)
+		}
+		cmd := make([]any, 0, len(keys)+3)
+		cmd = append(cmd, "BLPOP", w.ctl)
+		for _, k := range keys {
+			cmd = append(cmd, k)
+		}
+		cmd = append(cmd, strconv.FormatFloat(d.Seconds(), 'f', 3, 64))
+		ctx, cancel := context.WithTimeout(context.Background(), d+5*time.Second)
+		stop := context.AfterFunc(h.p.closeCtx, cancel)
+		got, err := h.p.block.Do(ctx, cmd...).StringSlice()
+		stop()
+		cancel()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			if h.p.isClosed() {
+				return
+			}
+			h.p.sleep(context.Background(), backoff)
+			backoff = min(2*backoff, 2*time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		if len(got) != 2 || got[0] == w.ctl {
+			continue
+		}
+		h.deliver(w.part, got)
+	}
+}
+
+// deliver hands a wake token popped from list token[0] of part to a waiter of a class listening
+// to that list; without one, it is given back and the classes note the news.
+func (h *partHub) deliver(part int, token []string) {
+	h.mu.Lock()
+	delivered, waiting := false, false
+	for _, c := range h.classes {
+		if !slices.Contains(c.keys[part], token[0]) {
+			continue
+		}
+		waiting = waiting || len(c.waiters) > 0
+		if !delivered && h.handOffLocked(c, part) {
+			delivered = true
+			continue
+		}
+		noteNewsLocked(c, part)
+	}
+	h.mu.Unlock()
+	// A token nobody here waits for goes back to its list for another process; one whose
+	// waiters are all about to look already (their hint is pending) is spent on them.
+	if !delivered && !waiting {
+		h.p.giveBack(token)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
