@@ -98,7 +98,7 @@ var (
 
 // fetchArgs checks a fetch's arguments and returns orch_fetch's ARGV after the prefix (with a new
 // lock nonce) for partition part, the wake list the fetch blocks on there and the filter's
-// signature. mode is orch_fetch's ('' none). skip is true when the filter matches nothing.
+// signature. mode is orch_fetch's (” none). skip is true when the filter matches nothing.
 func (p *Provider) fetchArgs(op string, part int, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter, lite bool, mode string) (args []any, wakeKey, sig string, skip bool, err error) {
 	if lockTimeout <= 0 {
 		return nil, "", "", false, invalid(op, "lock timeout must be positive, got %v", lockTimeout)
@@ -541,7 +541,7 @@ func (p *Provider) ackArgs(op, lockToken string, ack provider.OrchestrationAck) 
 	}
 	e.Section("oitems")
 	type xitem struct {
-		dest                           int
+		dest                          int
 		target, json, code, visibleAt string
 	}
 	var xo []xitem
