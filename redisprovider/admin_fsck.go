@@ -2,11 +2,14 @@ package redisprovider
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 
+	dxredis "github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 )
@@ -20,6 +23,9 @@ type FsckViolation struct {
 	Subject string
 	// Detail says what is wrong and names the keys involved.
 	Detail string
+	// Partition is the partition where it was found (0 in a namespace of one; -1: the root record
+	// of a namespace of several).
+	Partition int
 }
 
 // FsckReport is what Fsck checked and found.
@@ -43,30 +49,79 @@ func (p *Provider) Fsck(ctx context.Context) (FsckReport, error) {
 	if ctx == nil {
 		return FsckReport{}, errNilContext(op)
 	}
-	f, err := p.runFsck(ctx, op)
-	return f.report, err
+	run, err := p.runFsck(ctx, op)
+	return run.report, err
 }
 
-// runFsck scans and checks the namespace; Repair reads what the scan saw (pins, orphaned keys).
-func (p *Provider) runFsck(ctx context.Context, op string) (*fsck, error) {
-	f := &fsck{p: p, prefix: p.keys.Prefix(0), inst: map[string]*fsckInst{}, items: map[string]bool{}}
-	if err := f.scanKeys(ctx); err != nil {
-		return f, p.mapErr(op, err)
+// runFsck scans and checks the namespace, partition by partition; Repair reads what the scans saw
+// (pins, orphaned keys), by partition.
+func (p *Provider) runFsck(ctx context.Context, op string) (*fsckRun, error) {
+	run := &fsckRun{parts: make([]*fsck, p.keys.Partitions())}
+	for part := range run.parts {
+		f := &fsck{p: p, part: part, prefix: p.keys.Prefix(part), inst: map[string]*fsckInst{}, items: map[string]bool{}}
+		run.parts[part] = f
+		if err := f.scanKeys(ctx); err != nil {
+			return run, p.mapErr(op, err)
+		}
+		if err := f.check(ctx); err != nil {
+			return run, p.mapErr(op, err)
+		}
+		r := &run.report
+		r.Keys, r.Instances, r.Items = r.Keys+f.report.Keys, r.Instances+f.report.Instances, r.Items+f.report.Items
+		r.Violations = append(r.Violations, f.report.Violations...)
 	}
-	if err := f.check(ctx); err != nil {
-		return f, p.mapErr(op, err)
+	if p.keys.Partitions() > 1 {
+		v, err := p.fsckRoot(ctx)
+		if err != nil {
+			return run, p.mapErr(op, err)
+		}
+		run.report.Violations = append(run.report.Violations, v...)
 	}
-	return f, nil
+	return run, nil
+}
+
+// fsckRun is a check of every partition.
+type fsckRun struct {
+	parts  []*fsck
+	report FsckReport
+}
+
+// fsckRoot checks the root record of a namespace of several partitions: format 2, the partition
+// count and tags the provider uses, and the keys a format-1 process would use first made hashes.
+func (p *Provider) fsckRoot(ctx context.Context) ([]FsckViolation, error) {
+	var out []FsckViolation
+	root, err := readRoot(ctx, p.rdb, p.keys)
+	if err != nil {
+		return nil, err
+	}
+	if root.format != strconv.Itoa(dxredis.Format) || root.partitions != p.keys.Partitions() || !slices.Equal(root.tags, p.keys.Tags()) {
+		out = append(out, FsckViolation{Code: "format_record", Partition: -1, Detail: fmt.Sprintf("%s holds format %q, %d partitions, tags %q: want format %d, %d partitions, tags %q",
+			p.keys.RootMeta(), root.format, root.partitions, root.tags, dxredis.Format, p.keys.Partitions(), p.keys.Tags())})
+	}
+	pre := strings.TrimSuffix(p.keys.RootMeta(), "meta")
+	for _, k := range dxredis.Format1Keys {
+		if t, err := p.rdb.Type(ctx, pre+k).Result(); err != nil {
+			return nil, err
+		} else if t != "hash" {
+			out = append(out, FsckViolation{Code: "format_record", Partition: -1, Detail: pre + k + " is not the format-2 hash: a format-1 process would use it"})
+		}
+	}
+	return out, nil
 }
 
 type fsck struct {
 	p      *Provider
+	part   int
 	prefix string
 	report FsckReport
 	inst   map[string]*fsckInst // instance id -> what the key scan saw of it
 	items  map[string]bool      // worker item numbers
 	sets   []string             // index sets whose members are instance ids or item numbers
 	pins   []string
+	// outboxes are the destinations of this partition's outboxes (ob:<dest>); misplaced the ids
+	// whose keys were seen in this partition although they live in another
+	outboxes  []string
+	misplaced map[string]bool
 }
 
 // fsckInst is what the key scan saw of an instance: whether one of the keys that make an
@@ -79,7 +134,7 @@ type fsckInst struct {
 // Per-instance key kinds (keys.go): the ones that anchor an instance, and the others.
 var (
 	fsckAnchors = []string{"i:", "q:", "lk:", "xs:", "wq:inst:"} // wq:inst: (worker items) may precede the instance
-	fsckOthers  = []string{"cs:", "kv:", "kd:", "ch:"}
+	fsckOthers  = []string{"cs:", "kv:", "kd:", "ch:", "chx:"}
 	fsckPerExec = []string{"h:", "x:", "xo:", "he:"} // followed by "<execution>:<id>"
 )
 
@@ -107,6 +162,9 @@ func (f *fsck) sawKey(key string) {
 		f.pins = append(f.pins, rest[len("oq:ready:"):])
 		f.sets = append(f.sets, key)
 		return
+	case strings.HasPrefix(rest, "ob:") && strings.Trim(rest[len("ob:"):], "0123456789") == "" && len(rest) > len("ob:"):
+		f.outboxes = append(f.outboxes, rest[len("ob:"):])
+		return
 	case isWorkReadySet(rest), strings.HasPrefix(rest, "idx:status:"),
 		slices.Contains([]string{"oq:due", "oq:locked", "oq:orphans", "idx:instances", "idx:expiry", "idx:reap"}, rest):
 		f.sets = append(f.sets, key)
@@ -114,12 +172,17 @@ func (f *fsck) sawKey(key string) {
 	}
 	for _, kind := range fsckAnchors {
 		if strings.HasPrefix(rest, kind) {
-			f.instance(rest[len(kind):]).anchor()
+			id := rest[len(kind):]
+			if kind != "wq:inst:" { // a session's items live in the session's partition
+				f.place(id)
+			}
+			f.instance(id).anchor()
 			return
 		}
 	}
 	for _, kind := range fsckOthers {
 		if strings.HasPrefix(rest, kind) {
+			f.place(rest[len(kind):])
 			f.instance(rest[len(kind):]).other(key)
 			return
 		}
@@ -128,6 +191,7 @@ func (f *fsck) sawKey(key string) {
 		if strings.HasPrefix(rest, kind) {
 			e, id, ok := strings.Cut(rest[len(kind):], ":")
 			if ok && e != "" && strings.Trim(e, "0123456789") == "" {
+				f.place(id)
 				in := f.instance(id)
 				if kind == "h:" {
 					in.anchor() // a history: an execution exists
@@ -137,6 +201,16 @@ func (f *fsck) sawKey(key string) {
 			}
 			return
 		}
+	}
+}
+
+// place notes an instance key seen in this partition of an instance placed in another.
+func (f *fsck) place(id string) {
+	if f.p.keys.Partitions() > 1 && f.p.keys.PartitionOf(id) != f.part {
+		if f.misplaced == nil {
+			f.misplaced = map[string]bool{}
+		}
+		f.misplaced[id] = true
 	}
 }
 
@@ -221,6 +295,16 @@ func (f *fsck) check(ctx context.Context) error {
 	if err := flush("item"); err != nil {
 		return err
 	}
+	for id := range f.misplaced {
+		f.report.Violations = append(f.report.Violations, FsckViolation{Code: "wrong_partition", Subject: id, Partition: f.part,
+			Detail: fmt.Sprintf("keys of the instance are in partition %d (%s), but it lives in partition %d: no script of it reads them there",
+				f.part, f.prefix, f.p.keys.PartitionOf(id))})
+	}
+	if len(f.outboxes) > 0 {
+		if err := f.call(ctx, "outbox", "", f.outboxes); err != nil {
+			return err
+		}
+	}
 	// The format record is checked once the namespace holds anything (the first write makes it).
 	hasData := "0"
 	if f.report.Keys > 0 {
@@ -266,7 +350,7 @@ func (f *fsck) call(ctx context.Context, mode, subject string, vals []string) er
 	if err != nil {
 		return err
 	}
-	res, err := f.p.run(ctx, "fsck", luascripts.AdminFsck.Op, 0, args...)
+	res, err := f.p.run(ctx, "fsck", luascripts.AdminFsck.Op, f.part, args...)
 	if err != nil {
 		return err
 	}
@@ -275,7 +359,7 @@ func (f *fsck) call(ctx context.Context, mode, subject string, vals []string) er
 		return provider.NewPermanentError("fsck", "unexpected reply from admin_fsck")
 	}
 	for i := 0; i < len(r); i += 3 {
-		f.report.Violations = append(f.report.Violations, FsckViolation{Code: str(r[i]), Subject: str(r[i+1]), Detail: str(r[i+2])})
+		f.report.Violations = append(f.report.Violations, FsckViolation{Code: str(r[i]), Subject: str(r[i+1]), Detail: str(r[i+2]), Partition: f.part})
 	}
 	return nil
 }

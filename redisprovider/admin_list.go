@@ -1,11 +1,15 @@
 package redisprovider
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
@@ -67,9 +71,13 @@ func (p *Provider) listPage(ctx context.Context, op, cursor string, limit int, s
 			return nil, "", invalid(op, "bad cursor %q: %v", cursor, err)
 		}
 	}
-	args, err := argsOf(op, luascripts.AdminList, "status", status, "cscore", score, "cmember", member, "limit", strconv.Itoa(limit))
+	multi := p.keys.Partitions() > 1
+	args, err := argsOf(op, luascripts.AdminList, "status", status, "cscore", score, "cmember", member, "limit", strconv.Itoa(limit), "scores", boolArg(multi))
 	if err != nil {
 		return nil, "", err
+	}
+	if multi {
+		return p.listMerged(ctx, op, limit, args)
 	}
 	res, err := p.run(ctx, op, luascripts.AdminList.Op, 0, args...)
 	if err != nil {
@@ -88,6 +96,91 @@ func (p *Provider) listPage(ctx context.Context, op, cursor string, limit int, s
 		next = encodeCursor(s, str(r[1]))
 	}
 	return ids, next, nil
+}
+
+// listMerged is one page over every partition of a namespace of several: each lists its page
+// after the cursor, with scores, and the pages are merged in (score, id) order, the index order of
+// one partition. Cost: one script per partition per page.
+func (p *Provider) listMerged(ctx context.Context, op string, limit int, args []any) ([]string, string, error) {
+	type entry struct {
+		id    string
+		score float64
+		text  string
+	}
+	var all []entry
+	more := false
+	err := p.eachPartition(ctx, func(ctx context.Context, part int) ([]any, error) {
+		res, err := p.run(ctx, op, luascripts.AdminList.Op, part, args...)
+		return list(res), err
+	}, func(part int, r []any) error {
+		if len(r) < 2 || len(r)%2 != 0 {
+			return provider.NewPermanentError(op, "unexpected reply from admin_list")
+		}
+		more = more || str(r[0]) != ""
+		for i := 2; i+1 < len(r); i += 2 {
+			f, _ := strconv.ParseFloat(str(r[i+1]), 64)
+			all = append(all, entry{str(r[i]), f, str(r[i+1])})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	slices.SortFunc(all, func(a, b entry) int {
+		if c := cmp.Compare(a.score, b.score); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	ids := []string{}
+	next := ""
+	for i, e := range all {
+		if i == limit {
+			more = true
+			break
+		}
+		ids = append(ids, e.id)
+	}
+	if more && len(ids) > 0 {
+		last := all[len(ids)-1]
+		next = encodeCursor(last.text, last.id)
+	}
+	return ids, next, nil
+}
+
+// eachPartition runs call in every partition at once and hands each reply to merge, one at a
+// time in partition order; the first error is returned.
+func (p *Provider) eachPartition(ctx context.Context, call func(ctx context.Context, part int) ([]any, error), merge func(part int, r []any) error) error {
+	replies := make([][]any, p.keys.Partitions())
+	if err := p.inPartitions(ctx, func(ctx context.Context, part int) (err error) {
+		replies[part], err = call(ctx, part)
+		return err
+	}); err != nil {
+		return err
+	}
+	for part, r := range replies {
+		if err := merge(part, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inPartitions runs fn for every partition, at once when there are several; the first error (in
+// partition order) is returned, joined with the others, after every call ended. fn stores its
+// results by partition.
+func (p *Provider) inPartitions(ctx context.Context, fn func(ctx context.Context, part int) error) error {
+	n := p.keys.Partitions()
+	if n == 1 {
+		return fn(ctx, 0)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for part := range n {
+		wg.Go(func() { errs[part] = fn(ctx, part) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // A cursor is the (score, id) of the last id of a page, base64url-encoded so that it is one

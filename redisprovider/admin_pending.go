@@ -37,7 +37,33 @@ func (p *Provider) ListPendingStarts(ctx context.Context, limit int) ([]PendingS
 	if limit <= 0 {
 		return nil, invalid(op, "limit must be positive")
 	}
-	pre := p.keys.Prefix(0)
+	// Each partition's, merged by sequence number (enqueue order: a namespace of several
+	// partitions numbers its messages by a clock, lib.lua's next_seq).
+	parts := make([][]pendingStart, p.keys.Partitions())
+	if err := p.inPartitions(ctx, func(ctx context.Context, part int) (err error) {
+		parts[part], err = p.pendingStarts(ctx, op, part)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	out := slices.Concat(parts...)
+	slices.SortFunc(out, func(a, b pendingStart) int { return cmp.Compare(a.seq, b.seq) })
+	res := make([]PendingStart, 0, min(limit, len(out)))
+	for _, f := range out[:min(limit, len(out))] {
+		res = append(res, f.PendingStart)
+	}
+	return res, nil
+}
+
+// pendingStart is a PendingStart with its message's sequence number.
+type pendingStart struct {
+	PendingStart
+	seq uint64
+}
+
+// pendingStarts are the pending starts of one partition (see ListPendingStarts).
+func (p *Provider) pendingStarts(ctx context.Context, op string, part int) ([]pendingStart, error) {
+	pre := p.keys.Prefix(part)
 	pins, err := p.rdb.SMembers(ctx, pre+"oq:pins").Result()
 	if err != nil {
 		return nil, p.mapErr(op, err)
@@ -78,11 +104,7 @@ func (p *Provider) ListPendingStarts(ctx context.Context, limit int) ([]PendingS
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, p.mapErr(op, err)
 	}
-	type found struct {
-		PendingStart
-		seq uint64
-	}
-	var out []found
+	var out []pendingStart
 	for i, id := range ids {
 		if exists[i].Val() > 0 {
 			continue
@@ -110,14 +132,9 @@ func (p *Provider) ListPendingStarts(ctx context.Context, limit int) ([]PendingS
 			}
 			ps.QueuedAt, _ = strconv.ParseUint(typ[1:], 10, 64)
 			n, _ := strconv.ParseUint(seq, 10, 64)
-			out = append(out, found{ps, n})
+			out = append(out, pendingStart{ps, n})
 			break
 		}
 	}
-	slices.SortFunc(out, func(a, b found) int { return cmp.Compare(a.seq, b.seq) })
-	res := make([]PendingStart, 0, min(limit, len(out)))
-	for _, f := range out[:min(limit, len(out))] {
-		res = append(res, f.PendingStart)
-	}
-	return res, nil
+	return out, nil
 }

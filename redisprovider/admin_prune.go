@@ -17,7 +17,7 @@ func (p *Provider) PruneExecutions(ctx context.Context, instance string, options
 	if err := checkID(op, instance); err != nil {
 		return provider.PruneResult{}, err
 	}
-	return p.pruneCall(ctx, op, "one", options, 0, 1, []string{instance})
+	return p.pruneCall(ctx, op, "one", options, 0, 1, []string{instance}, p.keys.PartitionOf(instance))
 }
 
 // PruneExecutionsBulk implements provider.Admin: PruneExecutions on every instance the filter
@@ -34,11 +34,19 @@ func (p *Provider) PruneExecutionsBulk(ctx context.Context, filter provider.Inst
 	}
 	var total provider.PruneResult
 	run := func(ids []string) error {
-		r, err := p.pruneCall(ctx, op, "bulk", options, filter.CompletedBeforeMs, limit-int(total.InstancesProcessed), ids)
-		total.InstancesProcessed += r.InstancesProcessed
-		total.ExecutionsDeleted += r.ExecutionsDeleted
-		total.EventsDeleted += r.EventsDeleted
-		return err
+		for _, g := range p.byPartition(ids) {
+			if int(total.InstancesProcessed) >= limit {
+				return nil
+			}
+			r, err := p.pruneCall(ctx, op, "bulk", options, filter.CompletedBeforeMs, limit-int(total.InstancesProcessed), g.ids, g.part)
+			total.InstancesProcessed += r.InstancesProcessed
+			total.ExecutionsDeleted += r.ExecutionsDeleted
+			total.EventsDeleted += r.EventsDeleted
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if filter.InstanceIDs != nil {
 		ids := dedupe(filter.InstanceIDs)
@@ -68,7 +76,7 @@ func (p *Provider) PruneExecutionsBulk(ctx context.Context, filter provider.Inst
 	return total, nil
 }
 
-func (p *Provider) pruneCall(ctx context.Context, op, mode string, o provider.PruneOptions, instBefore uint64, limit int, ids []string) (provider.PruneResult, error) {
+func (p *Provider) pruneCall(ctx context.Context, op, mode string, o provider.PruneOptions, instBefore uint64, limit int, ids []string, part int) (provider.PruneResult, error) {
 	e := luascripts.AdminPrune.Encoder(5 + len(ids))
 	e.Set("mode", mode)
 	e.Set("keep", strconv.FormatUint(uint64(o.KeepLast), 10))
@@ -83,7 +91,7 @@ func (p *Provider) pruneCall(ctx context.Context, op, mode string, o provider.Pr
 	if err != nil {
 		return provider.PruneResult{}, err
 	}
-	res, err := p.run(ctx, op, luascripts.AdminPrune.Op, 0, args...)
+	res, err := p.run(ctx, op, luascripts.AdminPrune.Op, part, args...)
 	if err != nil {
 		return provider.PruneResult{}, err
 	}

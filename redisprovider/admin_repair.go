@@ -47,29 +47,34 @@ func (p *Provider) Repair(ctx context.Context) (RepairReport, error) {
 		return RepairReport{}, errNilContext(op)
 	}
 	var rep RepairReport
-	f, err := p.runFsck(ctx, op)
+	run, err := p.runFsck(ctx, op)
 	if err != nil {
 		return rep, err
 	}
-	rep.Found = f.report.Violations
-	for pass := 0; pass < repairPasses && len(f.report.Violations) > 0; pass++ {
+	rep.Found = run.report.Violations
+	for pass := 0; pass < repairPasses && len(run.report.Violations) > 0; pass++ {
 		fixed := false
-		for _, v := range f.report.Violations {
-			a, err := p.repairOne(ctx, f, v)
+		for _, v := range run.report.Violations {
+			if v.Code == "wrong_partition" || v.Partition < 0 {
+				rep.Actions = append(rep.Actions, RepairAction{FsckViolation: v, Outcome: RepairLeft,
+					Why: "not repaired: which partition's data is right cannot be told from the keys (docs/operations.md, fsck)"})
+				continue
+			}
+			a, err := p.repairOne(ctx, run.parts[v.Partition], v)
 			if err != nil {
 				return rep, p.mapErr(op, err)
 			}
 			rep.Actions = append(rep.Actions, a)
 			fixed = fixed || a.Outcome == RepairRepaired
 		}
-		if f, err = p.runFsck(ctx, op); err != nil {
+		if run, err = p.runFsck(ctx, op); err != nil {
 			return rep, err
 		}
 		if !fixed {
 			break
 		}
 	}
-	rep.After = f.report
+	rep.After = run.report
 	return rep, nil
 }
 
@@ -103,7 +108,7 @@ func (p *Provider) repairOne(ctx context.Context, f *fsck, v FsckViolation) (Rep
 	if err != nil {
 		return RepairAction{}, err
 	}
-	res, err := p.run(ctx, "repair", luascripts.AdminRepair.Op, p.keys.PartitionOf(v.Subject), args...)
+	res, err := p.run(ctx, "repair", luascripts.AdminRepair.Op, v.Partition, args...)
 	if err != nil {
 		return RepairAction{}, err
 	}

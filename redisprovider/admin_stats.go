@@ -19,13 +19,32 @@ import (
 // providers (no instances row).
 func (p *Provider) GetSystemMetrics(ctx context.Context) (provider.SystemMetrics, error) {
 	const op = "get_system_metrics"
+	parts := make([]provider.SystemMetrics, p.keys.Partitions())
+	err := p.inPartitions(ctx, func(ctx context.Context, part int) (err error) {
+		parts[part], err = p.partMetrics(ctx, op, part)
+		return err
+	})
+	var m provider.SystemMetrics
+	for _, pm := range parts {
+		m.TotalInstances += pm.TotalInstances
+		m.RunningInstances += pm.RunningInstances
+		m.CompletedInstances += pm.CompletedInstances
+		m.FailedInstances += pm.FailedInstances
+		m.TotalExecutions += pm.TotalExecutions
+		m.TotalEvents += pm.TotalEvents
+	}
+	return m, err
+}
+
+// partMetrics is GetSystemMetrics of one partition.
+func (p *Provider) partMetrics(ctx context.Context, op string, part int) (provider.SystemMetrics, error) {
 	var m provider.SystemMetrics
 	for off := 0; ; off += scanPageSize {
 		args, err := argsOf(op, luascripts.AdminMetrics, "off", strconv.Itoa(off), "n", strconv.Itoa(scanPageSize))
 		if err != nil {
 			return provider.SystemMetrics{}, err
 		}
-		res, err := p.run(ctx, op, luascripts.AdminMetrics.Op, 0, args...)
+		res, err := p.run(ctx, op, luascripts.AdminMetrics.Op, part, args...)
 		if err != nil {
 			return provider.SystemMetrics{}, err
 		}
@@ -110,7 +129,7 @@ type WorkerTagStats struct {
 
 // workerTags fills w's counts and w.Tags by paging over the schedules of the head's tag keys,
 // wq:shold and the sessions with items (admin_queues 'wq', 'wshold', 'wsess').
-func (p *Provider) workerTags(ctx context.Context, op string, tks []any, w *WorkerQueueStats) error {
+func (p *Provider) workerTags(ctx context.Context, op string, part int, tks []any, w *WorkerQueueStats) error {
 	byKey := map[string]*WorkerTagStats{}
 	tag := func(tk string) *WorkerTagStats {
 		t := byKey[tk]
@@ -124,7 +143,7 @@ func (p *Provider) workerTags(ctx context.Context, op string, tks []any, w *Work
 		return t
 	}
 	page := func(what, arg string, off int) ([]any, error) {
-		res, err := p.queuesPage(ctx, op, what, arg, off)
+		res, err := p.queuesPage(ctx, op, part, what, arg, off)
 		if err != nil {
 			return nil, err
 		}
@@ -199,21 +218,58 @@ func (p *Provider) GetQueueStats(ctx context.Context) (QueueStats, error) {
 	return p.queueStats(ctx, "get_queue_stats")
 }
 
-// queuesPage runs one page of admin_queues's view what, from rank off.
-func (p *Provider) queuesPage(ctx context.Context, op, what, pin string, off int) (any, error) {
+// queuesPage runs one page of admin_queues's view what, from rank off, in partition part.
+func (p *Provider) queuesPage(ctx context.Context, op string, part int, what, pin string, off int) (any, error) {
 	args, err := argsOf(op, luascripts.AdminQueues, "what", what, "pin", pin, "off", strconv.Itoa(off), "n", strconv.Itoa(scanPageSize))
 	if err != nil {
 		return nil, err
 	}
-	return p.run(ctx, op, luascripts.AdminQueues.Op, 0, args...)
+	return p.run(ctx, op, luascripts.AdminQueues.Op, part, args...)
 }
 
+// queueStats sums the partitions' queue statistics (one walk each, at once).
 func (p *Provider) queueStats(ctx context.Context, op string) (QueueStats, error) {
+	parts := make([]QueueStats, p.keys.Partitions())
+	err := p.inPartitions(ctx, func(ctx context.Context, part int) (err error) {
+		parts[part], err = p.partQueueStats(ctx, op, part)
+		return err
+	})
+	if err != nil || len(parts) == 1 {
+		return parts[0], err
+	}
+	qs := QueueStats{ServerTime: parts[0].ServerTime}
+	tags := map[string]*WorkerTagStats{}
+	for _, s := range parts {
+		o, so := &qs.Orchestrator, s.Orchestrator
+		o.Visible, o.Delayed, o.Locked = o.Visible+so.Visible, o.Delayed+so.Delayed, o.Locked+so.Locked
+		o.LockedInstances, o.ExpiredLocks, o.Orphaned = o.LockedInstances+so.LockedInstances, o.ExpiredLocks+so.ExpiredLocks, o.Orphaned+so.Orphaned
+		o.OldestVisibleAge = max(o.OldestVisibleAge, so.OldestVisibleAge)
+		w, sw := &qs.Worker, s.Worker
+		w.Unlocked, w.Locked, w.OldestVisibleAge = w.Unlocked+sw.Unlocked, w.Locked+sw.Locked, max(w.OldestVisibleAge, sw.OldestVisibleAge)
+		for _, t := range sw.Tags {
+			m := tags[t.Tag]
+			if m == nil {
+				m = &WorkerTagStats{Tag: t.Tag}
+				tags[t.Tag] = m
+			}
+			m.Queued, m.Ready, m.Session = m.Queued+t.Queued, m.Ready+t.Ready, m.Session+t.Session
+			m.Delayed, m.Locked = m.Delayed+t.Delayed, m.Locked+t.Locked
+		}
+	}
+	for _, t := range tags {
+		qs.Worker.Tags = append(qs.Worker.Tags, *t)
+	}
+	slices.SortFunc(qs.Worker.Tags, func(a, b WorkerTagStats) int { return strings.Compare(a.Tag, b.Tag) })
+	return qs, nil
+}
+
+// partQueueStats is queueStats of one partition.
+func (p *Provider) partQueueStats(ctx context.Context, op string, part int) (QueueStats, error) {
 	args, err := argsOf(op, luascripts.AdminQueues, "what", "head")
 	if err != nil {
 		return QueueStats{}, err
 	}
-	res, err := p.run(ctx, op, luascripts.AdminQueues.Op, 0, args...)
+	res, err := p.run(ctx, op, luascripts.AdminQueues.Op, part, args...)
 	if err != nil {
 		return QueueStats{}, err
 	}
@@ -228,7 +284,7 @@ func (p *Provider) queueStats(ctx context.Context, op string) (QueueStats, error
 		if at := num(w[0]); at >= 0 && at < now {
 			qs.Worker.OldestVisibleAge = time.Duration(now-at) * time.Millisecond
 		}
-		if err := p.workerTags(ctx, op, list(w[1]), &qs.Worker); err != nil {
+		if err := p.workerTags(ctx, op, part, list(w[1]), &qs.Worker); err != nil {
 			return QueueStats{}, err
 		}
 	}
@@ -236,7 +292,7 @@ func (p *Provider) queueStats(ctx context.Context, op string) (QueueStats, error
 	oldest := int64(-1)
 	walk := func(what, pin string) error {
 		for off := 0; ; off += scanPageSize {
-			res, err := p.queuesPage(ctx, op, what, pin, off)
+			res, err := p.queuesPage(ctx, op, part, what, pin, off)
 			if err != nil {
 				return err
 			}

@@ -21,22 +21,32 @@ type IdleState struct {
 // Idle is a testing aid for virtual clocks (dxtest moves miniredis's clock with it): it reads, in
 // one atomic step, whether work is running or ready and when the earliest delayed item comes due.
 // Read only; cost O(pinned versions + worker tags).
+//
+// In a namespace of several partitions each partition is read atomically, one after the other at
+// once: it is idle when every partition was, and its outboxes hold nothing to forward.
 func (p *Provider) Idle(ctx context.Context) (IdleState, error) {
 	const op = "idle"
-	res, err := p.run(ctx, op, luascripts.AdminIdle.Op, 0)
-	if err != nil {
+	st := IdleState{Idle: true}
+	next := int64(-1)
+	err := p.eachPartition(ctx, func(ctx context.Context, part int) ([]any, error) {
+		res, err := p.run(ctx, op, luascripts.AdminIdle.Op, part)
+		return list(res), err
+	}, func(_ int, r []any) error {
+		if len(r) != 2 {
+			return provider.NewPermanentError(op, "unexpected reply from admin_idle")
+		}
+		if num(r[0]) != 0 {
+			st.Idle = false
+		} else if due := num(r[1]); due >= 0 && (next < 0 || due < next) {
+			next = due
+		}
+		return nil
+	})
+	if err != nil || !st.Idle {
 		return IdleState{}, err
 	}
-	r := list(res)
-	if len(r) != 2 {
-		return IdleState{}, provider.NewPermanentError(op, "unexpected reply from admin_idle")
-	}
-	if num(r[0]) != 0 {
-		return IdleState{}, nil
-	}
-	st := IdleState{Idle: true}
-	if due := num(r[1]); due >= 0 {
-		st.NextDue = time.UnixMilli(due).UTC()
+	if next >= 0 {
+		st.NextDue = time.UnixMilli(next).UTC()
 	}
 	return st, nil
 }

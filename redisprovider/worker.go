@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/duroxide-go/dxredis"
@@ -497,30 +496,17 @@ func (p *Provider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time
 }
 
 // sumPartitions runs a script with the same arguments in every partition (at once) and sums its
-// integer replies; the first error is returned, with the sum of the others.
+// integer replies.
 func (p *Provider) sumPartitions(ctx context.Context, op, script string, args []any) (int, error) {
-	n := p.keys.Partitions()
-	if n == 1 {
-		res, err := p.run(ctx, op, script, 0, args...)
-		return int(num(res)), err
-	}
-	sums, errs := make([]int64, n), make([]error, n)
-	var wg sync.WaitGroup
-	for part := range n {
-		wg.Go(func() {
-			res, err := p.run(ctx, op, script, part, args...)
-			sums[part], errs[part] = num(res), err
-		})
-	}
-	wg.Wait()
+	sums := make([]int64, p.keys.Partitions())
+	err := p.inPartitions(ctx, func(ctx context.Context, part int) error {
+		res, err := p.run(ctx, op, script, part, args...)
+		sums[part] = num(res)
+		return err
+	})
 	total := 0
 	for _, s := range sums {
 		total += int(s)
 	}
-	for _, err := range errs {
-		if err != nil {
-			return total, err
-		}
-	}
-	return total, nil
+	return total, err
 }

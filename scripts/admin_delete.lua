@@ -23,8 +23,16 @@
 --              rule over one page of idx:status:<status> (lowest score first; with `before` set,
 --              the walk stops at the first entry scored at or after it; exact when no score is
 --              above its instance's completion time, see DeleteInstanceBulk).
+--     'pcheck', 'pdelete' (a namespace of several partitions: one partition's share of an atomic
+--              delete whose ids span partitions) n, then the n ids of this partition, then the
+--              others: 'pcheck' refuses as 'atomic' would and writes nothing, 'pdelete' deletes
+--              this partition's ids.
+--   In a namespace of several partitions, the bulk modes skip a root whose tree reaches another
+--   partition (a child there, keys.go: explicitly named children live by their own id) and
+--   report it; redisprovider deletes those trees by their ids.
 -- Reply: {instances, executions, events, queue messages (orchestrator + worker), roots deleted,
---   next cursor score or '' (scan: '' when the index is exhausted), next cursor id}.
+--   next cursor score or '' (scan: '' when the index is exhausted), next cursor id, {roots
+--   skipped because their tree reaches another partition}}.
 --   Only ids that existed (instance hash or executions) count as instances.
 -- Errors (atomic; nothing written): DX_RUNNING an instance is Running and force is off,
 --   DX_INVALID a child would be orphaned.
@@ -59,25 +67,32 @@ local function delete_all(list, in_set, res)
       redis.call('DEL', k_hist(id, e), k_hids(id, e), k_exec(id, e), k_xout(id, e))
     end
     -- Parent link and indexes. A parent that stays stops waiting for this child to settle.
-    local m = redis.call('HMGET', k_inst(id), 'parent', 'status')
+    local m = redis.call('HMGET', k_inst(id), 'parent', 'status', 'pp')
     if m[1] and not in_set[m[1]] then
-      redis.call('SREM', k_children(m[1]), id)
+      if m[3] then ob_put(m[3], 'u', m[1], id) else redis.call('SREM', k_children(m[1]), id) end
       if not settled(id) and m[2] then tree_settle_changed(id, true, now_ms(), retention) end
     end
     if m[2] then redis.call('ZREM', k_idx_status(m[2]), id) end
     redis.call('ZREM', K_IDX_INSTANCES, id)
     redis.call('DEL', k_inst(id), k_execs(id), k_msgs(id), k_lock(id), k_cs(id), k_kv(id), k_kd(id),
-      k_children(id))
+      k_children(id), P .. 'chx:' .. id)
   end
 end
 
-local res = { 0, 0, 0, 0, 0, '', '' }
+local deferred = {}
+local res = { 0, 0, 0, 0, 0, '', '', deferred }
 
-if mode == 'atomic' then
+if mode == 'atomic' or mode == 'pcheck' or mode == 'pdelete' then
   local ids, in_set = {}, {}
-  for _, id in ipairs(list) do
-    ids[#ids + 1] = id
-    in_set[id] = true
+  local first, n = 1, #list
+  if mode ~= 'atomic' then first, n = 2, tonumber(list[1]) + 1 end
+  for i = first, #list do
+    if i <= n then ids[#ids + 1] = list[i] end
+    in_set[list[i]] = true
+  end
+  if mode == 'pdelete' then
+    delete_all(ids, in_set, res)
+    return res
   end
   -- Check everything, then write.
   if not force then
@@ -89,12 +104,13 @@ if mode == 'atomic' then
   end
   for _, id in ipairs(ids) do
     for _, c in ipairs(redis.call('SMEMBERS', k_children(id))) do
-      if not in_set[c] and known(c) then
+      if not in_set[c] and (known(c) or (MULTI and redis.call('HEXISTS', P .. 'chx:' .. id, c) == 1)) then
         return fail('INVALID', 'instance ' .. id .. ' has child ' .. c .. ' (a sub-orchestration) that is not ' ..
           'being deleted: deleting it would orphan the child; delete the whole tree')
       end
     end
   end
+  if mode == 'pcheck' then return res end
   delete_all(ids, in_set, res)
   return res
 end
@@ -114,6 +130,10 @@ local function eligible_tree(root)
   local i = 1
   while i <= #all do
     if status_of(all[i]) == 'Running' then return nil end
+    if MULTI and redis.call('EXISTS', P .. 'chx:' .. all[i]) == 1 then
+      deferred[#deferred + 1] = root -- the tree reaches another partition
+      return nil
+    end
     for _, c in ipairs(redis.call('SMEMBERS', k_children(all[i]))) do
       if not seen[c] and known(c) then
         seen[c] = true

@@ -13,6 +13,7 @@
 --   'keys'   instance id; keys of it (orphaned keys: the instance has no record, no messages, no
 --            lock, no executions; keys that still exist are reported)
 --   'wready' a worker set (wq:q:<tk>, wq:shold or wq:sitems:<tk>:<sid>); its members
+--   'outbox' (a namespace of several partitions) the destinations of this partition's outboxes
 --   'global' '1' when the namespace holds any key; pin keys whose ready set exists (besides '-')
 -- Reply: a flat list of violations, three entries each: code, subject (instance id, item id or
 --   ''), detail (a sentence naming the keys involved).
@@ -248,6 +249,14 @@ elseif mode == 'wready' then
       end
     end
   end
+elseif mode == 'outbox' then
+  -- An outbox with entries is listed in ob:dirty, or no sweep forwards it (lib.lua, ob_put).
+  for _, dest in ipairs(list) do
+    if redis.call('LLEN', P .. 'ob:' .. dest) > 0 and not redis.call('ZSCORE', P .. 'ob:dirty', dest) then
+      bad('outbox_unlisted', '', P .. 'ob:' .. dest .. ' holds entries but ' .. P .. 'ob:dirty does not list ' ..
+        dest .. ': if its writer stopped before forwarding them, no sweep will')
+    end
+  end
 elseif mode == 'global' then
   local listed = {}
   for _, p in ipairs(redis.call('SMEMBERS', K_PINS)) do listed[p] = true end
@@ -265,7 +274,7 @@ elseif mode == 'global' then
       ': a format-1 process could write here (dxctl migrate writes the record)')
   end
   for _, k in ipairs(FORMAT1_KEYS) do
-    if subject == '1' and redis.call('TYPE', P .. k)['ok'] ~= 'hash' then
+    if subject == '1' and not MULTI and redis.call('TYPE', P .. k)['ok'] ~= 'hash' then
       bad('format_record', '', P .. k .. ' is not the format-2 hash: a format-1 process would use it')
     end
   end

@@ -3,7 +3,7 @@
 -- ready, no worker item ready, nothing delayed already due. Reads, in one atomic step, the
 -- orchestrator's oq:locked, oq:ready:<pin> (the pins of ready_pins) and oq:due, and the worker's
 -- schedules wq:q:<tk> ('-' and wq:tks), wq:shold and wq:scount (queued session items: more than
--- wq:shold holds means some are ready).
+-- wq:shold holds means some are ready), and in a namespace of several partitions its outboxes.
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix
@@ -12,6 +12,7 @@
 -- Cost: O(pins + worker tag keys + delayed worker items).
 local now = now_ms()
 if redis.call('ZCARD', K_LOCKED) > 0 then return { 1, -1 } end
+if MULTI and redis.call('EXISTS', P .. 'ob:dirty') == 1 then return { 1, -1 } end -- messages to forward
 for _, pin in ipairs(ready_pins()) do
   if redis.call('ZCARD', k_ready(pin)) > 0 then return { 1, -1 } end
 end

@@ -7,6 +7,8 @@
 --   cscore: cursor score ('' = from the start)
 --   cmember: cursor member (the last id of the previous page)
 --   limit: page size (>= 1)
+--   scores: optional, '1': each id is followed by its score (a namespace of several partitions
+--     merges the pages of its partitions by (score, id))
 -- Reply: {next score or '', next member or '', id...}; next is '' when no id follows the page.
 --   The cursor is the (score, id) of the last id returned: a page resumes right after it in the
 --   index's (score, id) order, so ids added or removed meanwhile never make a page skip or repeat
@@ -24,6 +26,9 @@ if cscore ~= '' then start = zrank_after(key, cscore, cmember) end
 local r = redis.call('ZRANGE', key, start, start + limit, 'WITHSCORES')
 local n = math.min(#r / 2, limit)
 local out = { '', '' }
-for i = 1, n do out[#out + 1] = r[2 * i - 1] end
+for i = 1, n do
+  out[#out + 1] = r[2 * i - 1]
+  if scores then out[#out + 1] = r[2 * i] end
+end
 if #r / 2 > limit then out[1], out[2] = r[2 * n], r[2 * n - 1] end
 return out

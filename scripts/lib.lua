@@ -665,6 +665,7 @@ end
 --   c a child created here whose parent is there: parent, child, the child's partition
 --   s a child here settled ('1') or runs again ('0') (retention's open counts): parent, '1' or '0'
 --   r reap a descendant of an expired root (retention): id
+--   u a child here was deleted: parent, child (the parent forgets it)
 -- Cost: O(fields); a HINCRBY, an RPUSH and a ZADD.
 local function ob_put(dest, kind, ...)
   local n = select('#', ...)

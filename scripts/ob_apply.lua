@@ -67,6 +67,9 @@ for _, t in ipairs(todo) do
     end
   elseif kind == 'r' then
     reap(f[1])
+  elseif kind == 'u' then
+    redis.call('SREM', k_children(f[1]), f[2])
+    redis.call('HDEL', P .. 'chx:' .. f[1], f[2])
   end
 end
 if woken then

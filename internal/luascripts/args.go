@@ -51,7 +51,7 @@ var (
 
 	AdminIdle    = &Schema{Op: "admin_idle"}
 	AdminInspect = &Schema{Op: "admin_inspect", Args: []Arg{S("what"), S("id"), Opt(S("exec_id"))}}
-	AdminList    = &Schema{Op: "admin_list", Args: []Arg{S("status"), S("cscore"), S("cmember"), N("limit")}}
+	AdminList    = &Schema{Op: "admin_list", Args: []Arg{S("status"), S("cscore"), S("cmember"), N("limit"), Opt(F("scores"))}}
 	AdminMetrics = &Schema{Op: "admin_metrics", Args: []Arg{N("off"), N("n")}}
 	AdminOrphans = &Schema{Op: "admin_orphans", Args: []Arg{N("n")}}
 	AdminPrune   = &Schema{Op: "admin_prune", Args: []Arg{
