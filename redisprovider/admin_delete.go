@@ -280,6 +280,20 @@ func (p *Provider) purgeOrphans(ctx context.Context, op string, part int) (int, 
 	}
 }
 
+// partitionRuns cuts ids, in their order, into runs of one partition each.
+func (p *Provider) partitionRuns(ids []string) []idGroup {
+	var out []idGroup
+	for _, id := range ids {
+		part := p.keys.PartitionOf(id)
+		if n := len(out); n > 0 && out[n-1].part == part {
+			out[n-1].ids = append(out[n-1].ids, id)
+		} else {
+			out = append(out, idGroup{part, []string{id}})
+		}
+	}
+	return out
+}
+
 // idGroup is the ids of one partition.
 type idGroup struct {
 	part int

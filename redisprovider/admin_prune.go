@@ -34,7 +34,7 @@ func (p *Provider) PruneExecutionsBulk(ctx context.Context, filter provider.Inst
 	}
 	var total provider.PruneResult
 	run := func(ids []string) error {
-		for _, g := range p.byPartition(ids) {
+		for _, g := range p.partitionRuns(ids) {
 			if int(total.InstancesProcessed) >= limit {
 				return nil
 			}

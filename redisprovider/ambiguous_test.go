@@ -235,7 +235,7 @@ func TestAttemptReplyOutlivesTheLock(t *testing.T) {
 	if err := p.AckWorkItem(provider.WithFirstAttemptID(ctx, id), w.LockToken, nil); err != nil {
 		t.Fatal(err)
 	}
-	ttl := p.Client().PTTL(ctx, p.Keyspace().Attempt(0, id)).Val()
+	ttl := p.Client().PTTL(ctx, p.Keyspace().Attempt(p.Keyspace().PartitionOf("long-lock"), id)).Val()
 	if ttl < 90*time.Second {
 		t.Fatalf("the ack's reply is kept %v, want at least the 90 s lock", ttl)
 	}

@@ -53,6 +53,7 @@ func reopen(p *redisprovider.Provider) (*redisprovider.Provider, error) {
 // misspelt namespace writes nothing): format 2, one partition, its hash tag, the enqueue
 // sequence; and the keys a format-1 process touches first are hashes it cannot use.
 func TestFormatRecordWrittenByFirstWrite(t *testing.T) {
+	onePartitionOnly(t, "a namespace of several partitions gets its records from New (TestPartitionsCreatedByNew)")
 	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(t)
@@ -77,6 +78,7 @@ func TestFormatRecordWrittenByFirstWrite(t *testing.T) {
 // A namespace of another format is refused with a *FormatError that says what to do, before
 // anything is written: at New, and by a write of a provider opened before the namespace changed.
 func TestFormatOtherFormatsRefused(t *testing.T) {
+	onePartitionOnly(t, "writes format-1 keys where a namespace of one keeps them")
 	t.Parallel()
 	cases := []struct {
 		name   string

@@ -121,6 +121,7 @@ func fsckCodes(t *testing.T, p *redisprovider.Provider) []string {
 // Fsck finds nothing in a namespace holding every state, and finds each kind of damage, naming
 // the instance or item and the keys.
 func TestFsckFindsEachDamage(t *testing.T) {
+	onePartitionOnly(t, "damages keys by name")
 	t.Parallel()
 	clean := newTestProvider(t)
 	fsckWorld(t, clean)
@@ -152,6 +153,7 @@ func TestFsckFindsEachDamage(t *testing.T) {
 // delayed, a tagged item; a tag key missing from wq:tks (what TagFilter Any reads) is found and
 // repaired, and a locked session item left ready in its group is found and held again.
 func TestFsckWorkerSessionAndTagged(t *testing.T) {
+	onePartitionOnly(t, "damages worker keys of partition 0 by name")
 	t.Parallel()
 	p := newTestProvider(t)
 	ctx := context.Background()
@@ -192,6 +194,7 @@ func TestFsckWorkerSessionAndTagged(t *testing.T) {
 
 // A damaged message hash: a body without its type-and-time field t<s> is never delivered.
 func TestFsckMessageWithoutVisibility(t *testing.T) {
+	onePartitionOnly(t, "damages message keys by name")
 	t.Parallel()
 	p, _ := fsckDamaged(t)
 	ctx, ks := context.Background(), p.Keyspace()
@@ -343,6 +346,7 @@ func playToEnd(t *testing.T, p *redisprovider.Provider, held *provider.LockedOrc
 // Repair fixes each damage fsck finds: fsck is clean after it, the repair of each violation is
 // reported, and every instance still completes (c's turn, held across damage and repair, acks).
 func TestRepairFixesEachDamage(t *testing.T) {
+	onePartitionOnly(t, "damages keys by name")
 	t.Parallel()
 	for _, c := range fsckDamages {
 		if c.want[0] == "format_record " {
@@ -391,6 +395,7 @@ func TestRepairFixesEachDamage(t *testing.T) {
 // turn held by a fetch, an activity queued, a delayed event), changes no key, and c's held turn
 // still acks.
 func TestRepairRechecksFirst(t *testing.T) {
+	onePartitionOnly(t, "damages keys by name")
 	t.Parallel()
 	p := newTestProvider(t)
 	w := fsckWorldHeld(t, p)
@@ -430,6 +435,7 @@ func TestRepairRechecksFirst(t *testing.T) {
 // A locked message that lost its visibility entry stays covered by its lock, whichever repair
 // runs first: dropped from the lock, it would be delivered again after its turn's ack.
 func TestRepairKeepsALockedMessage(t *testing.T) {
+	onePartitionOnly(t, "damages keys by name")
 	t.Parallel()
 	p := newTestProvider(t)
 	w := fsckWorldHeld(t, p)
@@ -447,6 +453,7 @@ func TestRepairKeepsALockedMessage(t *testing.T) {
 // A message whose type-and-time field t<s> is lost gets it back at the time it carries: a timer
 // at its own fire time (not now: it would fire early), any other message now.
 func TestRepairTimerKeepsItsFireTime(t *testing.T) {
+	onePartitionOnly(t, "damages keys by name")
 	t.Parallel()
 	p := newTestProvider(t)
 	fsckWorld(t, p)
@@ -479,6 +486,7 @@ func TestRepairTimerKeepsItsFireTime(t *testing.T) {
 // What repair cannot tell from the keys it leaves as it is, and says why: a children set that
 // lists an instance whose record names another parent.
 func TestRepairLeavesWhatItCannotTell(t *testing.T) {
+	onePartitionOnly(t, "damages keys by name")
 	t.Parallel()
 	p, _ := fsckDamaged(t)
 	ctx, ks := context.Background(), p.Keyspace()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/duroxide-go/dxredis/provider"
 )
 
 // Fetching across partitions (namespaces of several; one partition keeps poll, wait.go).
@@ -51,6 +53,7 @@ type partHub struct {
 	classes  map[string]*fetchClass
 	watchers []*watcher // per partition, started with the first wait
 	started  bool
+	waitErr  error // the last error of a watcher's blocking command
 }
 
 // fetchClass is the state of one kind of fetch (orchestration or worker, with one filter).
@@ -213,9 +216,6 @@ func (h *partHub) fetch(ctx context.Context, op string, c *fetchClass, pollTimeo
 			h.peek(ctx, c, peek, rescan, registered, try)
 			cands, _ = h.candidates(c, time.Now())
 		}
-		if h.p.isClosed() {
-			return nil
-		}
 		var firstErr error
 		for _, part := range cands {
 			found, now, next, head, err := try(ctx, part, "h")
@@ -237,7 +237,11 @@ func (h *partHub) fetch(ctx context.Context, op string, c *fetchClass, pollTimeo
 		if pollTimeout <= 0 || ctx.Err() != nil || h.p.isClosed() {
 			return nil
 		}
-		if !h.wait(ctx, c, deadline) {
+		again, err := h.wait(ctx, c, deadline)
+		if err != nil {
+			return provider.NewRetryableError(op, "long-poll wait failed: "+err.Error()).WithCause(err)
+		}
+		if !again {
 			return nil
 		}
 	}
@@ -272,8 +276,10 @@ func (h *partHub) peek(ctx context.Context, c *fetchClass, parts []int, rescan, 
 }
 
 // wait blocks until a watcher reports news for c, a partition's quiet time ends or its due time
-// comes, deadline passes (false), or ctx ends or the provider closes (false).
-func (h *partHub) wait(ctx context.Context, c *fetchClass, deadline time.Time) bool {
+// comes, deadline passes (false), or ctx ends or the provider closes (false). A watcher whose
+// blocking command failed ends the waits of its classes with its error, so that callers back off
+// instead of spinning on their scripts.
+func (h *partHub) wait(ctx context.Context, c *fetchClass, deadline time.Time) (bool, error) {
 	w := &hubWaiter{ch: make(chan int, 1)}
 	h.mu.Lock()
 	c.waiters = append(c.waiters, w)
@@ -300,18 +306,37 @@ func (h *partHub) wait(ctx context.Context, c *fetchClass, deadline time.Time) b
 	select {
 	case part := <-w.ch:
 		h.mu.Lock()
+		defer h.mu.Unlock()
+		if part < 0 {
+			return false, h.waitErr
+		}
 		noteNewsLocked(c, part)
-		h.mu.Unlock()
-		return true
+		return true, nil
 	case <-t.C:
-		return time.Now().Before(deadline)
+		return time.Now().Before(deadline), nil
 	case <-nudged:
 		h.forget()
-		return true
+		return true, nil
 	case <-ctx.Done():
-		return false
+		return false, nil
 	case <-h.p.closed:
-		return false
+		return false, nil
+	}
+}
+
+// failLocked ends the waits of the classes listening in part with err (a failed watcher).
+func (h *partHub) failLocked(part int, err error) {
+	h.waitErr = err
+	for _, c := range h.classes {
+		if len(c.keys[part]) == 0 {
+			continue
+		}
+		for _, w := range c.waiters {
+			select {
+			case w.ch <- -1:
+			default:
+			}
+		}
 	}
 }
 
@@ -322,7 +347,7 @@ func (h *partHub) leave(c *fetchClass, w *hubWaiter) {
 	c.waiters = slices.DeleteFunc(c.waiters, func(x *hubWaiter) bool { return x == w })
 	select {
 	case part := <-w.ch:
-		if !h.handOffLocked(c, part) {
+		if part >= 0 && !h.handOffLocked(c, part) {
 			noteNewsLocked(c, part)
 		}
 	default:
@@ -339,6 +364,18 @@ func (h *partHub) handOffLocked(c *fetchClass, part int) bool {
 		}
 	}
 	return false
+}
+
+// touch forgets what the hub knows of part: work older than its known head may be takeable there
+// again (this process abandoned an item or a turn).
+func (h *partHub) touch(part int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.classes {
+		if c.parts[part].state != stNews {
+			c.parts[part] = partState{}
+		}
+	}
 }
 
 // forget drops what the hub knows of every partition (Nudge: the clock moved).
@@ -447,6 +484,9 @@ func (h *partHub) watch(w *watcher) {
 			if h.p.isClosed() {
 				return
 			}
+			h.mu.Lock()
+			h.failLocked(w.part, err)
+			h.mu.Unlock()
 			h.p.sleep(context.Background(), backoff)
 			backoff = min(2*backoff, 2*time.Second)
 			continue

@@ -21,6 +21,7 @@ import (
 // a migration stopped after its first step is finished by the next run; a format-2 or empty
 // namespace is left alone.
 func TestMigrateFormat1Keys(t *testing.T) {
+	onePartitionOnly(t, "format-1 data has one partition")
 	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(t)
@@ -133,6 +134,7 @@ func valueSnapshot(t *testing.T, p *redisprovider.Provider) map[string]string {
 // A migration stopped after any of its steps (a kill: each step is atomic) and run again ends
 // exactly where an uninterrupted one does.
 func TestMigrateResumesAfterAStop(t *testing.T) {
+	onePartitionOnly(t, "format-1 data has one partition")
 	t.Parallel()
 	ctx := context.Background()
 	now := time.Now().UnixMilli()
@@ -206,6 +208,7 @@ func migrateWhenIdle(t *testing.T, client redis.UniversalClient, ns string, opts
 // run to the end by this release: every instance ends with the results and histories the
 // format-1 code gives them (format1gen's reference), and fsck finds nothing.
 func TestMigrateFormat1Namespace(t *testing.T) {
+	onePartitionOnly(t, "format-1 data has one partition")
 	t.Parallel()
 	old := format1Gen(t)
 	cur := currentGen(t)
@@ -261,6 +264,7 @@ func TestMigrateFormat1Namespace(t *testing.T) {
 // Migrate is an administrative run, like dxctl's: it works on a server whose maxmemory-policy
 // evicts, which a runtime's New refuses.
 func TestMigrateOnAnEvictingServer(t *testing.T) {
+	onePartitionOnly(t, "format-1 data has one partition")
 	t.Parallel()
 	ctx := context.Background()
 	mr := withPolicy(t, "allkeys-lru")

@@ -197,6 +197,9 @@ func (p *Provider) fetchOrchParts(ctx context.Context, op string, lockTimeout, p
 		if err != nil {
 			return false, 0, 0, 0, err
 		}
+		if forwarded(&res) { // retention reaped a child in another partition
+			p.forward(ctx, part)
+		}
 		var it *provider.LockedOrchestrationItem
 		found, now, next, head, err := p.orchFetchReply(op, res, lite, &it)
 		if found {
@@ -642,7 +645,11 @@ func (p *Provider) AbandonOrchestrationItem(ctx context.Context, lockToken strin
 	if err != nil {
 		return err
 	}
-	_, err = p.runOnce(ctx, op, luascripts.OrchAbandon.Op, p.tokenPartition(lockToken), args...)
+	part := p.tokenPartition(lockToken)
+	_, err = p.runOnce(ctx, op, luascripts.OrchAbandon.Op, part, args...)
+	if p.keys.Partitions() > 1 {
+		p.parts.touch(part)
+	}
 	return err
 }
 

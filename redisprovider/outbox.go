@@ -99,6 +99,7 @@ func (p *Provider) forwardOlder(ctx context.Context, source int, older time.Dura
 		}
 		if len(marks) > 0 {
 			e := luascripts.ObTrim.Encoder(len(marks))
+			e.Section("marks")
 			for i := 0; i < len(marks); i += 2 {
 				e.Entry(marks[i], marks[i+1])
 			}

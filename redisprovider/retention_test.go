@@ -392,12 +392,14 @@ func TestRetentionReapsLargeTreePromptly(t *testing.T) {
 	defer func() { stop(); <-fetcherDone }()
 
 	// Only keys that exist without any instance may remain: the sequence, the fetch gate, the
-	// chores time, wake lists and attempt ids (which expire on their own).
+	// chores time, wake lists and attempt ids (which expire on their own), and in a namespace of
+	// several partitions the outboxes' sequence numbers and high-water marks.
 	left := func() []string {
 		var out []string
 		for _, k := range wKeys(t, p) {
 			switch {
-			case k == "meta", slices.Contains(dxredis.Format1Keys, k), k == "oq:gate", k == "chores", strings.HasPrefix(k, "wake:"), strings.HasPrefix(k, "att:"):
+			case k == "meta", slices.Contains(dxredis.Format1Keys, k), k == "oq:gate", k == "chores", strings.HasPrefix(k, "wake:"), strings.HasPrefix(k, "att:"),
+				k == "ob:seq", k == "ib:hwm":
 			default:
 				out = append(out, k)
 			}
@@ -412,6 +414,9 @@ func TestRetentionReapsLargeTreePromptly(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling the condition
 	}
 	t.Logf("reaped %v after the retention expired", time.Since(expired).Round(time.Millisecond))
+	if p.Keyspace().Partitions() > 1 {
+		return // what follows reads one partition's gate and counts one partition's commands
+	}
 	// Done, the fetcher is idle again: no chore is due and the fetch gate names no time, so its
 	// fetches wait for wake-ups (an idle fetcher costs Redis about nothing).
 	prefix := p.Keyspace().Prefix(0)

@@ -175,6 +175,7 @@ func TestWorkerSessionAwareFetchOrder(t *testing.T) {
 // twice in the batch, tags, a session, a second instance, and a waiting fetcher to wake; and for a
 // batch larger than one command's chunk of arguments.
 func TestWorkerBatchEnqueueMatchesOneByOne(t *testing.T) {
+	onePartitionOnly(t, "compares item keys named by sequence numbers, which are a clock with several partitions")
 	t.Parallel()
 	mixed := [][6]string{ // json, instance, execution, activity id, session, tag
 		{`{"a":1}`, "i", "1", "1", "", ""},

@@ -32,6 +32,16 @@ func backend() string {
 
 var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// onePartitionOnly skips a test that reads or writes keys of a namespace of one partition by
+// name (white-box checks of the layout) when the tests run with several (DXREDIS_TEST_PARTITIONS);
+// docs/testing.md lists them.
+func onePartitionOnly(t testing.TB, why string) {
+	t.Helper()
+	if testPartitions() > 1 {
+		t.Skip("one partition only: " + why)
+	}
+}
+
 // testPartitions is the partition count of the tests' namespaces: DXREDIS_TEST_PARTITIONS (make
 // test-partitions sets 12), else 0 (a new namespace gets one).
 func testPartitions() int {

@@ -14,8 +14,8 @@ var _ provider.StatusWatcher = (*Provider)(nil)
 // subscribeWait bounds how long the first WatchStatus waits for Redis to confirm its subscription.
 const subscribeWait = 2 * time.Second
 
-// statusHub serves WatchStatus: one subscriber connection per provider, on the partition's status
-// channel (orch_ack publishes an instance id there when the instance finishes or its custom
+// statusHub serves WatchStatus: one subscriber connection per provider, on the partitions' status
+// channels (orch_ack publishes an instance id there when the instance finishes or its custom
 // status changes), fanned out to the watchers of that instance. go-redis re-subscribes after a
 // dropped connection; a change published meanwhile is missed, which the contract allows (callers
 // keep a slow polling fallback).
@@ -40,12 +40,22 @@ func (p *Provider) WatchStatus(instance string) (<-chan struct{}, func()) {
 	}
 	if h.pubsub == nil {
 		h.watchers = map[string]map[chan struct{}]struct{}{}
-		h.pubsub = p.rdb.Subscribe(context.Background(), p.keys.StatusChannel(p.keys.PartitionOf(instance)))
+		// Every partition's channel (one in a namespace of one): the connection serves every
+		// instance.
+		channels := make([]string, p.keys.Partitions())
+		for i := range channels {
+			channels[i] = p.keys.StatusChannel(i)
+		}
+		h.pubsub = p.rdb.Subscribe(context.Background(), channels...)
 		// Subscribe returns before Redis confirms: a change published until then would be lost,
-		// and the caller would sleep out its polling fallback. Wait for the confirmation
+		// and the caller would sleep out its polling fallback. Wait for the confirmations
 		// (bounded: on a failure the caller still has its fallback).
 		ctx, cancel := context.WithTimeout(context.Background(), subscribeWait)
-		_, _ = h.pubsub.Receive(ctx)
+		for range channels {
+			if _, err := h.pubsub.Receive(ctx); err != nil {
+				break
+			}
+		}
 		cancel()
 		h.done = make(chan struct{})
 		go h.fanOut(h.pubsub.Channel(), h.done)

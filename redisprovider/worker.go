@@ -414,11 +414,11 @@ func (p *Provider) workAckArgs(op, lockToken string, completion *provider.WorkIt
 // cancelled). It also refreshes the item's session last activity while the session lock is valid.
 func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "renew_work_item_lock"
-	part, err := p.workToken(op, lockToken)
-	if err != nil {
+	if err := checkDuration(op, "extend_for", extendFor); err != nil {
 		return err
 	}
-	if err := checkDuration(op, "extend_for", extendFor); err != nil {
+	part, err := p.workToken(op, lockToken)
+	if err != nil {
 		return err
 	}
 	args, err := argsOf(op, luascripts.WorkRenew, "token", lockToken, "ext", ms(extendFor))
@@ -435,11 +435,11 @@ func (p *Provider) RenewWorkItemLock(ctx context.Context, lockToken string, exte
 // still be abandoned.
 func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
 	const op = "abandon_work_item"
-	part, err := p.workToken(op, lockToken)
-	if err != nil {
+	if err := checkDuration(op, "delay", delay); err != nil {
 		return err
 	}
-	if err := checkDuration(op, "delay", delay); err != nil {
+	part, err := p.workToken(op, lockToken)
+	if err != nil {
 		return err
 	}
 	args, err := argsOf(op, luascripts.WorkAbandon, "token", lockToken, "delay", ms(delay), "ignore", boolArg(ignoreAttempt))
@@ -447,6 +447,9 @@ func (p *Provider) AbandonWorkItem(ctx context.Context, lockToken string, delay 
 		return err
 	}
 	_, err = p.runOnce(ctx, op, luascripts.WorkAbandon.Op, part, args...)
+	if p.keys.Partitions() > 1 {
+		p.parts.touch(part)
+	}
 	return err
 }
 

@@ -260,6 +260,9 @@ function R.open_children_mismatch(id)
   end
   local was = tonumber(rec[2]) or 0
   if open == was then return clean() end
+  if MULTI and redis.call('EXISTS', P .. 'chx:' .. id) == 1 then
+    return left('it has children in other partitions, whose states this partition cannot read')
+  end
   local before = settled(id)
   redis.call('HSET', k_inst(id), 'open', d(open))
   local note = ''

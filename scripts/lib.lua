@@ -147,6 +147,56 @@ end
 -- Errors: a reply "DX_<CODE> message" that redisprovider maps to a ProviderError.
 local function fail(code, msg) return redis.error_reply('DX_' .. code .. ' ' .. msg) end
 
+-- Outboxes (keys.go, "Outboxes"). In a namespace of several partitions, a script that must change
+-- something in another partition (a message for an instance there, a session item, a child's
+-- bookkeeping in its parent) appends an entry to this partition's outbox for that partition,
+-- ob:<dest>, in the same script: it commits with the rest. redisprovider then forwards it (ob_take
+-- here, ob_apply there, ob_trim here), and the destination applies each source's entries once and
+-- in order (their sequence numbers against its high-water mark ib:hwm). An entry is "<seq> <kind>
+-- " and its fields, each "<byte length>:<bytes>" (ob_fields). Kinds, applied by ob_apply:
+--   o an orchestrator message: target, json, type code, visible_at
+--   k an activity's completion from a session item here: target, json, execution, activity id
+--     (ob_apply also drops the target's note that the activity's item lives elsewhere)
+--   w a session item for a session homed there: json, instance, execution, activity id, session, tag
+--   x the cancellation of such an item: instance, execution, activity id
+--   c a child created here whose parent is there: parent, child, the child's partition
+--   s a child here settled ('1') or runs again ('0') (retention's open counts): parent, '1' or '0'
+--   r reap a descendant of an expired root (retention): id
+--   u a child here was deleted: parent, child (the parent forgets it)
+-- Cost: O(fields); a HINCRBY, an RPUSH and a ZADD.
+local function ob_put(dest, kind, ...)
+  local n = select('#', ...)
+  local parts = {}
+  for i = 1, n do
+    local v = select(i, ...)
+    parts[i] = #v .. ':' .. v
+  end
+  local seq = redis.call('HINCRBY', P .. 'ob:seq', dest, '1')
+  redis.call('RPUSH', P .. 'ob:' .. dest, seq .. ' ' .. kind .. ' ' .. table.concat(parts))
+  redis.call('ZADD', P .. 'ob:dirty', 'NX', now_s(), dest)
+  OB_WRITTEN = true
+end
+
+-- A fetch's reply r, marked ('ob' last) when the call wrote to an outbox (retention's reaping of a
+-- child in another partition): its caller forwards it.
+local function ob_mark(r)
+  if OB_WRITTEN and r[#r] ~= 'ob' then r[#r + 1] = 'ob' end
+  return r
+end
+
+-- The fields of an outbox entry from byte pos on (see ob_put), or nil when they do not parse.
+local function ob_fields(e, pos)
+  local out = {}
+  while pos <= #e do
+    local c = string.find(e, ':', pos, true)
+    local n = c and tonumber(string.sub(e, pos, c - 1))
+    if not n or c + n > #e then return nil end
+    out[#out + 1] = string.sub(e, c + 1, c + n)
+    pos = c + n + 1
+  end
+  return out
+end
+
 -- At most once per attempt. redisprovider retries a write whose reply was lost (the call may have
 -- run) with the same attempt key, KEYS[2]: a run that finds the key returns the reply stored there
 -- by the run that succeeded and changes nothing; a successful run stores its reply (an integer)
@@ -188,9 +238,8 @@ local function ack_then_fetch(ack, fetch, KEYS, ARGV)
   local n = ARGV[last] + 0
   local r = dx_once(ack, KEYS, ARGV)
   if type(r) ~= 'number' then return r end
-  local f = fetch(KEYS, { ARGV[1], unpack(ARGV, 2 + n, last - 1) })
-  if r == 2 then f[#f + 1] = 'ob' end -- the ack wrote to an outbox: the caller forwards it
-  return f
+  if r == 2 then OB_WRITTEN = true end -- (a retry: the run whose reply was lost wrote it)
+  return ob_mark(fetch(KEYS, { ARGV[1], unpack(ARGV, 2 + n, last - 1) })) -- OB_WRITTEN: by the ack or the fetch
 end
 
 -- redis.call(cmd, key, args...) with args in chunks of at most 900 (Lua's unpack has a small
@@ -648,49 +697,6 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
   local due = redis.call('ZSCORE', K_DUE, id)
   if due == false or due + 0 > visible_at then oq_due_set(id, visible_at) end
   return nil
-end
-
--- Outboxes (keys.go, "Outboxes"). In a namespace of several partitions, a script that must change
--- something in another partition (a message for an instance there, a session item, a child's
--- bookkeeping in its parent) appends an entry to this partition's outbox for that partition,
--- ob:<dest>, in the same script: it commits with the rest. redisprovider then forwards it (ob_take
--- here, ob_apply there, ob_trim here), and the destination applies each source's entries once and
--- in order (their sequence numbers against its high-water mark ib:hwm). An entry is "<seq> <kind>
--- " and its fields, each "<byte length>:<bytes>" (ob_fields). Kinds, applied by ob_apply:
---   o an orchestrator message: target, json, type code, visible_at
---   k an activity's completion from a session item here: target, json, execution, activity id
---     (ob_apply also drops the target's note that the activity's item lives elsewhere)
---   w a session item for a session homed there: json, instance, execution, activity id, session, tag
---   x the cancellation of such an item: instance, execution, activity id
---   c a child created here whose parent is there: parent, child, the child's partition
---   s a child here settled ('1') or runs again ('0') (retention's open counts): parent, '1' or '0'
---   r reap a descendant of an expired root (retention): id
---   u a child here was deleted: parent, child (the parent forgets it)
--- Cost: O(fields); a HINCRBY, an RPUSH and a ZADD.
-local function ob_put(dest, kind, ...)
-  local n = select('#', ...)
-  local parts = {}
-  for i = 1, n do
-    local v = select(i, ...)
-    parts[i] = #v .. ':' .. v
-  end
-  local seq = redis.call('HINCRBY', P .. 'ob:seq', dest, '1')
-  redis.call('RPUSH', P .. 'ob:' .. dest, seq .. ' ' .. kind .. ' ' .. table.concat(parts))
-  redis.call('ZADD', P .. 'ob:dirty', 'NX', now_s(), dest)
-  OB_WRITTEN = true
-end
-
--- The fields of an outbox entry from byte pos on (see ob_put), or nil when they do not parse.
-local function ob_fields(e, pos)
-  local out = {}
-  while pos <= #e do
-    local c = string.find(e, ':', pos, true)
-    local n = c and tonumber(string.sub(e, pos, c - 1))
-    if not n or c + n > #e then return nil end
-    out[#out + 1] = string.sub(e, c + 1, c + n)
-    pos = c + n + 1
-  end
-  return out
 end
 
 -- Delete orchestrator messages seqs of an instance, one command per 300 messages. An ack calls it

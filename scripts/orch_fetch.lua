@@ -58,7 +58,7 @@ if mode == 'p' then
   if not score and wait_ms > 0 then oq_register_waiter(filtered, ranges, wait_ms, now) end
   local nxt = OQ_NEXT
   if nxt == nil or nxt >= OQ_NEVER then nxt = -1 end
-  return { '', nxt, now, score or -1 }
+  return ob_mark({ '', nxt, now, score or -1 })
 end
 
 local orphans = 0 -- orphan instances handled by this call, at most ORPHAN_BATCH
@@ -76,7 +76,7 @@ while true do
     -- bounded. An idle namespace has no gate time: its fetchers wait for wake-ups.
     local nxt = OQ_NEXT
     if nxt == nil or nxt >= OQ_NEVER then nxt = -1 end
-    return { '', nxt, now }
+    return ob_mark({ '', nxt, now })
   end
   redis.call('ZREM', ready_key, id)
 
@@ -112,7 +112,7 @@ while true do
     -- Bounded work per call: after ORPHAN_BATCH orphans, report work due now; the caller
     -- fetches again at once, and Redis serves others in between.
     orphans = orphans + 1
-    if orphans >= ORPHAN_BATCH then return { '', now, now } end
+    if orphans >= ORPHAN_BATCH then return ob_mark({ '', now, now }) end
   end
 
   if ok then
@@ -158,6 +158,6 @@ while true do
       local _, _, _, score = oq_next_candidate(filtered, ranges)
       reply[12] = score or -1
     end
-    return reply
+    return ob_mark(reply)
   end
 end
