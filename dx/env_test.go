@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,7 @@ func newProvider(t testing.TB) *redisprovider.Provider {
 	ctx := context.Background()
 	ns := "dx-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 	opts := redisprovider.Options{Namespace: ns, Logger: quietLogger}
+	opts.Partitions, _ = strconv.Atoi(os.Getenv("DXREDIS_TEST_PARTITIONS")) // make test-partitions
 	real := os.Getenv("DXREDIS_TEST_ADDR")
 	if real != "" {
 		opts.Addr = real

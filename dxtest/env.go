@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -116,7 +117,10 @@ func New(t testing.TB, opts ...Option) *Env {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	ns := "dxtest-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
-	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: e.mr.Addr(), Namespace: ns, Logger: log})
+	// DXREDIS_TEST_PARTITIONS runs a suite on namespaces of that many partitions (this
+	// repository's make test-partitions); the default is one.
+	parts, _ := strconv.Atoi(os.Getenv("DXREDIS_TEST_PARTITIONS"))
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: e.mr.Addr(), Namespace: ns, Logger: log, Partitions: parts})
 	if err != nil {
 		t.Fatalf("dxtest: provider: %v", err)
 	}

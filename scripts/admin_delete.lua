@@ -27,9 +27,9 @@
 --              delete whose ids span partitions) n, then the n ids of this partition, then the
 --              others: 'pcheck' refuses as 'atomic' would and writes nothing, 'pdelete' deletes
 --              this partition's ids.
---   In a namespace of several partitions, the bulk modes skip a root whose tree reaches another
---   partition (a child there, keys.go: explicitly named children live by their own id) and
---   report it; redisprovider deletes those trees by their ids.
+-- In a namespace of several partitions, the bulk modes skip a root whose tree reaches another
+-- partition (a child there, keys.go: explicitly named children live by their own id) and report
+-- it; redisprovider deletes those trees by their ids.
 -- Reply: {instances, executions, events, queue messages (orchestrator + worker), roots deleted,
 --   next cursor score or '' (scan: '' when the index is exhausted), next cursor id, {roots
 --   skipped because their tree reaches another partition}}.

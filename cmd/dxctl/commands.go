@@ -647,9 +647,10 @@ func (a *app) fsck(ctx context.Context, repair, yes bool) error {
 }
 
 type fsckViolation struct {
-	Code    string `json:"code"`
-	Subject string `json:"subject"`
-	Detail  string `json:"detail"`
+	Code      string `json:"code"`
+	Subject   string `json:"subject"`
+	Detail    string `json:"detail"`
+	Partition int    `json:"partition"`
 }
 
 type fsckOut struct {
