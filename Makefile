@@ -4,6 +4,8 @@
 #   make test          everything, on embedded miniredis (no Redis needed)
 #   make test-redis    Redis-dependent packages against a real server (DXREDIS_TEST_ADDR or a throw-away one)
 #   make test-cluster  Redis-dependent packages against a throw-away 3-primary Redis Cluster
+#   make test-partitions  the conformance suite, the golden histories and the dx suite on namespaces of
+#                      12 partitions, on miniredis, a real server and the 3-primary cluster
 #   make lint          gofmt, go vet, staticcheck (when installed)
 #   make bench         benchmarks against a real server, results in bench/results-{go,dxbench}.txt
 #   make fuzz          fuzz the wire decoders (FUZZTIME per target, default 60s)
@@ -32,7 +34,7 @@ export BENCH_FLAGS
 # Packages that talk to Redis; ./cmd/... only once cmd/ exists.
 REDIS_PKGS  := ./redisprovider/... ./dx/... $(if $(wildcard cmd/*),./cmd/...)
 
-.PHONY: all test test-redis test-cluster test-contrib test-browser lint bench fuzz
+.PHONY: all test test-redis test-cluster test-partitions test-contrib test-browser lint bench fuzz
 
 all: lint test
 
@@ -55,6 +57,14 @@ test-redis:
 
 test-cluster:
 	scripts-dev/redis-cluster.sh run -- $(GO) test $(TEST_FLAGS) ./redisprovider/...
+
+# Namespaces of 12 partitions (DXREDIS_TEST_PARTITIONS; docs/testing.md lists the tests that hold
+# for one partition only): the packages whose tests run on providers, on each backend.
+PARTITION_PKGS := ./redisprovider/ ./dx/ ./dxtest/ ./examples/...
+test-partitions:
+	DXREDIS_TEST_PARTITIONS=12 $(GO) test $(TEST_FLAGS) $(PARTITION_PKGS)
+	DXREDIS_TEST_PARTITIONS=12 scripts-dev/redis-server.sh run -- $(GO) test $(TEST_FLAGS) ./redisprovider/ ./dx/
+	DXREDIS_TEST_PARTITIONS=12 scripts-dev/redis-cluster.sh run -- $(GO) test $(TEST_FLAGS) ./redisprovider/...
 
 lint:
 	@echo '== gofmt -l'

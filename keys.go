@@ -81,6 +81,34 @@ import (
 //	P kd:<id>               HASH    KV delta (current execution): key -> "s<ms>|<value>" or "t" (tombstone)
 //	P ch:<id>               SET     direct children (sub-orchestrations) of the instance
 //
+// A namespace of several partitions (see Keyspace, "Partitions") also has:
+//
+//	{<ns>:0}:meta           HASH    the root record: format partitions tags (every partition's tag,
+//	                                braced, space-separated); see RootMeta
+//	P chx:<id>              HASH    children of the instance that live in other partitions: child ->
+//	                                its partition (written when the child is created, see ob_apply 'c')
+//	P i:<id> field pp       the partition of the instance's parent, when it is not this one
+//	P wq:inst:<id> "<e>:<a>" -> "@<p>"  an activity whose item went to session partition p
+//	P ob:<d>                LIST    outbox for partition d: entries "<seq> <kind> <fields>" (lib.lua,
+//	                                ob_put), appended in the script that commits them
+//	P ob:seq                HASH    d -> the last sequence number written to ob:<d>
+//	P ob:dirty              ZSET    d -> when ob:<d>'s oldest unforwarded entry was written (ms)
+//	P ib:hwm                HASH    source partition -> the last of its entries applied here
+//	P wake:x:<process>      LIST    a process's control list: pushed to re-arm its partition watcher
+//
+// # Outboxes
+//
+// Every script stays inside one partition. What a script must change in another partition (a
+// message for an instance there: a child's start, a completion for a parent, a cancellation, an
+// event or queue message between orchestrations, a detached start; a session item for a session
+// homed there and its cancellation; a parent's bookkeeping of a child: children set, retention's
+// open count and reaping) is appended to this partition's outbox for that partition, in the same
+// script, so it commits with the rest. redisprovider forwards it right after the script returns
+// (ob_take here, ob_apply there, ob_trim here); if the writer stops first, the sweeps of every
+// process that fetches forward it. The destination applies each source's entries once and in order
+// (their sequence numbers against ib:hwm), so a forward repeated by a crash or raced by another
+// process changes nothing, and messages between two partitions keep their order.
+//
 // Worker-queue keys are listed in keys_worker.go.
 //
 // # Invariants
@@ -118,7 +146,11 @@ import (
 //     for and before chores [gate_late]; chores is at or before the
 //     first expiry of idx:expiry and oq:orphans, and due while idx:reap is not empty [chores_late].
 //   - A namespace with data has its format record, format 2, and the format-1 keys as
-//     hashes [format_record].
+//     hashes [format_record]; one of several partitions has its root record, with the count and
+//     tags its providers use, and a record in every partition [format_record].
+//   - An instance's keys exist only in its own partition (PartitionOf), but for the wq:inst entries
+//     of its session items in their sessions' partitions [wrong_partition]; an outbox with entries
+//     is listed in ob:dirty [outbox_unlisted].
 //
 // redisprovider's Repair (dxctl fsck --repair) fixes each violation it can tell the fix of from
 // the other keys, one script per repair (scripts/admin_repair.lua, one function per code).

@@ -92,7 +92,8 @@ func faultBackend(t *testing.T) (addr, ns string, p *redisprovider.Provider) {
 		addr = miniredis.RunT(t).Addr() // served by this process, reachable by the children
 	}
 	ns = fmt.Sprintf("dxfault-%d-%d", os.Getpid(), time.Now().UnixNano())
-	p, err := redisprovider.New(context.Background(), redisprovider.Options{Addr: addr, Namespace: ns, Logger: quietLogger})
+	parts, _ := strconv.Atoi(os.Getenv("DXREDIS_TEST_PARTITIONS")) // the children adopt the count
+	p, err := redisprovider.New(context.Background(), redisprovider.Options{Addr: addr, Namespace: ns, Logger: quietLogger, Partitions: parts})
 	if err != nil {
 		t.Fatal(err)
 	}

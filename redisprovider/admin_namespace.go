@@ -20,8 +20,8 @@ func DropNamespace(ctx context.Context, client redis.UniversalClient, namespace 
 	if err != nil {
 		return 0, provider.NewPermanentError("drop_namespace", err.Error()).WithKind(provider.ErrInvalidInput)
 	}
-	prefix := keys.Prefix(0)
-	match := globQuote(prefix) + "*"
+	// Every partition's tag, and the root's, is "<ns>:..." (namespaces hold no ':').
+	match := globQuote("{"+keys.Namespace()+":") + "*"
 	var deleted atomic.Int64
 	drop := func(ctx context.Context, c redis.Cmdable) error {
 		var batch []string

@@ -15,8 +15,9 @@ import (
 
 // NamespaceInfo is one namespace found on a server.
 type NamespaceInfo struct {
-	Name      string
-	Instances int64 // instance records (idx:instances); queued starts not run yet are not counted
+	Name       string
+	Instances  int64 // instance records (idx:instances); queued starts not run yet are not counted
+	Partitions int   // the namespace's partition count
 }
 
 // ListNamespaces finds the namespaces on the server of client: those whose enqueue sequence key
@@ -68,11 +69,22 @@ func ListNamespaces(ctx context.Context, client redis.UniversalClient, maxKeys i
 	}
 	for _, ns := range slices.Sorted(maps.Keys(names)) {
 		keys, _ := dxredis.NewKeyspace(ns)
-		n, err := client.ZCard(ctx, keys.Prefix(0)+"idx:instances").Result()
+		root, err := readRoot(ctx, client, keys)
 		if err != nil {
 			return nil, false, provider.NewRetryableError(op, err.Error()).WithCause(err)
 		}
-		found = append(found, NamespaceInfo{Name: ns, Instances: n})
+		if root.partitions > 1 {
+			keys, _ = keys.WithTags(root.tags)
+		}
+		info := NamespaceInfo{Name: ns, Partitions: keys.Partitions()}
+		for part := range keys.Partitions() {
+			n, err := client.ZCard(ctx, keys.Prefix(part)+"idx:instances").Result()
+			if err != nil {
+				return nil, false, provider.NewRetryableError(op, err.Error()).WithCause(err)
+			}
+			info.Instances += n
+		}
+		found = append(found, info)
 	}
 	return found, complete, nil
 }

@@ -1,8 +1,33 @@
 package redisprovider
 
+import (
+	"context"
+	"time"
+)
+
 // MigrateStoppingAfter is MigrateOptions that stops Migrate after n atomic steps, as a crash
 // there would (the steps are atomic, so a kill leaves exactly such a state).
 func MigrateStoppingAfter(n int) MigrateOptions { return MigrateOptions{steps: n} }
 
 // ErrMigrateStopped is what such a Migrate returns.
 var ErrMigrateStopped = errMigrateStopped
+
+// SetForwardHooks sets the hooks that stop a forward before it reads the outboxes (before) or
+// between its applies and its trim (beforeTrim), as a crash there would: returning false stops
+// it. nil clears a hook. Not safe while providers forward.
+func SetForwardHooks(before, beforeTrim func(source int) bool) {
+	testHookBeforeForward, testHookBeforeTrim = before, beforeTrim
+}
+
+// SetSweep sets how often fetching providers sweep the outboxes and how old an entry must be.
+func SetSweep(period, grace time.Duration) { sweepPeriod, forwardGrace = period, grace }
+
+// ForwardAll forwards every partition's outboxes now (what a sweep does, without the grace).
+func (p *Provider) ForwardAll(ctx context.Context) error {
+	for part := range p.keys.Partitions() {
+		if err := p.forwardOlder(ctx, part, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -18,11 +18,12 @@ import (
 // sweeps the outboxes (sweepOutboxes) and forwards entries older than forwardGrace. Forwarders may
 // race: the destination's high-water mark applies every entry once whatever the interleaving.
 
-const (
-	// forwardBatch is the most entries read per destination per round.
-	forwardBatch = 200
+// forwardBatch is the most entries read per destination per round.
+const forwardBatch = 200
+
+var (
 	// forwardGrace is how old an entry must be before a sweep forwards it: the committing process
-	// normally does within milliseconds.
+	// normally does within milliseconds. (Variables for tests.)
 	forwardGrace = 2 * time.Second
 	// sweepPeriod is how often a fetching process sweeps every partition's outboxes.
 	sweepPeriod = 5 * time.Second

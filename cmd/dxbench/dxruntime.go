@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -191,6 +192,26 @@ func registerWorkloads(rt *dx.Runtime, cfg *config) {
 		futs := make([]dx.Future[string], cfg.fanoutWidth)
 		for i := range futs {
 			futs[i] = dx.Call[string](ctx, "Work", partInput{Part: i})
+		}
+		if _, err := dx.All(ctx, futs...); err != nil {
+			return countOutput{}, err
+		}
+		return countOutput{Parts: len(futs)}, nil
+	})
+	// children: -fanout-width sub-orchestrations of one activity each, auto-named
+	// (<parent>::sub::<n>, in the root's partition) or, with -named-children, named by the parent
+	// (placed by their own ids).
+	dx.Register(rt, "Child", func(ctx dx.Context, in partInput) (string, error) {
+		return dx.Call[string](ctx, "Work", in).Await(ctx)
+	})
+	dx.Register(rt, "Children", func(ctx dx.Context, _ benchInput) (countOutput, error) {
+		futs := make([]dx.Future[string], cfg.fanoutWidth)
+		for i := range futs {
+			var opts []dx.SubOption
+			if cfg.namedChildren {
+				opts = append(opts, dx.WithInstanceID(ctx.InstanceID()+"-c"+strconv.Itoa(i)))
+			}
+			futs[i] = dx.CallSub[string](ctx, "Child", partInput{Part: i}, opts...)
 		}
 		if _, err := dx.All(ctx, futs...); err != nil {
 			return countOutput{}, err

@@ -64,6 +64,8 @@ type config struct {
 	timerRate         float64
 	timerBackground   int
 	fanoutWidth       int
+	namedChildren     bool
+	partitions        int
 	lhSteps           int
 	idle              time.Duration
 	baselineDur       time.Duration
@@ -206,7 +208,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	fs.StringVar(&cfg.addr, "addr", defaultAddr, "Redis address; without it, an embedded miniredis is used when nothing answers at the default")
 	fs.BoolVar(&cfg.miniredis, "miniredis", false, "run on an embedded miniredis (numbers mean nothing; for smoke tests)")
-	fs.StringVar(&cfg.workload, "workload", "hello", "hello | fanout | timer | longhistory | wake | idle | all")
+	fs.StringVar(&cfg.workload, "workload", "hello", "hello | fanout | children | timer | longhistory | wake | idle | all")
 	fs.StringVar(&cfg.mode, "mode", modeRuntime, "runtime (the dx runtime runs real orchestrations) | provider (dispatchers played over the provider) | both (each workload both ways, side by side); wake and idle always measure the provider")
 	fs.IntVar(&cfg.n, "n", 2000, "orchestrations per workload (without -n: longhistory 20, wake 500)")
 	fs.IntVar(&cfg.orchConcurrency, "orch-concurrency", 4, "orchestration dispatcher goroutines")
@@ -220,7 +222,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&cfg.timerDelay, "timer-delay", 100*time.Millisecond, "W3: durable timer of each orchestration")
 	fs.Float64Var(&cfg.timerRate, "timer-rate", 1000, "W3: orchestrations started per second (0 = all upfront)")
 	fs.IntVar(&cfg.timerBackground, "timer-background", 1000, "W3: background instances each holding a pending 1 h timer")
-	fs.IntVar(&cfg.fanoutWidth, "fanout-width", 10, "W2: parallel activities per orchestration")
+	fs.IntVar(&cfg.fanoutWidth, "fanout-width", 10, "W2: parallel activities per orchestration; children: sub-orchestrations per orchestration")
+	fs.BoolVar(&cfg.namedChildren, "named-children", false, "children: name each sub-orchestration explicitly (placed by its own id) instead of <parent>::sub::<n> (in its root's partition)")
+	fs.IntVar(&cfg.partitions, "partitions", 1, "partitions of the namespace (1-256): instances spread over that many slots")
 	fs.IntVar(&cfg.lhSteps, "lh-activities", 500, "W4: sequential activities per orchestration")
 	fs.DurationVar(&cfg.idle, "idle", 10*time.Second, "idle: how long the idle fetcher is observed")
 	fs.DurationVar(&cfg.baselineDur, "baseline", 2*time.Second, "duration of the EVALSHA 'return 1' baseline (0 = skip)")
@@ -259,7 +263,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("unknown -mode %q (runtime, provider, both)", cfg.mode)
 	}
 	if _, ok := workloads[cfg.workload]; !ok && cfg.workload != "all" {
-		return nil, fmt.Errorf("unknown -workload %q (hello, fanout, timer, longhistory, wake, idle, all)", cfg.workload)
+		return nil, fmt.Errorf("unknown -workload %q (hello, fanout, children, timer, longhistory, wake, idle, all)", cfg.workload)
 	}
 	return cfg, nil
 }
@@ -267,12 +271,14 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 type workloadDef struct {
 	defaultN     int  // used when -n is not given; 0 = -n's default
 	providerOnly bool // measures the provider's fetch path: the same in every mode
+	runtimeOnly  bool // runs on the dx runtime only (-mode provider plays no such orchestration)
 	run          func(b *bench, ctx context.Context, mode string, n int) (*Result, error)
 }
 
 var workloads = map[string]workloadDef{
 	"hello":       {run: (*bench).runHello},
 	"fanout":      {run: (*bench).runFanout},
+	"children":    {runtimeOnly: true, run: (*bench).runChildren},
 	"timer":       {run: (*bench).runTimer},
 	"longhistory": {defaultN: 20, run: (*bench).runLongHistory},
 	"wake":        {defaultN: 500, providerOnly: true, run: (*bench).runWake},
@@ -327,7 +333,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	b.logger = logger
-	b.p, err = redisprovider.New(ctx, redisprovider.Options{Addr: cfg.addr, Namespace: cfg.ns, Logger: logger})
+	b.p, err = redisprovider.New(ctx, redisprovider.Options{Addr: cfg.addr, Namespace: cfg.ns, Logger: logger, Partitions: cfg.partitions})
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", cfg.addr, err)
 	}
@@ -335,9 +341,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	b.p.Client().AddHook(b.hook)
 	// Old data (an earlier -keep run, or someone else's namespace) would stall the workloads
 	// until -stall: refuse it at once. The first write creates the partition's format record.
-	if n, err := b.admin.Exists(ctx, b.p.Keyspace().Meta(0)).Result(); err != nil {
-		return fmt.Errorf("checking namespace %q: %w", cfg.ns, err)
-	} else if n > 0 {
+	// (A namespace of several partitions gets its records from New: data means a sequence.)
+	used := false
+	for part := range b.p.Keyspace().Partitions() {
+		n, err := b.admin.HExists(ctx, b.p.Keyspace().Meta(part), "seq").Result()
+		if err != nil {
+			return fmt.Errorf("checking namespace %q: %w", cfg.ns, err)
+		}
+		used = used || n
+	}
+	if used {
 		return fmt.Errorf("namespace %q already holds data (an earlier run with -keep?): dxbench needs an empty one: "+
 			"delete it with `%s` or choose another with -ns", cfg.ns, dropCommand(cfg))
 	}
@@ -382,6 +395,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		switch {
 		case def.providerOnly:
 			modes = []string{modeProvider}
+		case def.runtimeOnly:
+			modes = []string{modeRuntime}
 		case cfg.mode == modeBoth:
 			modes = []string{modeProvider, modeRuntime}
 		}

@@ -494,6 +494,18 @@ func (b *bench) runFanout(ctx context.Context, mode string, n int) (*Result, err
 	return res, nil
 }
 
+// runChildren runs the children workload (an orchestration calling -fanout-width
+// sub-orchestrations of one activity each) on the dx runtime.
+func (b *bench) runChildren(ctx context.Context, mode string, n int) (*Result, error) {
+	m, err := b.runOrchestrations(ctx, mode, orchSpec{name: "children", orchName: "Children", n: n, rate: b.cfg.rate, workers: true})
+	if err != nil {
+		return nil, err
+	}
+	res := b.report("children", m)
+	res.Rate = b.cfg.rate
+	return res, nil
+}
+
 // historyBuckets are W4's history sizes (events in the fetched history) that turn latency is
 // reported for; a turn falls in a bucket within ±max(5, 5%) events.
 var historyBuckets = []int{0, 100, 250, 500, 1000}
