@@ -68,6 +68,7 @@ type partState struct {
 	head       int64     // with head: the sequence number of the oldest takeable work
 	quietUntil time.Time // with quiet: until then
 	dueAt      time.Time // with quiet: when delayed work or a lock there comes due (zero: none known)
+	registered time.Time // until when the class's wake lists there are registered (whatever the state)
 }
 
 const (
@@ -146,43 +147,72 @@ func (h *partHub) candidates(c *fetchClass, now time.Time) (cands []int, peek []
 	return cands, peek
 }
 
+// quiet reports whether part is quiet for c now.
+func (h *partHub) quiet(c *fetchClass, part int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, now := c.parts[part], time.Now()
+	return s.state == stQuiet && now.Before(s.quietUntil) && (s.dueAt.IsZero() || now.Before(s.dueAt))
+}
+
 // noteEmpty records a look at part that found nothing takeable and registered for wake-ups for
 // registered (0: not registered: the partition stays to be looked at).
 func (h *partHub) noteEmpty(c *fetchClass, part int, serverNow, next int64, rescan, registered time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := &c.parts[part]
-	if registered <= 0 {
+	now := time.Now()
+	reg := s.registered
+	if registered > 0 {
+		// The script registered for registered; tokens live wakeTTL, so a wait that starts within
+		// registered - wakeTTL still finds every token pushed since.
+		reg = now.Add(registered - wakeTTL)
+	}
+	if !now.Before(reg) {
 		*s = partState{}
 		return
 	}
-	now := time.Now()
-	*s = partState{state: stQuiet, quietUntil: now.Add(min(rescan, registered))}
+	*s = partState{state: stQuiet, quietUntil: minTime(now.Add(rescan), reg), registered: reg}
 	if next >= 0 {
 		s.dueAt = now.Add(time.Duration(next-serverNow) * time.Millisecond)
 	}
 }
 
-// noteHead records part's head (-1: none takeable, not registered) after a look there.
-func (h *partHub) noteHead(c *fetchClass, part int, head int64) {
+// noteHead records part's head after a look there that took an item. -1, nothing else takeable:
+// quiet while an earlier look's registration for wake-ups lasts (within the rescan period), else
+// to be looked at.
+func (h *partHub) noteHead(c *fetchClass, part int, head int64, rescan time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if head < 0 {
-		c.parts[part] = partState{}
+	s := &c.parts[part]
+	if head >= 0 {
+		*s = partState{state: stHead, head: head, registered: s.registered}
 		return
 	}
-	c.parts[part] = partState{state: stHead, head: head}
+	now := time.Now()
+	if now.Before(s.registered) {
+		*s = partState{state: stQuiet, quietUntil: minTime(now.Add(rescan), s.registered), registered: s.registered}
+		return
+	}
+	*s = partState{}
 }
 
 // noteNewsLocked records that a wake token announced work in part.
 func noteNewsLocked(c *fetchClass, part int) {
-	if c.parts[part].state != stHead {
-		c.parts[part] = partState{state: stNews}
+	if s := &c.parts[part]; s.state != stHead {
+		*s = partState{state: stNews, registered: s.registered}
 	}
 }
 
-// stays reports whether an ack-and-fetch in part may fetch there too: no other partition is known
-// to hold older work (or any work, when part's head is not known).
+// staySlack is how much older (in the sequence numbers' microseconds, lib.lua's next_seq) another
+// partition's oldest work may be than an ack-and-fetch's own partition's before the fetch leaves
+// it: one script instead of two for the common case, and no partition waits much longer than
+// under strict oldest-first.
+const staySlack = int64(50 * time.Millisecond / time.Microsecond)
+
+// stays reports whether an ack-and-fetch in part may fetch there too: its oldest work is known and
+// no other partition is known to hold work older by more than staySlack (nor, when part's is not
+// known, any work at all).
 func (h *partHub) stays(c *fetchClass, part int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -193,7 +223,7 @@ func (h *partHub) stays(c *fetchClass, part int) bool {
 		}
 		switch s.state {
 		case stHead:
-			if mine.state != stHead || s.head < mine.head {
+			if mine.state != stHead || s.head+staySlack < mine.head {
 				return false
 			}
 		case stUnknown, stNews:
@@ -210,14 +240,24 @@ func (h *partHub) stays(c *fetchClass, part int) bool {
 func (h *partHub) fetch(ctx context.Context, op string, c *fetchClass, pollTimeout, rescan time.Duration, try partTry) error {
 	deadline := time.Now().Add(pollTimeout)
 	registered := waitRegistration(pollTimeout, rescan)
+	hint := -1 // a partition a wake token named: a woken fetch looks there only
 	for {
-		cands, peek := h.candidates(c, time.Now())
-		if len(peek) > 0 {
-			h.peek(ctx, c, peek, rescan, registered, try)
-			cands, _ = h.candidates(c, time.Now())
+		var cands []int
+		if hint >= 0 {
+			cands = []int{hint}
+		} else {
+			var peek []int
+			cands, peek = h.candidates(c, time.Now())
+			if len(peek) > 0 {
+				h.peek(ctx, c, peek, rescan, registered, try)
+				cands, _ = h.candidates(c, time.Now())
+			}
 		}
 		var firstErr error
 		for _, part := range cands {
+			if h.quiet(c, part) { // another fetch of this process just found it empty
+				continue
+			}
 			found, now, next, head, err := try(ctx, part, "h")
 			if err != nil {
 				if firstErr == nil {
@@ -226,7 +266,7 @@ func (h *partHub) fetch(ctx context.Context, op string, c *fetchClass, pollTimeo
 				continue
 			}
 			if found {
-				h.noteHead(c, part, head)
+				h.noteHead(c, part, head, rescan)
 				return nil
 			}
 			h.noteEmpty(c, part, now, next, rescan, registered)
@@ -237,7 +277,9 @@ func (h *partHub) fetch(ctx context.Context, op string, c *fetchClass, pollTimeo
 		if pollTimeout <= 0 || ctx.Err() != nil || h.p.isClosed() {
 			return nil
 		}
-		again, err := h.wait(ctx, c, deadline)
+		var again bool
+		var err error
+		hint, again, err = h.wait(ctx, c, deadline)
 		if err != nil {
 			return provider.NewRetryableError(op, "long-poll wait failed: "+err.Error()).WithCause(err)
 		}
@@ -247,10 +289,9 @@ func (h *partHub) fetch(ctx context.Context, op string, c *fetchClass, pollTimeo
 	}
 }
 
-// peek looks at the head of each partition in parts (pipelined: one round trip per node).
+// peek looks at the head of each partition in parts (at once: one script each).
 func (h *partHub) peek(ctx context.Context, c *fetchClass, parts []int, rescan, registered time.Duration, try partTry) {
 	type res struct {
-		found           bool
 		now, next, head int64
 		err             error
 	}
@@ -268,18 +309,18 @@ func (h *partHub) peek(ctx context.Context, c *fetchClass, parts []int, rescan, 
 		switch {
 		case r.err != nil:
 		case r.head >= 0:
-			h.noteHead(c, part, r.head)
+			h.noteHead(c, part, r.head, rescan)
 		default:
 			h.noteEmpty(c, part, r.now, r.next, rescan, registered)
 		}
 	}
 }
 
-// wait blocks until a watcher reports news for c, a partition's quiet time ends or its due time
-// comes, deadline passes (false), or ctx ends or the provider closes (false). A watcher whose
-// blocking command failed ends the waits of its classes with its error, so that callers back off
-// instead of spinning on their scripts.
-func (h *partHub) wait(ctx context.Context, c *fetchClass, deadline time.Time) (bool, error) {
+// wait blocks until a watcher reports news for c (the partition is returned), a partition's quiet
+// time ends or its due time comes (-1), deadline passes (false), or ctx ends or the provider
+// closes (false). A watcher whose blocking command failed ends the waits of its classes with its
+// error, so that callers back off instead of spinning on their scripts.
+func (h *partHub) wait(ctx context.Context, c *fetchClass, deadline time.Time) (int, bool, error) {
 	w := &hubWaiter{ch: make(chan int, 1)}
 	h.mu.Lock()
 	c.waiters = append(c.waiters, w)
@@ -308,19 +349,19 @@ func (h *partHub) wait(ctx context.Context, c *fetchClass, deadline time.Time) (
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if part < 0 {
-			return false, h.waitErr
+			return -1, false, h.waitErr
 		}
 		noteNewsLocked(c, part)
-		return true, nil
+		return part, true, nil
 	case <-t.C:
-		return time.Now().Before(deadline), nil
+		return -1, time.Now().Before(deadline), nil
 	case <-nudged:
 		h.forget()
-		return true, nil
+		return -1, true, nil
 	case <-ctx.Done():
-		return false, nil
+		return -1, false, nil
 	case <-h.p.closed:
-		return false, nil
+		return -1, false, nil
 	}
 }
 
@@ -372,8 +413,8 @@ func (h *partHub) touch(part int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, c := range h.classes {
-		if c.parts[part].state != stNews {
-			c.parts[part] = partState{}
+		if s := &c.parts[part]; s.state != stNews {
+			*s = partState{registered: s.registered}
 		}
 	}
 }

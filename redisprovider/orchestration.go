@@ -400,7 +400,7 @@ func (p *Provider) AckOrchestrationItemAndFetch(ctx context.Context, lockToken s
 	}
 	switch {
 	case c != nil && found:
-		p.parts.noteHead(c, part, head)
+		p.parts.noteHead(c, part, head, rescanPeriod(lockTimeout))
 	case c != nil:
 		p.parts.noteEmpty(c, part, now, next, rescanPeriod(lockTimeout), waitRegistration(opts.NextPoll, rescanPeriod(lockTimeout)))
 	case opts.NextPoll > 0:

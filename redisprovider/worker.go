@@ -351,7 +351,7 @@ func (p *Provider) AckWorkItemAndFetch(ctx context.Context, lockToken string, co
 	}
 	switch {
 	case c != nil && found:
-		p.parts.noteHead(c, part, head)
+		p.parts.noteHead(c, part, head, rescan)
 	case c != nil:
 		p.parts.noteEmpty(c, part, now, next, rescan, waitRegistration(opts.NextPoll, rescan))
 	case opts.NextPoll > 0:

@@ -1,0 +1,266 @@
+// Command partbench measures how a namespace of several partitions spreads its Redis work over
+// the primaries of a Redis Cluster (issue 29's balance, overhead and idle numbers): it runs a
+// workload on the dx runtime against a cluster (or one server) and prints, per node, the commands
+// and microseconds Redis spent (INFO commandstats deltas, script-internal commands included), the
+// sum per orchestration, and the share of turns that sent messages to other partitions.
+//
+//	go run ./bench/partbench -addrs 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003 -partitions 12 -workload hello -n 2000
+//	go run ./bench/partbench -addrs ... -partitions 12 -idle 60s     # commands per minute of an idle runtime
+//
+// Run it on a cluster nothing else uses: the deltas are the whole nodes'.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/redisprovider"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "partbench:", err)
+		os.Exit(1)
+	}
+}
+
+type nodeStats struct {
+	calls, usec int64
+}
+
+// nodes reads INFO commandstats of every primary (one server: itself).
+func nodes(ctx context.Context, c redis.UniversalClient) (map[string]nodeStats, error) {
+	out := map[string]nodeStats{}
+	var mu sync.Mutex
+	read := func(ctx context.Context, n *redis.Client) error {
+		info, err := n.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		var s nodeStats
+		for _, line := range strings.Split(info, "\n") {
+			if !strings.HasPrefix(line, "cmdstat_") {
+				continue
+			}
+			for _, kv := range strings.Split(strings.TrimSpace(line[strings.Index(line, ":")+1:]), ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				x, _ := strconv.ParseFloat(v, 64)
+				switch k {
+				case "calls":
+					s.calls += int64(x)
+				case "usec":
+					s.usec += int64(x)
+				}
+			}
+		}
+		mu.Lock()
+		out[n.Options().Addr] = s
+		mu.Unlock()
+		return nil
+	}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		return out, cc.ForEachMaster(ctx, read)
+	}
+	return out, read(ctx, c.(*redis.Client))
+}
+
+// counter counts the provider's script calls by operation (redisprovider.Observer).
+type counter struct {
+	mu  sync.Mutex
+	ops map[string]int64
+}
+
+func (c *counter) ObserveCall(_ context.Context, op string, _ time.Duration, _ error) {
+	c.mu.Lock()
+	c.ops[op]++
+	c.mu.Unlock()
+}
+
+type input struct {
+	N int `json:"n"`
+}
+
+// done counts the completed turns of one orchestration name (dx.Metrics): waiting for the run to
+// end costs Redis nothing.
+type done struct {
+	name string
+	n    atomic.Int64
+}
+
+func (d *done) Count(metric string, n int64, l dx.Labels) {
+	if metric == dx.MetricTurns && l.Result == "completed" && l.Orchestration == d.name {
+		d.n.Add(n)
+	}
+}
+func (*done) Observe(string, time.Duration, dx.Labels) {}
+
+func run() error {
+	addrs := flag.String("addrs", "127.0.0.1:6379", "a server, or cluster nodes (comma-separated)")
+	parts := flag.Int("partitions", 1, "partitions of the namespace")
+	workload := flag.String("workload", "hello", "hello | fanout | children")
+	named := flag.Bool("named-children", false, "children: name each child explicitly (placed by its own id)")
+	n := flag.Int("n", 1000, "orchestrations")
+	width := flag.Int("width", 10, "fanout and children: activities or children per orchestration")
+	conc := flag.Int("concurrency", 8, "orchestration and worker dispatcher goroutines each")
+	idle := flag.Duration("idle", 0, "instead of a workload: observe an idle runtime this long")
+	flag.Parse()
+	ctx := context.Background()
+	list := strings.Split(*addrs, ",")
+	var client redis.UniversalClient
+	if len(list) > 1 {
+		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: list, MaxRetries: -1})
+	} else {
+		client = redis.NewClient(&redis.Options{Addr: list[0], MaxRetries: -1})
+	}
+	defer client.Close()
+	ns := fmt.Sprintf("partbench-%d", time.Now().UnixNano())
+	obs := &counter{ops: map[string]int64{}}
+	p, err := redisprovider.NewFromClient(ctx, client, redisprovider.Options{Namespace: ns, Partitions: *parts,
+		Observer: obs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = p.Close()
+		_, _ = redisprovider.DropNamespace(context.Background(), client, ns)
+	}()
+	name := map[string]string{"hello": "Hello", "fanout": "FanOut", "children": "Children"}[*workload]
+	if name == "" && *idle == 0 {
+		return fmt.Errorf("unknown -workload %q", *workload)
+	}
+	completed := &done{name: name}
+	rt := dx.NewRuntime(p, dx.Options{OrchestrationConcurrency: *conc, WorkerConcurrency: *conc, Metrics: completed,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	dx.RegisterActivity(rt, "Work", func(_ context.Context, in input) (int, error) { return in.N, nil })
+	dx.Register(rt, "Hello", func(ctx dx.Context, in input) (int, error) { return dx.Call[int](ctx, "Work", in).Await(ctx) })
+	dx.Register(rt, "Child", func(ctx dx.Context, in input) (int, error) { return dx.Call[int](ctx, "Work", in).Await(ctx) })
+	dx.Register(rt, "FanOut", func(ctx dx.Context, in input) (int, error) {
+		fs := make([]dx.Future[int], *width)
+		for i := range fs {
+			fs[i] = dx.Call[int](ctx, "Work", input{i})
+		}
+		_, err := dx.All(ctx, fs...)
+		return len(fs), err
+	})
+	dx.Register(rt, "Children", func(ctx dx.Context, in input) (int, error) {
+		fs := make([]dx.Future[int], *width)
+		for i := range fs {
+			var opts []dx.SubOption
+			if *named {
+				opts = append(opts, dx.WithInstanceID(ctx.InstanceID()+"-c"+strconv.Itoa(i)))
+			}
+			fs[i] = dx.CallSub[int](ctx, "Child", input{i}, opts...)
+		}
+		_, err := dx.All(ctx, fs...)
+		return len(fs), err
+	})
+	c := dx.NewClient(p)
+	if err := rt.Start(ctx); err != nil {
+		return err
+	}
+	defer func() { _ = rt.Shutdown(context.Background()) }()
+	if *idle > 0 {
+		time.Sleep(3 * time.Second) // the runtime reaches its long polls
+		before, err := nodes(ctx, client)
+		if err != nil {
+			return err
+		}
+		time.Sleep(*idle)
+		after, err := nodes(ctx, client)
+		if err != nil {
+			return err
+		}
+		var calls int64
+		for addr, a := range after {
+			calls += a.calls - before[addr].calls
+		}
+		perMin := float64(calls) / idle.Minutes()
+		fmt.Printf("idle: P=%d, %d commands in %v over %d node(s): %.0f commands per minute (INFO commandstats, the INFO calls included)\n",
+			*parts, calls, *idle, len(after), perMin)
+		return json.NewEncoder(os.Stdout).Encode(map[string]any{"partitions": *parts, "idle_commands_per_min": perMin, "nodes": len(after)})
+	}
+	before, err := nodes(ctx, client)
+	if err != nil {
+		return err
+	}
+	obs.mu.Lock()
+	clear(obs.ops)
+	obs.mu.Unlock()
+	start := time.Now()
+	var started atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < *n; i += 8 {
+				if _, err := c.Start(ctx, name, input{i}, dx.WithInstanceID(fmt.Sprintf("pb-%d", i))); err != nil {
+					fmt.Fprintln(os.Stderr, "start:", err)
+					return
+				}
+				started.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	for completed.n.Load() < int64(*n) {
+		if time.Since(start) > 10*time.Minute {
+			return fmt.Errorf("%d of %d completed after 10 minutes", completed.n.Load(), *n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	after, err := nodes(ctx, client)
+	if err != nil {
+		return err
+	}
+	type row struct {
+		addr        string
+		calls, usec int64
+	}
+	var rows []row
+	var calls, usec int64
+	for addr, a := range after {
+		r := row{addr, a.calls - before[addr].calls, a.usec - before[addr].usec}
+		rows = append(rows, r)
+		calls, usec = calls+r.calls, usec+r.usec
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].addr < rows[j].addr })
+	obs.mu.Lock()
+	ops := maps(obs.ops)
+	obs.mu.Unlock()
+	acks := ops["ack_orchestration_item"] + ops["ack_orchestration_item_and_fetch"]
+	fmt.Printf("%s: P=%d, %d orchestrations in %v (%.0f/s) over %d node(s)\n", *workload, *parts, *n, elapsed.Round(time.Millisecond),
+		float64(*n)/elapsed.Seconds(), len(rows))
+	minC, maxC, minU, maxU := rows[0].calls, rows[0].calls, rows[0].usec, rows[0].usec
+	for _, r := range rows {
+		fmt.Printf("  node %-22s %9d commands (%.1f per orch)  %9d us (%.1f per orch)\n", r.addr, r.calls, float64(r.calls)/float64(*n), r.usec, float64(r.usec)/float64(*n))
+		minC, maxC, minU, maxU = min(minC, r.calls), max(maxC, r.calls), min(minU, r.usec), max(maxU, r.usec)
+	}
+	fmt.Printf("  sum: %.1f commands and %.1f us per orchestration; max/min per node: commands %.2f, us %.2f\n",
+		float64(calls)/float64(*n), float64(usec)/float64(*n), float64(maxC)/float64(minC), float64(maxU)/float64(minU))
+	fmt.Printf("  forwards (ob_take calls) %d for %d turn acks: %.2f per ack\n", ops["forward"], acks, float64(ops["forward"])/float64(max(acks, 1)))
+	return json.NewEncoder(os.Stdout).Encode(map[string]any{"workload": *workload, "partitions": *parts, "n": *n, "named_children": *named,
+		"commands_per_orch": float64(calls) / float64(*n), "usec_per_orch": float64(usec) / float64(*n),
+		"max_min_commands": float64(maxC) / float64(minC), "max_min_usec": float64(maxU) / float64(minU), "ops": ops, "seconds": elapsed.Seconds()})
+}
+
+func maps(m map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
