@@ -2,6 +2,7 @@ package redisprovider
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"sync/atomic"
 
@@ -20,8 +21,10 @@ func DropNamespace(ctx context.Context, client redis.UniversalClient, namespace 
 	if err != nil {
 		return 0, provider.NewPermanentError("drop_namespace", err.Error()).WithKind(provider.ErrInvalidInput)
 	}
-	// Every partition's tag, and the root's, is "<ns>:..." (namespaces hold no ':').
-	match := globQuote("{"+keys.Namespace()+":") + "*"
+	// Every partition's tag, and the root's, is "<ns>:0" or "<ns>:<p>/<k>" (keys.go): keys under
+	// such a tag, and no other key whose tag merely starts alike.
+	match := globQuote("{"+keys.Namespace()+":") + "*" + globQuote("}:") + "*"
+	ours := regexp.MustCompile(`^\{` + regexp.QuoteMeta(keys.Namespace()) + `:(0|[0-9]+/[0-9]+)\}:`)
 	var deleted atomic.Int64
 	drop := func(ctx context.Context, c redis.Cmdable) error {
 		var batch []string
@@ -36,6 +39,9 @@ func DropNamespace(ctx context.Context, client redis.UniversalClient, namespace 
 		}
 		iter := c.Scan(ctx, 0, match, 1000).Iterator()
 		for iter.Next(ctx) {
+			if !ours.MatchString(iter.Val()) {
+				continue
+			}
 			if batch = append(batch, iter.Val()); len(batch) == 500 {
 				if err := flush(); err != nil {
 					return err

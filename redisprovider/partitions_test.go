@@ -378,3 +378,24 @@ func kidsOf(root string, n int) []string {
 	}
 	return out
 }
+
+// TestDropNamespaceEveryPartition: DropNamespace deletes the keys of every partition and the root
+// record, and no key of another namespace whose name starts alike.
+func TestDropNamespaceEveryPartition(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 12})
+	skipFsck(t) // dropped
+	partTree(t, p, "root", 8)
+	other := "{" + p.Keyspace().Namespace() + ":0}-not-ours"
+	if err := p.Client().Set(ctx, other, "stays", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Client().Del(context.Background(), other) })
+	if _, err := redisprovider.DropNamespace(ctx, p.Client(), p.Keyspace().Namespace()); err != nil {
+		t.Fatal(err)
+	}
+	if left := namespaceDigest(t, p); left == "" || strings.Count(left, "\n") != 0 || !strings.HasPrefix(left, other+" ") {
+		t.Fatalf("after DropNamespace: %q, want only %s", left, other)
+	}
+}
