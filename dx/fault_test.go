@@ -7,11 +7,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/duroxide-go/dxredis/dx"
 	"github.com/duroxide-go/dxredis/internal/redistest"
@@ -57,7 +59,31 @@ func faultProgram(rt *dx.Runtime) {
 		}
 		return vs[0] + vs[1] + vs[2], nil
 	})
+	// Tree: children named explicitly (in a namespace of several partitions, placed by their own
+	// ids: their starts and completions cross partitions) and one auto-named (in the root's).
+	dx.Register(rt, "Leaf", func(ctx dx.Context, n int) (int, error) {
+		return dx.Call[int](ctx, "Step", n).Await(ctx)
+	})
+	dx.Register(rt, "Tree", func(ctx dx.Context, n int) (int, error) {
+		fs := make([]dx.Future[int], treeWidth)
+		for j := range fs {
+			var opts []dx.SubOption
+			if j > 0 {
+				opts = append(opts, dx.WithInstanceID(fmt.Sprintf("%s-leaf-%d", ctx.InstanceID(), j)))
+			}
+			fs[j] = dx.CallSub[int](ctx, "Leaf", n+j, opts...)
+		}
+		vs, err := dx.All(ctx, fs...)
+		sum := 0
+		for _, v := range vs {
+			sum += v
+		}
+		return sum, err
+	})
 }
+
+// treeWidth is how many children a Tree starts.
+const treeWidth = 5
 
 func faultOptions() dx.Options {
 	return dx.Options{OrchestrationLockTimeout: time.Second, WorkerLockTimeout: time.Second,
@@ -69,7 +95,7 @@ func faultOptions() dx.Options {
 func runChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: os.Getenv("DX_ADDR"), Namespace: os.Getenv("DX_NS"), Logger: quietLogger})
+	p, err := faultProvider(ctx, os.Getenv("DX_ADDR"), os.Getenv("DX_NS"), 0)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
@@ -84,16 +110,36 @@ func runChild() int {
 	return 0
 }
 
-// faultBackend returns an address children can reach and a provider on a fresh namespace there.
+// faultProvider opens a provider on addr: comma-separated addresses are a cluster's nodes.
+func faultProvider(ctx context.Context, addr, ns string, partitions int) (*redisprovider.Provider, error) {
+	opts := redisprovider.Options{Namespace: ns, Logger: quietLogger, Partitions: partitions}
+	if nodes := strings.Split(addr, ","); len(nodes) > 1 {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: nodes, MaxRetries: -1})
+		p, err := redisprovider.NewFromClient(ctx, c, opts)
+		if err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		return p, nil
+	}
+	opts.Addr = addr
+	return redisprovider.New(ctx, opts)
+}
+
+// faultBackend returns an address children can reach (DXREDIS_TEST_CLUSTER's nodes, the server of
+// DXREDIS_TEST_ADDR, or a miniredis this process serves) and a provider on a fresh namespace there.
 func faultBackend(t *testing.T) (addr, ns string, p *redisprovider.Provider) {
 	t.Helper()
-	addr = os.Getenv("DXREDIS_TEST_ADDR")
+	addr = os.Getenv("DXREDIS_TEST_CLUSTER")
+	if addr == "" {
+		addr = os.Getenv("DXREDIS_TEST_ADDR")
+	}
 	if addr == "" {
 		addr = miniredis.RunT(t).Addr() // served by this process, reachable by the children
 	}
 	ns = fmt.Sprintf("dxfault-%d-%d", os.Getpid(), time.Now().UnixNano())
 	parts, _ := strconv.Atoi(os.Getenv("DXREDIS_TEST_PARTITIONS")) // the children adopt the count
-	p, err := redisprovider.New(context.Background(), redisprovider.Options{Addr: addr, Namespace: ns, Logger: quietLogger, Partitions: parts})
+	p, err := faultProvider(context.Background(), addr, ns, parts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +269,78 @@ func TestSigkillMidTurnAndActivity(t *testing.T) {
 	// The survivor takes the victim's locked work over once its locks expire (1 s).
 	waitAll(t, c, ids, 60*time.Second)
 	checkExactlyOnce(t, p, ids, chainOutput)
+	checkFsck(t, p)
+}
+
+// TestSigkillTrees: trees whose children are named explicitly (so that, in a namespace of several
+// partitions, every start and completion crosses partitions through the outboxes) complete exactly
+// once when one of two runtimes is SIGKILLed mid-run: every child started once, every completion
+// delivered once.
+func TestSigkillTrees(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	addr, ns, p := faultBackend(t)
+	c := dx.NewClient(p)
+	n := 20
+	ids := make([]string, n)
+	for i := range ids {
+		id, err := c.Start(context.Background(), "Tree", i*10, dx.WithInstanceID(fmt.Sprintf("tree-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	victim := startChild(t, addr, ns)
+	startChild(t, addr, ns)
+	waitFor(t, "a third of the trees done", func() bool {
+		done := 0
+		for _, id := range ids {
+			if st, _ := c.Status(context.Background(), id); st.Terminal() {
+				done++
+			}
+		}
+		return done >= n/3
+	})
+	if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, c, ids, 60*time.Second)
+	// Each tree: one terminal event with the sum of its leaves (each leaf returns n+j+1), every child
+	// scheduled once and answered once.
+	checkExactlyOnce(t, p, ids, func(i int) string { return strconv.Itoa(treeWidth*(i*10) + treeWidth*(treeWidth+1)/2) })
+	ctx := context.Background()
+	for _, id := range ids {
+		h, err := p.Read(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answered := map[uint64]int{}
+		scheduled := 0
+		for _, ev := range h {
+			switch ev.EventType() {
+			case "SubOrchestrationScheduled":
+				scheduled++
+			case "SubOrchestrationCompleted", "SubOrchestrationFailed":
+				answered[*ev.SourceEventID]++
+			}
+		}
+		if scheduled != treeWidth || len(answered) != treeWidth {
+			t.Fatalf("%s: %d children scheduled, %d answered, want %d", id, scheduled, len(answered), treeWidth)
+		}
+		for e, k := range answered {
+			if k != 1 {
+				t.Fatalf("%s: child of event %d answered %d times", id, e, k)
+			}
+		}
+		for j := 1; j < treeWidth; j++ {
+			leaf := fmt.Sprintf("%s-leaf-%d", id, j)
+			if execs, err := p.ListExecutions(ctx, leaf); err != nil || len(execs) != 1 {
+				t.Fatalf("%s: executions %v, %v, want one", leaf, execs, err)
+			}
+		}
+	}
 	checkFsck(t, p)
 }
 
