@@ -76,6 +76,7 @@ const (
 	stQuiet          // nothing takeable, registered for wake-ups (until quietUntil or dueAt)
 	stHead           // takeable work, the oldest at head
 	stNews           // a wake token announced work: newer than every known head
+	stLooking        // a fetch of this process is looking at it (the others wait for what it finds)
 )
 
 type hubWaiter struct {
@@ -112,7 +113,9 @@ func (h *partHub) class(sig string, keys func(part int) []string) *fetchClass {
 
 // candidates are the partitions a fetch of c should look at now: known heads oldest first, then
 // those not looked at, then those with news; peek lists the ones not looked at when there are
-// two candidates or more (their heads decide the order).
+// two candidates or more (their heads decide the order). The ones not looked at become this
+// fetch's to look at: the other fetches of the class skip them until it has (a rescan or a start
+// costs one look per partition, not one per dispatcher).
 func (h *partHub) candidates(c *fetchClass, now time.Time) (cands []int, peek []int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -120,14 +123,17 @@ func (h *partHub) candidates(c *fetchClass, now time.Time) (cands []int, peek []
 		switch s.state {
 		case stHead:
 			return s.head
-		case stUnknown:
+		case stLooking:
 			return math.MaxInt64 - 1
 		}
 		return math.MaxInt64
 	}
 	for i := range c.parts {
 		s := &c.parts[i]
-		if s.state == stQuiet {
+		switch s.state {
+		case stLooking:
+			continue
+		case stQuiet:
 			if now.Before(s.quietUntil) && (s.dueAt.IsZero() || now.Before(s.dueAt)) {
 				continue
 			}
@@ -136,6 +142,7 @@ func (h *partHub) candidates(c *fetchClass, now time.Time) (cands []int, peek []
 		cands = append(cands, i)
 		if s.state == stUnknown {
 			peek = append(peek, i)
+			s.state = stLooking
 		}
 	}
 	slices.SortStableFunc(cands, func(a, b int) int {
@@ -145,6 +152,28 @@ func (h *partHub) candidates(c *fetchClass, now time.Time) (cands []int, peek []
 		peek = nil
 	}
 	return cands, peek
+}
+
+// unclaim returns the partitions of parts this fetch claimed and did not look at to the others.
+func (h *partHub) unclaim(c *fetchClass, parts []int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, part := range parts {
+		if s := &c.parts[part]; s.state == stLooking {
+			*s = partState{registered: s.registered}
+		}
+	}
+}
+
+// hintOthers tells waiting fetches of c about partitions a peek found work in.
+func (h *partHub) hintOthers(c *fetchClass, parts []int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, part := range parts {
+		if c.parts[part].state == stHead {
+			h.handOffLocked(c, part)
+		}
+	}
 }
 
 // quiet reports whether part is quiet for c now.
@@ -251,15 +280,19 @@ func (h *partHub) fetch(ctx context.Context, op string, c *fetchClass, pollTimeo
 			if len(peek) > 0 {
 				h.peek(ctx, c, peek, rescan, registered, try)
 				cands, _ = h.candidates(c, time.Now())
+				if len(cands) > 1 {
+					h.hintOthers(c, cands[1:])
+				}
 			}
 		}
 		var firstErr error
-		for _, part := range cands {
+		for i, part := range cands {
 			if h.quiet(c, part) { // another fetch of this process just found it empty
 				continue
 			}
 			found, now, next, head, err := try(ctx, part, "h")
 			if err != nil {
+				h.unclaim(c, []int{part})
 				if firstErr == nil {
 					firstErr = err
 				}
@@ -267,6 +300,7 @@ func (h *partHub) fetch(ctx context.Context, op string, c *fetchClass, pollTimeo
 			}
 			if found {
 				h.noteHead(c, part, head, rescan)
+				h.unclaim(c, cands[i+1:])
 				return nil
 			}
 			h.noteEmpty(c, part, now, next, rescan, registered)
@@ -308,6 +342,7 @@ func (h *partHub) peek(ctx context.Context, c *fetchClass, parts []int, rescan, 
 		r := out[i]
 		switch {
 		case r.err != nil:
+			h.unclaim(c, []int{part})
 		case r.head >= 0:
 			h.noteHead(c, part, r.head, rescan)
 		default:
