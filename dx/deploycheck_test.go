@@ -250,8 +250,14 @@ func TestCheckReplayRefusesBadInput(t *testing.T) {
 	rt := dx.NewRuntime(nil, dx.Options{Logger: quietLogger})
 	p := newProvider(t)
 	for name, call := range map[string]func() error{
-		"nil provider": func() error { _, err := dx.CheckReplay(context.Background(), nil, rt, dx.CheckReplayOptions{}); return err },
-		"nil runtime":  func() error { _, err := dx.CheckReplay(context.Background(), p, nil, dx.CheckReplayOptions{}); return err },
+		"nil provider": func() error {
+			_, err := dx.CheckReplay(context.Background(), nil, rt, dx.CheckReplayOptions{})
+			return err
+		},
+		"nil runtime": func() error {
+			_, err := dx.CheckReplay(context.Background(), p, nil, dx.CheckReplayOptions{})
+			return err
+		},
 		"NaN budget": func() error {
 			_, err := dx.CheckReplay(context.Background(), p, rt, dx.CheckReplayOptions{ReadsPerSecond: math.NaN()})
 			return err

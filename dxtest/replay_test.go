@@ -98,7 +98,9 @@ func TestRequireReplayable(t *testing.T) {
 
 	reordered := dx.NewRuntime(nil, dx.Options{})
 	register(reordered, "Charge", "Reserve")
-	msg := failure(t, func(ft *fakeT) { dxtest.RequireReplayable(ft, env.Provider, reordered, dx.CheckReplayOptions{ReadsPerSecond: -1}) })
+	msg := failure(t, func(ft *fakeT) {
+		dxtest.RequireReplayable(ft, env.Provider, reordered, dx.CheckReplayOptions{ReadsPerSecond: -1})
+	})
 	if !strings.Contains(msg, `nondeterminism: instance "order-1" (Running, Order 1.0.0, execution 1) at event 2`) ||
 		!strings.Contains(msg, `history: activity Reserve("o")`) || !strings.Contains(msg, `code:    calls activity Charge("o")`) {
 		t.Fatalf("reordered calls: %q", msg)
