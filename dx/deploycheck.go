@@ -107,7 +107,8 @@ type CheckReplayGroup struct {
 type CheckReplayReport struct {
 	// Groups has one row per orchestration version seen, by name, then version.
 	Groups []CheckReplayGroup
-	// Breaks lists every instance the build would break, running ones first.
+	// Breaks lists every instance the build would break: running ones first, then by
+	// orchestration, version and instance.
 	Breaks []ReplayBreak
 	// Truncated says that more instances were running than MaxRunning: the rest was not checked.
 	Truncated bool
@@ -225,8 +226,19 @@ func CheckReplay(ctx context.Context, p provider.Provider, rt *Runtime, opts Che
 	slices.SortFunc(c.rep.Groups, func(a, b CheckReplayGroup) int {
 		return cmp.Or(cmp.Compare(a.Orchestration, b.Orchestration), cmp.Compare(a.Version, b.Version))
 	})
+	slices.SortStableFunc(c.rep.Breaks, func(a, b ReplayBreak) int {
+		return cmp.Or(cmp.Compare(statusRank(a.Status), statusRank(b.Status)), cmp.Compare(a.Orchestration, b.Orchestration),
+			cmp.Compare(a.Version, b.Version), cmp.Compare(a.Instance, b.Instance))
+	})
 	c.rep.Elapsed = time.Since(began)
 	return c.rep, err
+}
+
+func statusRank(s string) int {
+	if s == provider.StatusRunning {
+		return 0
+	}
+	return 1
 }
 
 func orDefault(v, def int) int {
@@ -445,8 +457,8 @@ func (c *checker) check(id, status string) error {
 			return nil
 		}
 		b.Kind = BreakNotRegistered
-		b.Message = fmt.Sprintf("orchestration %q version %s is not registered on this build: no process of it can run the instance's next turn "+
-			"(register the version again, or let the instances drain first)", st.Name, st.Version)
+		b.Message = fmt.Sprintf("orchestration %q version %s is not registered on this build: no process of it can run the instance's next turn",
+			st.Name, st.Version)
 		c.broke(g, status, b)
 		return nil
 	}
