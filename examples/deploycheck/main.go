@@ -1,16 +1,12 @@
 // Command deploycheck shows the check before a deploy (dx.CheckReplay): replay what is live now
-// against the build about to ship and see which instances it would break, before it ships.
+// against the build about to ship and see which instances it would break, before it ships. A
+// change that swaps two activity calls breaks the orders in flight: the report names them, with
+// the event where the new code diverges. The same change as a new version, next to the old one,
+// breaks nothing. An orchestration that never ends (it continues as new) cannot drain: its old
+// code, kept, continues as new onto the new version, and the versions in flight show the old one
+// drain; then a build without the old versions passes the check.
 //
-//   - A change that swaps two activity calls breaks the orders in flight: the report names them,
-//     with the event where the new code diverges.
-//
-//   - The same change as a new version, next to the old one, breaks nothing.
-//
-//   - An orchestration that never ends (it continues as new) cannot drain: its old code, kept,
-//     continues as new onto the new version, and the versions in flight show the old one drain.
-//     Then a build without the old versions passes the check.
-//
-//     go run ./examples/deploycheck
+//	go run ./examples/deploycheck
 package main
 
 import (
