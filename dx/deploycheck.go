@@ -179,7 +179,8 @@ func (r *CheckReplayReport) String() string {
 // A running instance is checked as its next turn would run on the build: its current
 // execution's history is replayed (with the KV its earlier executions left) and must be
 // reproduced event for event; its orchestration version must be registered; and the activities
-// it waits for must be registered (unless ActivitiesElsewhere). A finished instance's last
+// it waits for must be registered (unless ActivitiesElsewhere). (An instance between a
+// continue-as-new and its next execution has nothing to replay: that execution starts afresh.) A finished instance's last
 // execution is replayed up to its last turn, as a live instance that had not run that turn yet
 // would be: a sample of the code's paths. Changes that a replay cannot see are not found, as they
 // break nothing: a changed activity body, a timer's duration (timers match by position), code
