@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/duroxide-go/dxredis/provider"
@@ -140,30 +141,16 @@ func (r *CheckReplayReport) String() string {
 	if r.Truncated {
 		b.WriteString("more instances were running than MaxRunning: the rest was not checked\n")
 	}
-	rows := [][]string{{"ORCHESTRATION", "VERSION", "REGISTERED", "RUNNING", "FINISHED", "CLEAN", "BROKEN", "SKIPPED"}}
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ORCHESTRATION\tVERSION\tREGISTERED\tRUNNING\tFINISHED\tCLEAN\tBROKEN\tSKIPPED")
 	for _, g := range r.Groups {
 		reg := "no"
 		if g.Registered {
 			reg = "yes"
 		}
-		rows = append(rows, []string{g.Orchestration, g.Version, reg, fmt.Sprint(g.Running), fmt.Sprint(g.Finished),
-			fmt.Sprint(g.Clean), fmt.Sprint(g.Broken), fmt.Sprint(g.Skipped)})
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", g.Orchestration, g.Version, reg, g.Running, g.Finished, g.Clean, g.Broken, g.Skipped)
 	}
-	width := make([]int, len(rows[0]))
-	for _, row := range rows {
-		for i, c := range row {
-			width[i] = max(width[i], len(c))
-		}
-	}
-	for _, row := range rows {
-		for i, c := range row {
-			if i == len(row)-1 {
-				b.WriteString(c + "\n")
-			} else {
-				b.WriteString(c + strings.Repeat(" ", width[i]-len(c)+2))
-			}
-		}
-	}
+	_ = tw.Flush()
 	for _, br := range r.Breaks {
 		b.WriteString(br.String() + "\n")
 	}
@@ -179,12 +166,12 @@ func (r *CheckReplayReport) String() string {
 // A running instance is checked as its next turn would run on the build: its current
 // execution's history is replayed (with the KV its earlier executions left) and must be
 // reproduced event for event; its orchestration version must be registered; and the activities
-// it waits for must be registered (unless ActivitiesElsewhere). (An instance between a
-// continue-as-new and its next execution has nothing to replay: that execution starts afresh.) A finished instance's last
-// execution is replayed up to its last turn, as a live instance that had not run that turn yet
-// would be: a sample of the code's paths. Changes that a replay cannot see are not found, as they
-// break nothing: a changed activity body, a timer's duration (timers match by position), code
-// after the point every instance has reached.
+// it waits for must be registered (unless ActivitiesElsewhere). An instance between a
+// continue-as-new and its next execution has nothing to replay: that execution starts afresh. A
+// finished instance's last execution is replayed up to its last turn, as a live instance that had
+// not run that turn yet would be: a sample of the code's paths. Changes that a replay cannot see
+// are not found, as they break nothing: a changed activity body, a timer's duration (timers match
+// by position), code after the point every instance has reached.
 //
 // It is read-only and safe to point at production: it only lists instances and reads their
 // histories and metadata through p.Admin() (and, where p has them, redisprovider's paged listing
@@ -195,11 +182,11 @@ func (r *CheckReplayReport) String() string {
 // more; listings are one read per 1,000 ids (the finished ones: every page of the status index,
 // to reach its newest end).
 //
-// It fails with ErrInvalidInput for a nil provider or runtime, a provider without Admin or a
-// bad option; a failed read ends it with that error and the report of what was checked so far.
+// It fails with ErrInvalidInput for a nil context, provider or runtime, a provider without Admin
+// or a bad option; a failed read ends it with that error and the report of what was checked so far.
 func CheckReplay(ctx context.Context, p provider.Provider, rt *Runtime, opts CheckReplayOptions) (*CheckReplayReport, error) {
-	if nilProvider(p) || rt == nil {
-		return nil, fmt.Errorf("dx: CheckReplay needs a provider and a runtime with the build's registrations (%w)", ErrInvalidInput)
+	if ctx == nil || nilProvider(p) || rt == nil {
+		return nil, fmt.Errorf("dx: CheckReplay needs a context, a provider and a runtime with the build's registrations (%w)", ErrInvalidInput)
 	}
 	admin, ok := p.Admin()
 	if !ok || admin == nil {

@@ -254,6 +254,11 @@ func TestCheckReplayRefusesBadInput(t *testing.T) {
 			_, err := dx.CheckReplay(context.Background(), nil, rt, dx.CheckReplayOptions{})
 			return err
 		},
+		"nil context": func() error {
+			var nilCtx context.Context
+			_, err := dx.CheckReplay(nilCtx, p, rt, dx.CheckReplayOptions{})
+			return err
+		},
 		"nil runtime": func() error {
 			_, err := dx.CheckReplay(context.Background(), p, nil, dx.CheckReplayOptions{})
 			return err
