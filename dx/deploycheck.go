@@ -113,7 +113,8 @@ type CheckReplayReport struct {
 	Breaks []ReplayBreak
 	// Truncated says that more instances were running than MaxRunning: the rest was not checked.
 	Truncated bool
-	// Gone counts instances listed but deleted (or expired) before their history was read.
+	// Gone counts instances listed but deleted (or expired) before their history was read, and
+	// running ones that finished (or continued as new) in between: not checked.
 	Gone int
 	// Reads is the provider calls made; Elapsed the check's time.
 	Reads   int
@@ -379,7 +380,7 @@ func (c *checker) checkFinished() error {
 			if err != nil {
 				return err
 			}
-			if info.Status == status { // (one that moved on is not finished, or listed again)
+			if info.Status == status { // (not one deleted and started again since the listing)
 				cands = append(cands, cand{info, status})
 			}
 		}
@@ -421,12 +422,12 @@ func (c *checker) check(id, status string) error {
 		hist, err = c.admin.ReadHistory(c.ctx, id)
 		return err
 	})
-	if errors.Is(err, provider.ErrNotFound) || err == nil && len(hist) == 0 {
-		c.rep.Gone++
-		return nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, provider.ErrNotFound) {
 		return err
+	}
+	if len(hist) == 0 || status == provider.StatusRunning && hist[len(hist)-1].IsTerminal() {
+		c.rep.Gone++ // deleted, or (listed as running) finished or continued as new meanwhile
+		return nil
 	}
 	first := hist[0]
 	st, ok := first.Kind.(provider.OrchestrationStartedEvent)
