@@ -81,16 +81,18 @@ func digest(t *testing.T, p *redisprovider.Provider, ids []string) string {
 	ctx := context.Background()
 	c := p.Client()
 	var keys []string
-	iter := c.Scan(ctx, 0, p.Keyspace().Prefix(0)+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		for _, id := range ids {
-			if strings.HasSuffix(iter.Val(), ":"+id) {
-				keys = append(keys, iter.Val())
+	for part := range p.Keyspace().Partitions() {
+		iter := c.Scan(ctx, 0, strings.NewReplacer("{", `\{`, "}", `\}`).Replace(p.Keyspace().Prefix(part))+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			for _, id := range ids {
+				if strings.HasSuffix(iter.Val(), ":"+id) {
+					keys = append(keys, iter.Val())
+				}
 			}
 		}
-	}
-	if err := iter.Err(); err != nil {
-		t.Fatal(err)
+		if err := iter.Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	slices.Sort(keys)
 	var b strings.Builder

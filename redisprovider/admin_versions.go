@@ -3,6 +3,7 @@ package redisprovider
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -37,7 +38,7 @@ const versionsPage = 500
 // name, then version (semantic order). An instance whose start is queued but not run yet
 // (Pending) has no version yet and is not counted.
 //
-// Cost: a walk of the status indexes of Running and ContinuedAsNew instances, one read-only
+// Cost (per partition, the partitions at once): a walk of the status indexes of Running and ContinuedAsNew instances, one read-only
 // script per 500 of them (O(log N + 500): two hash reads per instance), so O(instances in
 // flight) in all; finished instances cost nothing. Nothing is added to a start or a finish: there
 // is no index of its own. The counts are exact when nothing changes during the walk (up to 500
@@ -46,10 +47,17 @@ const versionsPage = 500
 // is counted.
 func (p *Provider) VersionsInFlight(ctx context.Context) ([]VersionInFlight, error) {
 	const op = "versions_in_flight"
-	seen := map[string]flight{}
-	// One partition today; a namespace split into partitions walks each (an instance lives in one).
-	if err := p.flightsIn(ctx, op, 0, seen); err != nil {
+	// Each partition is walked (at once); an instance lives in one.
+	parts := make([]map[string]flight, p.keys.Partitions())
+	if err := p.inPartitions(ctx, func(ctx context.Context, part int) error {
+		parts[part] = map[string]flight{}
+		return p.flightsIn(ctx, op, part, parts[part])
+	}); err != nil {
 		return nil, err
+	}
+	seen := map[string]flight{}
+	for _, m := range parts {
+		maps.Copy(seen, m)
 	}
 	groups := map[[2]string]*VersionInFlight{}
 	for _, f := range seen {
