@@ -21,11 +21,14 @@ import (
 type FormatError struct {
 	Namespace string
 	Found     int  // the namespace's format (1: the layout of the releases before format 2)
-	Migrating bool // dxctl migrate is converting it (Found is the format it comes from)
+	Migrating bool // dxctl migrate is converting it (Found is the format it comes from) or re-partitioning it (Found is 2)
 }
 
 func (e *FormatError) Error() string {
 	switch {
+	case e.Migrating && e.Found == dxredis.Format:
+		return fmt.Sprintf("dxredis: namespace %q is being re-partitioned (dxctl migrate --partitions): wait for it to finish, or run it again if it stopped",
+			e.Namespace)
 	case e.Migrating:
 		return fmt.Sprintf("dxredis: namespace %q is being migrated from format %d to format %d: wait for `dxctl migrate` to finish, or run it again if it stopped",
 			e.Namespace, e.Found, dxredis.Format)
@@ -209,6 +212,9 @@ func (p *Provider) setupPartitions(ctx context.Context) error {
 		return p.mapErr(op, err)
 	}
 	p.keys = keys
+	if r.migrating {
+		return nil // no records while dxctl migrate moves the namespace (checkFormat refuses it)
+	}
 	return p.initPartitions(ctx)
 }
 
