@@ -32,8 +32,17 @@ func DropNamespace(ctx context.Context, client redis.UniversalClient, namespace 
 			if len(batch) == 0 {
 				return nil
 			}
-			n, err := c.Del(ctx, batch...).Result()
-			deleted.Add(n)
+			// One DEL per key: a node of a cluster serves several partitions, and a DEL of keys
+			// in different slots is refused (CROSSSLOT).
+			pipe := c.Pipeline()
+			dels := make([]*redis.IntCmd, len(batch))
+			for i, k := range batch {
+				dels[i] = pipe.Del(ctx, k)
+			}
+			_, err := pipe.Exec(ctx)
+			for _, d := range dels {
+				deleted.Add(d.Val())
+			}
 			batch = batch[:0]
 			return err
 		}

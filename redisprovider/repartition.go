@@ -450,14 +450,17 @@ func (r *repart) scan(ctx context.Context, fn func(context.Context, []oldKey) er
 		}
 		return nil
 	})
-	if err != nil {
-		var pe *provider.ProviderError
-		if errors.As(err, &pe) || errors.Is(err, errMigrateStopped) || errors.Is(err, ErrNamespaceBusy) {
-			return err
-		}
-		return r.p.mapErr("migrate", err)
+	return r.fail(err)
+}
+
+// fail maps a Redis error to a provider error; the stop of a test, a busy namespace and provider
+// errors stay as they are.
+func (r *repart) fail(err error) error {
+	var pe *provider.ProviderError
+	if err == nil || errors.As(err, &pe) || errors.Is(err, errMigrateStopped) || errors.Is(err, ErrNamespaceBusy) {
+		return err
 	}
-	return nil
+	return r.p.mapErr("migrate", err)
 }
 
 // check refuses a key this release does not know (before the plan: nothing written).
@@ -534,13 +537,23 @@ func (r *repart) checkItems(ctx context.Context) error {
 	return err
 }
 
-// copyStep writes in one transaction per partition (pipe's commands), as one step.
-func (r *repart) copyStep(ctx context.Context, write func(redis.Pipeliner)) error {
+// copyStep runs write, which queues the commands for partition q on tx(q), as one step: one
+// transaction per partition written to (a transaction cannot span slots).
+func (r *repart) copyStep(ctx context.Context, write func(tx func(q int) redis.Pipeliner)) error {
 	if err := r.steps.next(); err != nil {
 		return err
 	}
-	if _, err := r.p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error { write(pipe); return nil }); err != nil {
-		return err
+	pipes := map[int]redis.Pipeliner{}
+	write(func(q int) redis.Pipeliner {
+		if pipes[q] == nil {
+			pipes[q] = r.p.rdb.TxPipeline()
+		}
+		return pipes[q]
+	})
+	for _, q := range slices.Sorted(maps.Keys(pipes)) {
+		if _, err := pipes[q].Exec(ctx); err != nil {
+			return err
+		}
 	}
 	r.steps.done++
 	return nil
@@ -625,14 +638,14 @@ func (r *repart) moveMembers(ctx context.Context, k oldKey, role keyRole) error 
 			return err
 		}
 		r.moved.members += len(ids)
-		return r.copyStep(ctx, func(pipe redis.Pipeliner) {
+		return r.copyStep(ctx, func(tx func(int) redis.Pipeliner) {
 			for i, q := range homes {
 				if q < 0 {
 					continue // an entry of an item that does not exist (fsck: item_index_without_item)
 				}
-				write(pipe, r.to.Prefix(q)+k.rest, i)
+				write(tx(q), r.to.Prefix(q)+k.rest, i)
 				if ready && pin != "-" {
-					pipe.SAdd(ctx, r.to.Prefix(q)+"oq:pins", pin)
+					tx(q).SAdd(ctx, r.to.Prefix(q)+"oq:pins", pin)
 				}
 			}
 		})
@@ -717,15 +730,15 @@ func (r *repart) moveWorkInst(ctx context.Context, k oldKey, inst string) error 
 	}
 	if len(fields) > 0 {
 		own := r.to.PartitionOf(inst)
-		err := r.copyStep(ctx, func(pipe redis.Pipeliner) {
+		err := r.copyStep(ctx, func(tx func(int) redis.Pipeliner) {
 			for i, f := range fields {
 				q := homes[i]
 				if q < 0 {
 					q = own // items gone: the entry stays with the instance, as it was
 				}
-				pipe.HSet(ctx, r.to.Prefix(q)+k.rest, f, all[f])
+				tx(q).HSet(ctx, r.to.Prefix(q)+k.rest, f, all[f])
 				if q != own {
-					pipe.HSet(ctx, r.to.Prefix(own)+k.rest, f, "@"+strconv.Itoa(q))
+					tx(own).HSet(ctx, r.to.Prefix(own)+k.rest, f, "@"+strconv.Itoa(q))
 				}
 			}
 		})
@@ -859,7 +872,7 @@ func (r *repart) moveKeys(ctx context.Context, batch []oldKey) error {
 		return err
 	}
 	multi := r.to.Partitions() > 1
-	err = r.copyStep(ctx, func(pipe redis.Pipeliner) {
+	err = r.copyStep(ctx, func(tx func(int) redis.Pipeliner) {
 		for i, k := range keys {
 			v := vals[i]
 			if v.typ == "none" {
@@ -888,7 +901,7 @@ func (r *repart) moveKeys(ctx context.Context, batch []oldKey) error {
 					if len(away) == 0 {
 						chx.typ = "none"
 					}
-					writeValue(ctx, pipe, r.to.Prefix(q)+"chx:"+owners[i], chx)
+					writeValue(ctx, tx(q), r.to.Prefix(q)+"chx:"+owners[i], chx)
 				}
 			case roleItem:
 				r.moved.items++
@@ -898,7 +911,7 @@ func (r *repart) moveKeys(ctx context.Context, batch []oldKey) error {
 					q = r.to.PartitionOf(v.hash["i"])
 				}
 				if tk := v.hash["t"]; tk != "" && tk != "-" {
-					pipe.SAdd(ctx, r.to.Prefix(q)+"wq:tks", tk)
+					tx(q).SAdd(ctx, r.to.Prefix(q)+"wq:tks", tk)
 				}
 			case roleSess:
 				if strings.HasPrefix(k.rest, "wq:sess:") {
@@ -907,7 +920,7 @@ func (r *repart) moveKeys(ctx context.Context, batch []oldKey) error {
 				q = r.to.SessionPartition(owners[i])
 			}
 			r.moved.keys++
-			writeValue(ctx, pipe, r.to.Prefix(q)+k.rest, v)
+			writeValue(ctx, tx(q), r.to.Prefix(q)+k.rest, v)
 		}
 	})
 	if err != nil {
@@ -956,14 +969,22 @@ func (r *repart) finish(ctx context.Context) (bool, error) {
 			old = append(old, r.from.Meta(part))
 		}
 	}
-	if len(old) > 0 {
-		if n, err := r.p.rdb.Exists(ctx, old...).Result(); err != nil {
-			return false, r.p.mapErr(op, err)
-		} else if n > 0 {
-			if err := r.deleteStep(ctx, old); err != nil {
-				return false, r.p.mapErr(op, err)
-			}
+	pipe := r.p.rdb.Pipeline()
+	exists := make([]*redis.IntCmd, len(old))
+	for i, k := range old {
+		exists[i] = pipe.Exists(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, r.p.mapErr(op, err)
+	}
+	var left []string
+	for i, c := range exists {
+		if c.Val() > 0 {
+			left = append(left, old[i])
 		}
+	}
+	if err := r.deleteStep(ctx, left); err != nil {
+		return false, r.fail(err)
 	}
 	if r.to.Partitions() > 1 {
 		for q := range r.to.Partitions() {

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
@@ -89,7 +88,7 @@ func repartRuntime(p *redisprovider.Provider, anyTag bool) *dx.Runtime {
 // session; a parent waiting on its children of both kinds) and stops its runtime. It returns the
 // instances a runtime completes afterwards (once "go" is raised on the waiters) with their
 // outputs.
-func repartWorld(t *testing.T, p *redisprovider.Provider) map[string]string {
+func repartWorld(t *testing.T, p *redisprovider.Provider, hellos int) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	rt := repartRuntime(p, false)
@@ -102,7 +101,7 @@ func repartWorld(t *testing.T, p *redisprovider.Provider) map[string]string {
 			t.Fatal(err)
 		}
 	}
-	for i := range 8 {
+	for i := range hellos {
 		start("Hello", fmt.Sprint("hello-", i), fmt.Sprint("n", i))
 	}
 	start("Tree", "tree", 2)
@@ -114,6 +113,7 @@ func repartWorld(t *testing.T, p *redisprovider.Provider) map[string]string {
 	}
 	start("Tagged", "tagged", "t")
 	start("Sess", "sess", "s")
+	start("Sess", crossSession(t), "d") // deleted after the moves (TestRepartition)
 	start("Parent", "parent", 2)
 	var kids []string
 	for i := range 2 {
@@ -123,7 +123,7 @@ func repartWorld(t *testing.T, p *redisprovider.Provider) map[string]string {
 	}
 	want["parent"] = strings.Join(kids, ",")
 	waitFor(t, 30*time.Second, "the fixture to settle", func() bool {
-		for i := range 8 {
+		for i := range hellos {
 			if st, _ := c.Status(ctx, fmt.Sprint("hello-", i)); st.State != dx.StateCompleted {
 				return false
 			}
@@ -139,7 +139,7 @@ func repartWorld(t *testing.T, p *redisprovider.Provider) map[string]string {
 			}
 		}
 		d, err := p.GetQueueDepths(ctx)
-		return err == nil && d.WorkerQueue == 2 // the tagged item and the session's
+		return err == nil && d.WorkerQueue == 3 // the tagged item and the sessions' two
 	})
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -166,6 +166,20 @@ func repartWorld(t *testing.T, p *redisprovider.Provider) map[string]string {
 		}
 	}
 	return want
+}
+
+// crossSession is the id of an instance whose session "s-d" lives in another partition than the
+// instance at 12 partitions.
+func crossSession(t *testing.T) string {
+	t.Helper()
+	tags, _ := dxredis.PartitionTags("x", 12)
+	ks, _ := dxredis.NewKeyspace("x")
+	ks, _ = ks.WithTags(tags)
+	for i := 0; ; i++ {
+		if id := fmt.Sprint("sess-del-", i); ks.PartitionOf(id) != ks.SessionPartition("s-d") {
+			return id
+		}
+	}
 }
 
 func mustAtoi(t *testing.T, s string) int {
@@ -277,18 +291,24 @@ func repartitionTo(t *testing.T, p *redisprovider.Provider, n int) *redisprovide
 
 // TestRepartition moves a namespace holding finished and running instances (queued messages, a
 // delayed timer, worker items, a session, KV, custom status, trees with children of both kinds)
-// from 1 partition to 12, 4, 12 and 1: after each move every reading through the provider API is
+// from 1 partition to 12, 4, 12, 1 and 12: after each move every reading through the provider API is
 // the same and fsck finds nothing; a runtime started at the end completes the running instances
 // with the outputs they would have had.
 func TestRepartition(t *testing.T) {
 	t.Parallel()
 	p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 1})
-	want := repartWorld(t, p)
+	want := repartWorld(t, p, 8)
 	before := repartReading(t, p)
 	t.Log(before[strings.Index(before, "metrics"):])
 	cur := p
-	for _, n := range []int{12, 4, 12, 1} {
+	for _, n := range []int{12, 4, 12, 1, 12} {
+		seq := maxSeq(t, cur)
 		cur = repartitionTo(t, cur, n)
+		for part := range n {
+			if got, _ := cur.Client().HGet(context.Background(), cur.Keyspace().Meta(part), "seq").Uint64(); got < seq {
+				t.Fatalf("after the move to %d partitions, partition %d's enqueue sequence is %d, below the %d before", n, part, got, seq)
+			}
+		}
 		if got := repartReading(t, cur); got != before {
 			t.Fatalf("after the move to %d partitions the namespace reads differently:\n%s", n, readingDiff(before, got))
 		}
@@ -297,10 +317,47 @@ func TestRepartition(t *testing.T) {
 			t.FailNow()
 		}
 	}
-	if _, err := reopenWith(t, cur, 12); err == nil {
-		t.Fatal("a provider of 12 partitions opens the namespace moved to 1")
+	if _, err := reopenWith(t, cur, 4); err == nil {
+		t.Fatal("a provider of 4 partitions opens the namespace moved to 12")
+	}
+	// An instance deleted after the moves takes its session's item along (the worker index of its
+	// partition notes where the item went).
+	ctx := context.Background()
+	if _, err := cur.DeleteInstance(ctx, crossSession(t), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.ForwardAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := cur.GetQueueDepths(ctx); err != nil || d.WorkerQueue != 2 {
+		t.Fatalf("after deleting an instance with a queued session item: %+v %v, want 2 worker items left", d, err)
 	}
 	finishWorld(t, cur, want)
+	// Every tree settled: each parent counts no unsettled child (retention's bookkeeping, kept
+	// across partitions by the pp and chx keys the move rebuilt).
+	ids, err := cur.ListInstances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if open := cur.Client().HGet(ctx, cur.Keyspace().Instance(id), "open").Val(); open != "" && open != "0" {
+			t.Errorf("%s counts %s unsettled children after its tree finished", id, open)
+		}
+	}
+}
+
+// maxSeq is the greatest enqueue sequence number of p's partitions.
+func maxSeq(t *testing.T, p *redisprovider.Provider) uint64 {
+	t.Helper()
+	var m uint64
+	for part := range p.Keyspace().Partitions() {
+		n, err := p.Client().HGet(context.Background(), p.Keyspace().Meta(part), "seq").Uint64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m = max(m, n)
+	}
+	return m
 }
 
 // finishWorld runs the fixture's instances to their end on p's namespace and checks their
@@ -449,18 +506,76 @@ func cloneNamespace(t *testing.T, p *redisprovider.Provider) *redisprovider.Prov
 	return q
 }
 
+// layoutOf is every key of p's namespace, its partition's tag replaced by the partition's index
+// (R for the root record's), with its value (hashes and sets sorted, sorted sets with scores),
+// without the format records' tags: equal layouts, one namespace stored alike.
+func layoutOf(t *testing.T, p *redisprovider.Provider) string {
+	t.Helper()
+	ctx := context.Background()
+	ks := p.Keyspace()
+	name := map[string]string{"{" + ks.Namespace() + ":0}:": "R:"}
+	for part := range ks.Partitions() {
+		name[ks.Prefix(part)] = strconv.Itoa(part) + ":"
+	}
+	c := p.Client()
+	var mu sync.Mutex
+	var lines []string
+	scan := func(ctx context.Context, n redis.Cmdable) error {
+		iter := n.Scan(ctx, 0, "{"+ks.Namespace()+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			end := strings.Index(k, "}:") + 2
+			var v string
+			switch c.Type(ctx, k).Val() {
+			case "string":
+				v = c.Get(ctx, k).Val()
+			case "hash":
+				h := c.HGetAll(ctx, k).Val()
+				if k[end:] == "meta" {
+					delete(h, "tags")
+				}
+				v = fmt.Sprint(h)
+			case "set":
+				m := c.SMembers(ctx, k).Val()
+				slices.Sort(m)
+				v = fmt.Sprint(m)
+			case "zset":
+				v = fmt.Sprint(c.ZRangeWithScores(ctx, k, 0, -1).Val())
+			case "list":
+				v = fmt.Sprint(c.LRange(ctx, k, 0, -1).Val())
+			}
+			mu.Lock()
+			lines = append(lines, name[k[:end]]+k[end:]+" = "+v)
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	var err error
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return scan(ctx, n) })
+	} else {
+		err = scan(ctx, c)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
 // TestRepartitionStoppedAfterEachStep: a move stopped after any of its steps (as a crash there
-// would leave it) refuses every provider, and a second run ends where an uninterrupted move does:
+// would leave it) refuses every provider, and a second run ends where an uninterrupted move does
+// (the same keys and values, fsck clean):
 // from 1 partition to 3, and from 3 to 2 (partitions split and merged).
 func TestRepartitionStoppedAfterEachStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 1})
-	repartWorld(t, p)
+	repartWorld(t, p, 1)
 	src := p
 	for _, n := range []int{3, 2} {
 		ref := repartitionTo(t, cloneNamespace(t, src), n) // (waits for the runtime's registrations to lapse)
-		want := repartReading(t, ref)
+		want := layoutOf(t, ref)
 		steps := 0
 		for stop := 1; ; stop++ {
 			q := cloneNamespace(t, src)
@@ -485,12 +600,15 @@ func TestRepartitionStoppedAfterEachStep(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%d -> %d, stopped after %d steps, then migrate: open: %v", src.Keyspace().Partitions(), n, stop, err)
 			}
-			if got := repartReading(t, r); got != want {
+			if got := layoutOf(t, r); got != want {
 				t.Fatalf("%d -> %d, stopped after %d steps, then migrate: the namespace reads differently:\n%s", src.Keyspace().Partitions(), n, stop, readingDiff(want, got))
 			}
 			checkFsck(t, r)
 			if t.Failed() {
 				t.FailNow()
+			}
+			if _, err := redisprovider.DropNamespace(ctx, q.Client(), ns); err != nil { // (SCANs stay short)
+				t.Fatal(err)
 			}
 		}
 		t.Logf("%d -> %d partitions: %d steps, each stopped after and run again", src.Keyspace().Partitions(), n, steps)
@@ -498,5 +616,140 @@ func TestRepartitionStoppedAfterEachStep(t *testing.T) {
 			t.Fatalf("%d -> %d partitions took %d steps: want the plan, marks, copies, deletes and records", src.Keyspace().Partitions(), n, steps)
 		}
 		src = ref
+	}
+}
+
+// ks is a keyspace of n partitions (placement only depends on the count).
+func ks(n int) dxredis.Keyspace {
+	tags, _ := dxredis.PartitionTags("x", n)
+	k, _ := dxredis.NewKeyspace("x")
+	k, _ = k.WithTags(tags)
+	return k
+}
+
+// TestRepartitionRefused: Migrate refuses to re-partition (and writes nothing) while a turn is
+// locked, while an outbox holds entries it cannot forward, when two worker items of one id would
+// meet in a partition, and when the namespace holds a key of no kind it knows; a bad count is
+// invalid input, as is another count than the one a re-partitioning under way moves to.
+func TestRepartitionRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	refused := func(t *testing.T, p *redisprovider.Provider, n int, want error) {
+		t.Helper()
+		before := namespaceDigest(t, p)
+		_, err := redisprovider.Migrate(ctx, p.Client(), p.Keyspace().Namespace(), redisprovider.MigrateOptions{Partitions: n})
+		if !errors.Is(err, want) {
+			t.Fatalf("migrate to %d partitions: %v, want %v", n, err, want)
+		}
+		if after := namespaceDigest(t, p); after != before {
+			t.Fatalf("a refused migrate to %d partitions wrote:\n%s", n, readingDiff(before, after))
+		}
+	}
+	t.Run("locked", func(t *testing.T) {
+		p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 1})
+		layoutEnqueue(t, p, layoutStart("a"), layoutStart("b"))
+		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		if err != nil || it == nil {
+			t.Fatalf("fetch: %v %v", it, err)
+		}
+		refused(t, p, 12, redisprovider.ErrNamespaceBusy)
+		if err := p.AbandonOrchestrationItem(ctx, it.LockToken, 0, true); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("outbox", func(t *testing.T) {
+		p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 12})
+		skipFsck(t) // an outbox for a partition the namespace does not have
+		layoutEnqueue(t, p, layoutStart("a"))
+		pre := p.Keyspace().Prefix(3)
+		p.Client().RPush(ctx, pre+"ob:99", "1 o 1:a2:{}1:O1:0")
+		p.Client().HSet(ctx, pre+"ob:seq", "99", "1")
+		p.Client().ZAdd(ctx, pre+"ob:dirty", redis.Z{Score: 1, Member: "99"})
+		refused(t, p, 4, redisprovider.ErrNamespaceBusy)
+	})
+	t.Run("items", func(t *testing.T) {
+		p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 12})
+		skipFsck(t) // hand-made items
+		layoutEnqueue(t, p, layoutStart("a"))
+		// Two instances of different partitions at 12 and of one at 4, each with an item "a5".
+		var a, b string
+		for i := 0; b == ""; i++ {
+			id := fmt.Sprint("i-", i)
+			switch {
+			case a == "":
+				a = id
+			case ks(12).PartitionOf(id) != ks(12).PartitionOf(a) && ks(4).PartitionOf(id) == ks(4).PartitionOf(a):
+				b = id
+			}
+		}
+		for _, id := range []string{a, b} {
+			p.Client().HSet(ctx, p.Keyspace().Prefix(p.Keyspace().PartitionOf(id))+"wq:m:a5", "j", "{}", "i", id, "e", "1", "a", "1", "s", "", "t", "-", "n", "0", "c", "1")
+		}
+		refused(t, p, 4, provider.ErrInvalidInput)
+	})
+	t.Run("unknown key", func(t *testing.T) {
+		p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 1})
+		layoutEnqueue(t, p, layoutStart("a"))
+		p.Client().Set(ctx, p.Keyspace().Prefix(0)+"zz:what", "?", 0)
+		refused(t, p, 3, provider.ErrInvalidInput)
+		p.Client().Del(ctx, p.Keyspace().Prefix(0)+"zz:what")
+	})
+	t.Run("counts", func(t *testing.T) {
+		p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 1})
+		layoutEnqueue(t, p, layoutStart("a"))
+		for _, n := range []int{-1, 257} {
+			refused(t, p, n, provider.ErrInvalidInput)
+		}
+		o := redisprovider.MigrateStoppingAfter(2)
+		o.Partitions = 3
+		if _, err := redisprovider.Migrate(ctx, p.Client(), p.Keyspace().Namespace(), o); !errors.Is(err, redisprovider.ErrMigrateStopped) {
+			t.Fatal(err)
+		}
+		refused(t, p, 4, provider.ErrInvalidInput) // 3 is under way
+		if _, err := redisprovider.Migrate(ctx, p.Client(), p.Keyspace().Namespace(), redisprovider.MigrateOptions{}); err != nil {
+			t.Fatalf("migrate with no count finishes the move under way: %v", err)
+		}
+		if q, err := reopenWith(t, p, 0); err != nil || q.Keyspace().Partitions() != 3 {
+			t.Fatalf("after the move: %v", err)
+		}
+	})
+}
+
+// TestRepartitionRefusesStaleProviders: a provider opened before the move (whose checks of the
+// format record a Functions library may have kept) is refused by every write from the first step
+// on, and after the move for its partition count.
+func TestRepartitionRefusesStaleProviders(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct{ from, to int }{{1, 12}, {12, 4}} {
+		t.Run(fmt.Sprint(c.from, "->", c.to), func(t *testing.T) {
+			p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: c.from})
+			for i := range 20 { // a write in each partition: each check passed once
+				layoutEnqueue(t, p, layoutStart(fmt.Sprint("a", i)))
+			}
+			// Stopped after the plan, the marks of every partition and one copy (writes before
+			// the last mark land before anything moves).
+			o := redisprovider.MigrateStoppingAfter(2 + c.from)
+			o.Partitions = c.to
+			if _, err := redisprovider.Migrate(ctx, p.Client(), p.Keyspace().Namespace(), o); !errors.Is(err, redisprovider.ErrMigrateStopped) {
+				t.Fatal(err)
+			}
+			var fe *redisprovider.FormatError
+			for i := range 20 {
+				err := p.EnqueueForOrchestrator(ctx, layoutStart(fmt.Sprint("b", i)), 0)
+				if !errors.As(err, &fe) || !fe.Migrating || !strings.Contains(err.Error(), "re-partitioned") {
+					t.Fatalf("a write during the move: %v, want a FormatError saying the namespace is being re-partitioned", err)
+				}
+			}
+			if _, err := redisprovider.Migrate(ctx, p.Client(), p.Keyspace().Namespace(), redisprovider.MigrateOptions{Partitions: c.to}); err != nil {
+				t.Fatal(err)
+			}
+			var pe *redisprovider.PartitionError
+			for i := range 20 {
+				if err := p.EnqueueForOrchestrator(ctx, layoutStart(fmt.Sprint("c", i)), 0); !errors.As(err, &pe) {
+					t.Fatalf("a write of %d partitions after the move to %d: %v, want a PartitionError", c.from, c.to, err)
+				}
+			}
+		})
 	}
 }

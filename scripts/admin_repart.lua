@@ -41,6 +41,7 @@ local function busy()
   local function live(key, what, locked_item)
     for _, x in ipairs(redis.call('ZRANGEBYSCORE', key, '(' .. now_s(), '+inf')) do
       if not locked_item or redis.call('HEXISTS', WQ.k_item(x), 'k') == 1 then
+        if what == 'waits' then return 'a fetcher waits (' .. key .. ')' end
         return what .. ' ' .. x .. ' (' .. key .. ')'
       end
     end
@@ -50,7 +51,7 @@ local function busy()
   for _, tk in ipairs(redis.call('SMEMBERS', WQ.K_TKS)) do sets[#sets + 1] = WQ.k_q(tk) end
   sets[#sets + 1] = WQ.K_SHOLD
   local why = live(K_LOCKED, 'an orchestration turn is locked:') or live(WQ.K_SOWNED, 'a session is owned:') or
-    live(K_WAKE_FILTERS, 'an orchestration fetcher waits:') or live(WQ.K_WAITING, 'a worker fetcher waits:')
+    live(K_WAKE_FILTERS, 'waits') or live(WQ.K_WAITING, 'waits')
   for _, key in ipairs(sets) do
     why = why or live(key, 'an activity is locked:', true)
   end
