@@ -32,19 +32,21 @@ func DropNamespace(ctx context.Context, client redis.UniversalClient, namespace 
 			if len(batch) == 0 {
 				return nil
 			}
-			// One DEL per key: a node of a cluster serves several partitions, and a DEL of keys
+			// One DEL per slot: a node of a cluster serves several partitions, and a DEL of keys
 			// in different slots is refused (CROSSSLOT).
-			pipe := c.Pipeline()
-			dels := make([]*redis.IntCmd, len(batch))
-			for i, k := range batch {
-				dels[i] = pipe.Del(ctx, k)
-			}
-			_, err := pipe.Exec(ctx)
-			for _, d := range dels {
-				deleted.Add(d.Val())
+			bySlot := map[int][]string{}
+			for _, k := range batch {
+				bySlot[dxredis.Slot(k)] = append(bySlot[dxredis.Slot(k)], k)
 			}
 			batch = batch[:0]
-			return err
+			for _, keys := range bySlot {
+				n, err := c.Del(ctx, keys...).Result()
+				deleted.Add(n)
+				if err != nil {
+					return err
+				}
+			}
+			return nil
 		}
 		iter := c.Scan(ctx, 0, match, 1000).Iterator()
 		for iter.Next(ctx) {

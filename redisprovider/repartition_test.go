@@ -647,7 +647,6 @@ func TestRepartitionRefused(t *testing.T) {
 	}
 	t.Run("locked", func(t *testing.T) {
 		p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 1})
-		layoutEnqueue(t, p, layoutStart("a"), layoutStart("b"))
 		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 		if err != nil || it == nil {
 			t.Fatalf("fetch: %v %v", it, err)
@@ -752,4 +751,68 @@ func TestRepartitionRefusesStaleProviders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPartitionStats: GetPartitionStats describes every partition (tag, slot, node, instances,
+// queue depths summing to the namespace's, outbox entries left unforwarded with their age, the
+// node's load). Not parallel: it stops forwarding.
+func TestPartitionStats(t *testing.T) {
+	ctx := context.Background()
+	p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 12})
+	redisprovider.SetForwardHooks(func(int) bool { return false }, nil)
+	t.Cleanup(func() { redisprovider.SetForwardHooks(nil, nil) })
+	kids := partTree(t, p, "root", 8) // children started in other partitions: outbox entries
+	stats, err := p.GetPartitionStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stats) != 12 {
+		t.Fatalf("%d partitions described, want 12", len(stats))
+	}
+	var inst, orch, outbox uint64
+	nodes := map[string]int{}
+	for _, s := range stats {
+		nodes[s.Node]++
+	}
+	if backend() == "cluster" && (len(nodes) != 3 || nodes[stats[0].Node] != 4) {
+		t.Errorf("12 partitions on a 3-primary cluster served by %v, want 4 on each", nodes)
+	}
+	for i, s := range stats {
+		if s.NodePartitions != nodes[s.Node] || s.NodeOpsPerSec < 0 {
+			t.Errorf("partition %d: node %s serves %d partitions at %d ops/s, counted %d", i, s.Node, s.NodePartitions, s.NodeOpsPerSec, nodes[s.Node])
+		}
+	}
+	for i, s := range stats {
+		if s.Partition != i || s.Tag != p.Keyspace().Tags()[i] || s.Slot != dxredis.Slot(p.Keyspace().Meta(i)) || s.Node == "" || s.NodePartitions < 1 {
+			t.Errorf("partition %d: %+v", i, s)
+		}
+		if s.OutboxOldestAge < 0 || s.OutboxOldestAge > time.Minute || s.OutboxEntries == 0 && s.OutboxOldestAge != 0 {
+			t.Errorf("partition %d: %d outbox entries of age %v", i, s.OutboxEntries, s.OutboxOldestAge)
+		}
+		inst, orch, outbox = inst+s.Instances, orch+s.Orchestrator, outbox+s.OutboxEntries
+	}
+	d, err := p.GetQueueDepths(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst != 1 || orch != d.OrchestratorQueue || outbox != uint64(outboxEntries(t, p)) || outbox == 0 {
+		t.Fatalf("instances %d (want 1), orchestrator queue %d (want %d), outbox entries %d (want %d, not 0)", inst, orch, d.OrchestratorQueue, outbox, outboxEntries(t, p))
+	}
+	waitFor(t, 10*time.Second, "the outbox entries to age", func() bool {
+		stats, err := p.GetPartitionStats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range stats {
+			if s.OutboxEntries > 0 && s.OutboxOldestAge > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	redisprovider.SetForwardHooks(nil, nil)
+	if err := p.ForwardAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	finishKids(t, p, "root", kids)
 }
