@@ -1,6 +1,7 @@
 package redisprovider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,9 +20,9 @@ import (
 )
 
 // Re-partitioning (Migrate with MigrateOptions.Partitions; dxctl migrate --partitions) moves a
-// namespace of P partitions to N, offline: its runtimes are stopped, and from the first step on
-// every write script refuses the namespace (the mark "migrating" in the format records, as a
-// format migration sets it) until the last step. A script runs in one partition, so the keys
+// namespace of P partitions to N, offline: its runtimes are stopped; from the plan on New refuses
+// the namespace, and from the marks on (before anything moves) every write script does (the mark
+// "migrating" in the format records, as a format migration sets it), until the last step. A script runs in one partition, so the keys
 // move in steps driven from here, each idempotent, in this order:
 //
 //  1. Plan: refused (ErrNamespaceBusy, nothing written) while a lock is held, a session owned, a
@@ -240,8 +241,12 @@ func (r *repart) begin(ctx context.Context) (bool, error) {
 	if err := r.checkItems(ctx); err != nil {
 		return false, err
 	}
-	if _, err := r.run(ctx, r.root, true, "step", "plan", "n", "0", "tags", brace(r.from.Tags()), "to", brace(r.to.Tags())); err != nil {
+	res, err := r.run(ctx, r.root, true, "step", "plan", "n", "0", "tags", brace(r.from.Tags()), "to", brace(r.to.Tags()))
+	if err != nil {
 		return false, err
+	}
+	if got := list(res); len(got) != 2 || str(got[0]) != brace(r.from.Tags()) || str(got[1]) != brace(r.to.Tags()) {
+		return false, invalid(op, "another dxctl migrate began moving namespace %q meanwhile: run migrate again (without --partitions) to finish its move", r.p.keys.Namespace())
 	}
 	for part := range r.from.Partitions() {
 		why, err := r.run(ctx, r.from.Prefix(part), true, "step", "mark")
@@ -538,22 +543,36 @@ func (r *repart) checkItems(ctx context.Context) error {
 }
 
 // copyStep runs write, which queues the commands for partition q on tx(q), as one step: one
-// transaction per partition written to (a transaction cannot span slots).
+// transaction per partition written to (on a cluster a transaction cannot span slots; they run
+// at once), or on one server one transaction for all.
 func (r *repart) copyStep(ctx context.Context, write func(tx func(q int) redis.Pipeliner)) error {
 	if err := r.steps.next(); err != nil {
 		return err
 	}
+	_, cluster := r.p.rdb.(*redis.ClusterClient)
 	pipes := map[int]redis.Pipeliner{}
 	write(func(q int) redis.Pipeliner {
+		if !cluster {
+			q = 0
+		}
 		if pipes[q] == nil {
 			pipes[q] = r.p.rdb.TxPipeline()
 		}
 		return pipes[q]
 	})
-	for _, q := range slices.Sorted(maps.Keys(pipes)) {
-		if _, err := pipes[q].Exec(ctx); err != nil {
-			return err
-		}
+	errs := make(chan error, len(pipes))
+	for _, pipe := range pipes {
+		go func() {
+			_, err := pipe.Exec(ctx)
+			errs <- err
+		}()
+	}
+	var err error
+	for range pipes {
+		err = cmp.Or(err, <-errs)
+	}
+	if err != nil {
+		return err
 	}
 	r.steps.done++
 	return nil
@@ -616,34 +635,55 @@ func (r *repart) moveMembers(ctx context.Context, k oldKey, role keyRole) error 
 		return err
 	}
 	pin, ready := strings.CutPrefix(k.rest, "oq:ready:")
-	home := func(ids []string) ([]int, error) {
-		out := make([]int, len(ids))
+	// move copies one page: members ids (with their scores, or hash values, in vals).
+	move := func(ids []string, zs []redis.Z, vals []string) error {
+		homes := make([]int, len(ids))
 		switch role {
 		case roleByInst:
 			for i, id := range ids {
-				out[i] = r.to.PartitionOf(id)
+				homes[i] = r.to.PartitionOf(id)
 			}
 		case roleBySess:
 			for i, id := range ids {
-				out[i] = r.to.SessionPartition(id)
+				homes[i] = r.to.SessionPartition(id)
 			}
 		default:
-			return r.itemHomes(ctx, k.part, ids)
+			if homes, err = r.itemHomes(ctx, k.part, ids); err != nil {
+				return err
+			}
 		}
-		return out, nil
-	}
-	move := func(ids []string, write func(pipe redis.Pipeliner, key string, i int)) error {
-		homes, err := home(ids)
-		if err != nil {
-			return err
+		to := map[int][]int{} // partition -> the members going there
+		for i, q := range homes {
+			if q >= 0 { // (-1: an entry of an item that does not exist, fsck's item_index_without_item)
+				to[q] = append(to[q], i)
+			}
 		}
 		r.moved.members += len(ids)
 		return r.copyStep(ctx, func(tx func(int) redis.Pipeliner) {
-			for i, q := range homes {
-				if q < 0 {
-					continue // an entry of an item that does not exist (fsck: item_index_without_item)
+			for q, idx := range to {
+				key := r.to.Prefix(q) + k.rest
+				for c := 0; c < len(idx); c += 1000 {
+					part := idx[c:min(c+1000, len(idx))]
+					args := make([]any, 0, 2*len(part))
+					switch typ {
+					case "zset":
+						z := make([]redis.Z, len(part))
+						for j, i := range part {
+							z[j] = zs[i]
+						}
+						tx(q).ZAdd(ctx, key, z...)
+					case "set":
+						for _, i := range part {
+							args = append(args, ids[i])
+						}
+						tx(q).SAdd(ctx, key, args...)
+					default:
+						for _, i := range part {
+							args = append(args, ids[i], vals[i])
+						}
+						tx(q).HSet(ctx, key, args...)
+					}
 				}
-				write(tx(q), r.to.Prefix(q)+k.rest, i)
 				if ready && pin != "-" {
 					tx(q).SAdd(ctx, r.to.Prefix(q)+"oq:pins", pin)
 				}
@@ -662,7 +702,7 @@ func (r *repart) moveMembers(ctx context.Context, k oldKey, role keyRole) error 
 				ids[i] = z.Member.(string)
 			}
 			if len(ids) > 0 {
-				if err := move(ids, func(pipe redis.Pipeliner, key string, i int) { pipe.ZAdd(ctx, key, zs[i]) }); err != nil {
+				if err := move(ids, zs, nil); err != nil {
 					return err
 				}
 			}
@@ -672,31 +712,24 @@ func (r *repart) moveMembers(ctx context.Context, k oldKey, role keyRole) error 
 		}
 	case "set", "hash":
 		for cursor := uint64(0); ; {
-			var vals []string
+			var got []string
 			if typ == "set" {
-				vals, cursor, err = r.p.rdb.SScan(ctx, k.key, cursor, "", repartPage).Result()
+				got, cursor, err = r.p.rdb.SScan(ctx, k.key, cursor, "", repartPage).Result()
 			} else {
-				vals, cursor, err = r.p.rdb.HScan(ctx, k.key, cursor, "", repartPage).Result()
+				got, cursor, err = r.p.rdb.HScan(ctx, k.key, cursor, "", repartPage).Result()
 			}
 			if err != nil {
 				return err
 			}
-			ids := vals
+			ids, vals := got, []string(nil)
 			if typ == "hash" {
 				ids = nil
-				for i := 0; i+1 < len(vals); i += 2 {
-					ids = append(ids, vals[i])
+				for i := 0; i+1 < len(got); i += 2 {
+					ids, vals = append(ids, got[i]), append(vals, got[i+1])
 				}
 			}
 			if len(ids) > 0 {
-				err := move(ids, func(pipe redis.Pipeliner, key string, i int) {
-					if typ == "set" {
-						pipe.SAdd(ctx, key, ids[i])
-					} else {
-						pipe.HSet(ctx, key, ids[i], vals[2*i+1])
-					}
-				})
-				if err != nil {
+				if err := move(ids, nil, vals); err != nil {
 					return err
 				}
 			}
@@ -759,43 +792,56 @@ type keyValue struct {
 	ttl  time.Duration // 0: none
 }
 
-// readValues reads keys' types, values and TTLs (two round trips). A key gone meanwhile has type
-// "none".
-func (r *repart) readValues(ctx context.Context, keys []string) ([]keyValue, error) {
-	pipe := r.p.rdb.Pipeline()
-	types := make([]*redis.StatusCmd, len(keys))
-	for i, k := range keys {
-		types[i] = pipe.Type(ctx, k)
+// keyType is the Redis type of a key of an instance, worker item or session (keys.go,
+// keys_worker.go), by its kind.
+func keyType(rest string) string {
+	for _, x := range []string{"xs:", "wq:sitems:"} {
+		if strings.HasPrefix(rest, x) {
+			return "zset"
+		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, err
+	for _, x := range []string{"xo:", "h:"} {
+		if strings.HasPrefix(rest, x) {
+			return "string"
+		}
 	}
+	for _, x := range []string{"he:", "ch:", "wq:stags:"} {
+		if strings.HasPrefix(rest, x) {
+			return "set"
+		}
+	}
+	return "hash" // i: x: q: lk: cs: kv: kd: wq:m: wq:sess:
+}
+
+// readValues reads keys' values and TTLs (one round trip). A key gone meanwhile reads as type
+// "none"; one of another type than its kind's fails the read (WRONGTYPE).
+func (r *repart) readValues(ctx context.Context, keys []oldKey) ([]keyValue, error) {
 	out := make([]keyValue, len(keys))
 	var cmds []func()
-	pipe = r.p.rdb.Pipeline()
+	pipe := r.p.rdb.Pipeline()
 	for i, k := range keys {
 		v := &out[i]
-		v.typ = types[i].Val()
-		ttl := pipe.PTTL(ctx, k)
+		v.typ = keyType(k.rest)
+		ttl := pipe.PTTL(ctx, k.key)
 		switch v.typ {
 		case "string":
-			c := pipe.Get(ctx, k)
+			c := pipe.Get(ctx, k.key)
 			cmds = append(cmds, func() { v.str = c.Val() })
 		case "hash":
-			c := pipe.HGetAll(ctx, k)
+			c := pipe.HGetAll(ctx, k.key)
 			cmds = append(cmds, func() { v.hash = c.Val() })
 		case "set":
-			c := pipe.SMembers(ctx, k)
+			c := pipe.SMembers(ctx, k.key)
 			cmds = append(cmds, func() { v.set = c.Val() })
 		case "zset":
-			c := pipe.ZRangeWithScores(ctx, k, 0, -1)
+			c := pipe.ZRangeWithScores(ctx, k.key, 0, -1)
 			cmds = append(cmds, func() { v.zset = c.Val() })
-		case "none":
-		default:
-			return nil, invalid("migrate", "key %s is a %s, which no key of an instance, item or session is (keys.go)", k, v.typ)
 		}
 		cmds = append(cmds, func() {
-			if d := ttl.Val(); d > 0 {
+			switch d := ttl.Val(); {
+			case d == -2: // (go-redis keeps PTTL's -2, the key is gone, unscaled)
+				v.typ = "none"
+			case d > 0:
 				v.ttl = d
 			}
 		})
@@ -867,7 +913,7 @@ func (r *repart) moveKeys(ctx context.Context, batch []oldKey) error {
 	for i, k := range keys {
 		names[i] = k.key
 	}
-	vals, err := r.readValues(ctx, names)
+	vals, err := r.readValues(ctx, keys)
 	if err != nil {
 		return err
 	}

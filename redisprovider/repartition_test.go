@@ -647,6 +647,7 @@ func TestRepartitionRefused(t *testing.T) {
 	}
 	t.Run("locked", func(t *testing.T) {
 		p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 1})
+		layoutEnqueue(t, p, layoutStart("a"), layoutStart("b"))
 		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 		if err != nil || it == nil {
 			t.Fatalf("fetch: %v %v", it, err)
