@@ -235,10 +235,7 @@ func (r *repart) begin(ctx context.Context) (bool, error) {
 			return false, fmt.Errorf("%w: partition %d: %s: stop every runtime that uses the namespace, then run dxctl migrate again", ErrNamespaceBusy, part, s)
 		}
 	}
-	if err := r.scan(ctx, r.check); err != nil {
-		return false, err
-	}
-	if err := r.checkItems(ctx); err != nil {
+	if err := r.check(ctx); err != nil {
 		return false, err
 	}
 	res, err := r.run(ctx, r.root, true, "step", "plan", "n", "0", "tags", brace(r.from.Tags()), "to", brace(r.to.Tags()))
@@ -468,16 +465,6 @@ func (r *repart) fail(err error) error {
 	return r.p.mapErr("migrate", err)
 }
 
-// check refuses a key this release does not know (before the plan: nothing written).
-func (r *repart) check(_ context.Context, batch []oldKey) error {
-	for _, k := range batch {
-		if role, _ := classify(k.rest, k.key == r.root+k.rest); role == roleUnknown {
-			return invalid("migrate", "key %s is of no kind this release knows (keys.go): not re-partitioning a namespace it might lose it in", k.key)
-		}
-	}
-	return nil
-}
-
 // itemHomes reads where worker items of an old partition move: their session's partition, else
 // their instance's (-1 for an item that does not exist).
 func (r *repart) itemHomes(ctx context.Context, part int, ids []string) ([]int, error) {
@@ -506,15 +493,19 @@ func (r *repart) itemHomes(ctx context.Context, part int, ids []string) ([]int, 
 	return out, nil
 }
 
-// checkItems refuses a re-partitioning that would put two worker items of the same id (ids count
-// per partition, dxredis.WorkItemID) in one new partition.
-func (r *repart) checkItems(ctx context.Context) error {
+// check refuses (before the plan: nothing written) a namespace with a key this release does not
+// know, or whose move would put two worker items of the same id (ids count per partition,
+// dxredis.WorkItemID) in one new partition.
+func (r *repart) check(ctx context.Context) error {
 	type seen struct{ from int }
 	at := map[int]map[string]seen{}
-	err := r.scan(ctx, func(ctx context.Context, batch []oldKey) error {
+	return r.scan(ctx, func(ctx context.Context, batch []oldKey) error {
 		byPart := map[int][]string{}
 		for _, k := range batch {
-			if role, id := classify(k.rest, false); role == roleItem {
+			switch role, id := classify(k.rest, k.key == r.root+k.rest); role {
+			case roleUnknown:
+				return invalid("migrate", "key %s is of no kind this release knows (keys.go): not re-partitioning a namespace it might lose it in", k.key)
+			case roleItem:
 				byPart[k.part] = append(byPart[k.part], id)
 			}
 		}
@@ -539,7 +530,6 @@ func (r *repart) checkItems(ctx context.Context) error {
 		}
 		return nil
 	})
-	return err
 }
 
 // copyStep runs write, which queues the commands for partition q on tx(q), as one step: one
