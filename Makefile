@@ -65,6 +65,7 @@ test-partitions:
 	DXREDIS_TEST_PARTITIONS=12 $(GO) test $(TEST_FLAGS) $(PARTITION_PKGS)
 	DXREDIS_TEST_PARTITIONS=12 scripts-dev/redis-server.sh run -- $(GO) test $(TEST_FLAGS) ./redisprovider/ ./dx/
 	DXREDIS_TEST_PARTITIONS=12 scripts-dev/redis-cluster.sh run -- bash -c '$(GO) test $(TEST_FLAGS) ./redisprovider/... && $(GO) test $(TEST_FLAGS) -run "TestSigkill" ./dx/'
+	DXREDIS_CLUSTER_NODES=1 DXREDIS_TEST_PARTITIONS=12 scripts-dev/redis-cluster.sh run -- $(GO) test $(TEST_FLAGS) -run 'TestConformance|TestPartition|TestForward|TestCrossSlot' ./redisprovider/
 
 lint:
 	@echo '== gofmt -l'

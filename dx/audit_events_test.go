@@ -33,10 +33,11 @@ import (
 
 type eaEnv struct {
 	*goldenEnv
-	mu      sync.Mutex
-	gates   map[string]chan struct{}
-	blocked chan struct{}
-	slowRan atomic.Int32 // runs of Slow that returned
+	mu          sync.Mutex
+	gates       map[string]chan struct{}
+	blocked     chan struct{}
+	slowRan     atomic.Int32 // runs of Slow that returned
+	slowStarted atomic.Int32 // runs of Slow that began
 }
 
 func (a *eaEnv) gate(key string) chan struct{} {
@@ -90,6 +91,7 @@ func (a *eaEnv) waitTimerDue(instance string) {
 func eaRegisterCommon(a *eaEnv) {
 	registerEcho(a.goldenEnv)
 	dx.RegisterActivity(a.rt, "Slow", func(ctx context.Context, ms int) (string, error) {
+		a.slowStarted.Add(1)
 		select {
 		case <-time.After(time.Duration(ms) * time.Millisecond):
 		case <-ctx.Done():
@@ -773,8 +775,14 @@ func TestAuditEvents(t *testing.T) {
 				eaCompleted(6, `{"winner":1,"value":null}`),
 			},
 			output: `{"winner":1,"value":null}`,
-			after: func(a *eaEnv) { // the cancelled Slow returns; its result is not recorded
-				waitFor(a.t, "the cancelled activity to return", func() bool { return a.slowRan.Load() > 0 })
+			after: func(a *eaEnv) { // the cancelled Slow returns (or, on a slow machine, was dropped unfetched); its result is not recorded
+				waitFor(a.t, "the cancelled activity to end", func() bool {
+					if a.slowRan.Load() != a.slowStarted.Load() {
+						return false
+					}
+					st, err := a.p.GetQueueStats(a.ctx)
+					return err == nil && st.Worker.Unlocked+st.Worker.Locked == 0
+				})
 				a.settle()
 			},
 		},

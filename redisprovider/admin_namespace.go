@@ -27,34 +27,25 @@ func DropNamespace(ctx context.Context, client redis.UniversalClient, namespace 
 	ours := regexp.MustCompile(`^\{` + regexp.QuoteMeta(keys.Namespace()) + `:(0|[0-9]+/[0-9]+)\}:`)
 	var deleted atomic.Int64
 	drop := func(ctx context.Context, c redis.Cmdable) error {
-		var batch []string
-		flush := func() error {
-			if len(batch) == 0 {
+		// One DEL per slot (a partition): a cluster refuses a multi-key command across slots.
+		batches := map[int][]string{}
+		flush := func(slot int) error {
+			if len(batches[slot]) == 0 {
 				return nil
 			}
-			// One DEL per slot: a node of a cluster serves several partitions, and a DEL of keys
-			// in different slots is refused (CROSSSLOT).
-			bySlot := map[int][]string{}
-			for _, k := range batch {
-				bySlot[dxredis.Slot(k)] = append(bySlot[dxredis.Slot(k)], k)
-			}
-			batch = batch[:0]
-			for _, keys := range bySlot {
-				n, err := c.Del(ctx, keys...).Result()
-				deleted.Add(n)
-				if err != nil {
-					return err
-				}
-			}
-			return nil
+			n, err := c.Del(ctx, batches[slot]...).Result()
+			deleted.Add(n)
+			delete(batches, slot)
+			return err
 		}
 		iter := c.Scan(ctx, 0, match, 1000).Iterator()
 		for iter.Next(ctx) {
 			if !ours.MatchString(iter.Val()) {
 				continue
 			}
-			if batch = append(batch, iter.Val()); len(batch) == 500 {
-				if err := flush(); err != nil {
+			slot := dxredis.Slot(iter.Val())
+			if batches[slot] = append(batches[slot], iter.Val()); len(batches[slot]) == 500 {
+				if err := flush(slot); err != nil {
 					return err
 				}
 			}
@@ -62,7 +53,12 @@ func DropNamespace(ctx context.Context, client redis.UniversalClient, namespace 
 		if err := iter.Err(); err != nil {
 			return err
 		}
-		return flush()
+		for slot := range batches {
+			if err := flush(slot); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if err := forEachPrimary(ctx, client, drop); err != nil {
 		return int(deleted.Load()), provider.NewRetryableError("drop_namespace", err.Error()).WithCause(err)

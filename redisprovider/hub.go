@@ -61,6 +61,7 @@ type fetchClass struct {
 	keys    [][]string  // the wake lists, per partition
 	parts   []partState // per partition
 	waiters []*hubWaiter
+	looked  chan struct{} // closed (and replaced) when a fetch ends a look it claimed
 }
 
 type partState struct {
@@ -69,6 +70,9 @@ type partState struct {
 	quietUntil time.Time // with quiet: until then
 	dueAt      time.Time // with quiet: when delayed work or a lock there comes due (zero: none known)
 	registered time.Time // until when the class's wake lists there are registered (whatever the state)
+	// stale: quiet, but no fetch of this process has waited since (no watcher took the class's
+	// wake tokens): a fetch that will not wait looks again
+	stale bool
 }
 
 const (
@@ -76,6 +80,7 @@ const (
 	stQuiet          // nothing takeable, registered for wake-ups (until quietUntil or dueAt)
 	stHead           // takeable work, the oldest at head
 	stNews           // a wake token announced work: newer than every known head
+	stLooking        // a fetch of this process is looking at it (the others wait for what it finds)
 )
 
 type hubWaiter struct {
@@ -83,9 +88,11 @@ type hubWaiter struct {
 }
 
 type watcher struct {
-	part  int
-	ctl   string          // the control list a kick pushes to
-	armed map[string]bool // the wake lists of the BLPOP in progress
+	part     int
+	ctl      string          // the control list a kick pushes to while the watcher blocks
+	armed    map[string]bool // the wake lists of the BLPOP in progress
+	blocking bool            // a BLPOP is in progress (else the watcher waits on wake)
+	wake     chan struct{}   // a kick of a watcher that does not block
 }
 
 // partTry runs one fetch script in a partition: mode 'h' fetches (and reports the next head), 'p'
@@ -101,7 +108,7 @@ func (h *partHub) class(sig string, keys func(part int) []string) *fetchClass {
 	c := h.classes[sig]
 	if c == nil {
 		n := h.p.keys.Partitions()
-		c = &fetchClass{keys: make([][]string, n), parts: make([]partState, n)}
+		c = &fetchClass{keys: make([][]string, n), parts: make([]partState, n), looked: make(chan struct{})}
 		for i := range n {
 			c.keys[i] = keys(i)
 		}
@@ -112,23 +119,29 @@ func (h *partHub) class(sig string, keys func(part int) []string) *fetchClass {
 
 // candidates are the partitions a fetch of c should look at now: known heads oldest first, then
 // those not looked at, then those with news; peek lists the ones not looked at when there are
-// two candidates or more (their heads decide the order).
-func (h *partHub) candidates(c *fetchClass, now time.Time) (cands []int, peek []int) {
+// two candidates or more (their heads decide the order). The ones not looked at become this
+// fetch's to look at: the other fetches of the class skip them until it has (a rescan or a start
+// costs one look per partition, not one per dispatcher).
+func (h *partHub) candidates(c *fetchClass, now time.Time, waits bool) (cands, peek []int, claimed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	rank := func(s *partState) int64 {
 		switch s.state {
 		case stHead:
 			return s.head
-		case stUnknown:
+		case stLooking:
 			return math.MaxInt64 - 1
 		}
 		return math.MaxInt64
 	}
 	for i := range c.parts {
 		s := &c.parts[i]
-		if s.state == stQuiet {
-			if now.Before(s.quietUntil) && (s.dueAt.IsZero() || now.Before(s.dueAt)) {
+		switch s.state {
+		case stLooking:
+			claimed = true
+			continue
+		case stQuiet:
+			if now.Before(s.quietUntil) && (s.dueAt.IsZero() || now.Before(s.dueAt)) && (waits || !s.stale) {
 				continue
 			}
 			s.state = stUnknown
@@ -136,6 +149,7 @@ func (h *partHub) candidates(c *fetchClass, now time.Time) (cands []int, peek []
 		cands = append(cands, i)
 		if s.state == stUnknown {
 			peek = append(peek, i)
+			s.state = stLooking
 		}
 	}
 	slices.SortStableFunc(cands, func(a, b int) int {
@@ -144,7 +158,60 @@ func (h *partHub) candidates(c *fetchClass, now time.Time) (cands []int, peek []
 	if len(cands) < 2 {
 		peek = nil
 	}
-	return cands, peek
+	return cands, peek, claimed
+}
+
+// lookedLocked wakes the fetches waiting for another's look to end.
+func lookedLocked(c *fetchClass) {
+	close(c.looked)
+	c.looked = make(chan struct{})
+}
+
+// known are the partitions of c known to hold work, oldest first (an ack-and-fetch that leaves its
+// partition looks there, without peeks).
+func (h *partHub) known(c *fetchClass) []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []int
+	for i, s := range c.parts {
+		if s.state == stHead || s.state == stNews {
+			out = append(out, i)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b int) int {
+		ha, hb := c.parts[a].head, c.parts[b].head
+		if c.parts[a].state == stNews {
+			ha = math.MaxInt64
+		}
+		if c.parts[b].state == stNews {
+			hb = math.MaxInt64
+		}
+		return cmp.Compare(ha, hb)
+	})
+	return out
+}
+
+// unclaim returns the partitions of parts this fetch claimed and did not look at to the others.
+func (h *partHub) unclaim(c *fetchClass, parts []int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, part := range parts {
+		if s := &c.parts[part]; s.state == stLooking {
+			*s = partState{registered: s.registered}
+		}
+	}
+	lookedLocked(c)
+}
+
+// hintOthers tells waiting fetches of c about partitions a peek found work in.
+func (h *partHub) hintOthers(c *fetchClass, parts []int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, part := range parts {
+		if c.parts[part].state == stHead {
+			h.handOffLocked(c, part)
+		}
+	}
 }
 
 // quiet reports whether part is quiet for c now.
@@ -160,6 +227,7 @@ func (h *partHub) quiet(c *fetchClass, part int) bool {
 func (h *partHub) noteEmpty(c *fetchClass, part int, serverNow, next int64, rescan, registered time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	defer lookedLocked(c)
 	s := &c.parts[part]
 	now := time.Now()
 	reg := s.registered
@@ -172,7 +240,7 @@ func (h *partHub) noteEmpty(c *fetchClass, part int, serverNow, next int64, resc
 		*s = partState{}
 		return
 	}
-	*s = partState{state: stQuiet, quietUntil: minTime(now.Add(rescan), reg), registered: reg}
+	*s = partState{state: stQuiet, quietUntil: minTime(now.Add(rescan), reg), registered: reg, stale: len(c.waiters) == 0}
 	if next >= 0 {
 		s.dueAt = now.Add(time.Duration(next-serverNow) * time.Millisecond)
 	}
@@ -184,6 +252,7 @@ func (h *partHub) noteEmpty(c *fetchClass, part int, serverNow, next int64, resc
 func (h *partHub) noteHead(c *fetchClass, part int, head int64, rescan time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	defer lookedLocked(c)
 	s := &c.parts[part]
 	if head >= 0 {
 		*s = partState{state: stHead, head: head, registered: s.registered}
@@ -191,7 +260,7 @@ func (h *partHub) noteHead(c *fetchClass, part int, head int64, rescan time.Dura
 	}
 	now := time.Now()
 	if now.Before(s.registered) {
-		*s = partState{state: stQuiet, quietUntil: minTime(now.Add(rescan), s.registered), registered: s.registered}
+		*s = partState{state: stQuiet, quietUntil: minTime(now.Add(rescan), s.registered), registered: s.registered, stale: len(c.waiters) == 0}
 		return
 	}
 	*s = partState{}
@@ -235,31 +304,45 @@ func (h *partHub) stays(c *fetchClass, part int) bool {
 	return true
 }
 
-// fetch looks for work of class c over the partitions (see above) until try finds some or
+// fetchFrom looks for work of class c over the partitions (see above) until try finds some or
 // pollTimeout passes.
-func (h *partHub) fetch(ctx context.Context, op string, c *fetchClass, pollTimeout, rescan time.Duration, try partTry) error {
+// With knownOnly it does not wait and looks only in the partitions known to hold work (an
+// ack-and-fetch that leaves its partition for older work elsewhere).
+func (h *partHub) fetchFrom(ctx context.Context, op string, c *fetchClass, pollTimeout, rescan time.Duration, knownOnly bool, try partTry) error {
 	deadline := time.Now().Add(pollTimeout)
 	registered := waitRegistration(pollTimeout, rescan)
 	hint := -1 // a partition a wake token named: a woken fetch looks there only
 	for {
 		var cands []int
-		if hint >= 0 {
+		claimed := false
+		if knownOnly {
+			if cands = h.known(c); len(cands) == 0 {
+				knownOnly = false // nothing known: look as any fetch that does not wait
+			}
+		}
+		switch {
+		case knownOnly:
+		case hint >= 0:
 			cands = []int{hint}
-		} else {
+		default:
 			var peek []int
-			cands, peek = h.candidates(c, time.Now())
+			cands, peek, claimed = h.candidates(c, time.Now(), pollTimeout > 0)
 			if len(peek) > 0 {
 				h.peek(ctx, c, peek, rescan, registered, try)
-				cands, _ = h.candidates(c, time.Now())
+				cands, _, claimed = h.candidates(c, time.Now(), pollTimeout > 0)
+				if len(cands) > 1 {
+					h.hintOthers(c, cands[1:])
+				}
 			}
 		}
 		var firstErr error
-		for _, part := range cands {
+		for i, part := range cands {
 			if h.quiet(c, part) { // another fetch of this process just found it empty
 				continue
 			}
 			found, now, next, head, err := try(ctx, part, "h")
 			if err != nil {
+				h.unclaim(c, []int{part})
 				if firstErr == nil {
 					firstErr = err
 				}
@@ -267,6 +350,7 @@ func (h *partHub) fetch(ctx context.Context, op string, c *fetchClass, pollTimeo
 			}
 			if found {
 				h.noteHead(c, part, head, rescan)
+				h.unclaim(c, cands[i+1:])
 				return nil
 			}
 			h.noteEmpty(c, part, now, next, rescan, registered)
@@ -274,7 +358,22 @@ func (h *partHub) fetch(ctx context.Context, op string, c *fetchClass, pollTimeo
 		if firstErr != nil {
 			return firstErr
 		}
-		if pollTimeout <= 0 || ctx.Err() != nil || h.p.isClosed() {
+		if ctx.Err() != nil || h.p.isClosed() {
+			return nil
+		}
+		if knownOnly { // the known ones were taken meanwhile: look as any fetch that does not wait
+			knownOnly = false
+			continue
+		}
+		if len(cands) == 0 && claimed {
+			// Another fetch of this process is looking at the partitions left: what it finds
+			// decides (a fetch that does not wait must not return empty before).
+			if !h.waitLooked(ctx, c) {
+				return nil
+			}
+			continue
+		}
+		if pollTimeout <= 0 {
 			return nil
 		}
 		var again bool
@@ -286,6 +385,26 @@ func (h *partHub) fetch(ctx context.Context, op string, c *fetchClass, pollTimeo
 		if !again {
 			return nil
 		}
+	}
+}
+
+// waitLooked waits until a look another fetch of c claimed ends; false when ctx ends or the
+// provider closes.
+func (h *partHub) waitLooked(ctx context.Context, c *fetchClass) bool {
+	h.mu.Lock()
+	ch := c.looked
+	looking := slices.ContainsFunc(c.parts, func(s partState) bool { return s.state == stLooking })
+	h.mu.Unlock()
+	if !looking {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-h.p.closed:
+		return false
 	}
 }
 
@@ -308,6 +427,7 @@ func (h *partHub) peek(ctx context.Context, c *fetchClass, parts []int, rescan, 
 		r := out[i]
 		switch {
 		case r.err != nil:
+			h.unclaim(c, []int{part})
 		case r.head >= 0:
 			h.noteHead(c, part, r.head, rescan)
 		default:
@@ -325,6 +445,11 @@ func (h *partHub) wait(ctx context.Context, c *fetchClass, deadline time.Time) (
 	h.mu.Lock()
 	c.waiters = append(c.waiters, w)
 	first := len(c.waiters) == 1
+	if first { // the watchers take the class's tokens again, those left in the lists included
+		for i := range c.parts {
+			c.parts[i].stale = false
+		}
+	}
 	until := deadline
 	for _, s := range c.parts {
 		if s.state != stQuiet {
@@ -386,6 +511,11 @@ func (h *partHub) leave(c *fetchClass, w *hubWaiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c.waiters = slices.DeleteFunc(c.waiters, func(x *hubWaiter) bool { return x == w })
+	if len(c.waiters) == 0 { // from now on no watcher takes the class's tokens
+		for i := range c.parts {
+			c.parts[i].stale = true
+		}
+	}
 	select {
 	case part := <-w.ch:
 		if part >= 0 && !h.handOffLocked(c, part) {
@@ -438,7 +568,7 @@ func (h *partHub) startLocked() {
 	h.watchers = make([]*watcher, n)
 	ctl := "wake:x:" + newAttemptID()
 	for i := range n {
-		w := &watcher{part: i, ctl: h.p.keys.Prefix(i) + ctl}
+		w := &watcher{part: i, ctl: h.p.keys.Prefix(i) + ctl, wake: make(chan struct{}, 1)}
 		h.watchers[i] = w
 		go h.watch(w)
 	}
@@ -459,7 +589,14 @@ func (h *partHub) kick(c *fetchClass) {
 	for i, w := range h.watchers {
 		for _, k := range c.keys[i] {
 			if !w.armed[k] {
-				ctls = append(ctls, w.ctl)
+				if w.blocking {
+					ctls = append(ctls, w.ctl)
+				} else {
+					select {
+					case w.wake <- struct{}{}:
+					default:
+					}
+				}
 				break
 			}
 		}
@@ -502,7 +639,15 @@ func (h *partHub) watch(w *watcher) {
 	for !h.p.isClosed() {
 		h.mu.Lock()
 		keys := h.keysLocked(w)
+		w.blocking = len(keys) > 0
 		h.mu.Unlock()
+		if len(keys) == 0 { // no fetch of this process waits: hold no connection
+			select {
+			case <-w.wake:
+			case <-h.p.closed:
+			}
+			continue
+		}
 		d := hubRearm
 		if h.p.slice > 0 {
 			d = min(d, h.p.slice)

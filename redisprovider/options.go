@@ -31,7 +31,9 @@ type Options struct {
 	// BlockingClient is used for long-poll waits (BLPOP), so that waiting fetchers never hold the
 	// connections scripts need. Default: a second connection pool created by New from Addr; when
 	// Client is given and BlockingClient is nil, waits use Client and are cut into slices of
-	// BlockingSlice so they stay under the client's read timeout.
+	// BlockingSlice so they stay under the client's read timeout — except in a namespace of
+	// several partitions, whose waits (one connection per partition while fetches wait) get a pool
+	// of their own, made from Client's options.
 	BlockingClient redis.UniversalClient
 	// BlockingSlice is the longest single BLPOP on a caller-supplied client. Default 2 s
 	// (go-redis's default read timeout is 3 s).

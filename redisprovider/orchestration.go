@@ -138,7 +138,7 @@ func (p *Provider) fetchArgs(op string, part int, lockTimeout, pollTimeout time.
 
 func (p *Provider) fetchOrch(ctx context.Context, op string, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter, lite bool) (*provider.LockedOrchestrationItem, error) {
 	if p.keys.Partitions() > 1 {
-		return p.fetchOrchParts(ctx, op, lockTimeout, pollTimeout, filter, lite)
+		return p.fetchOrchParts(ctx, op, lockTimeout, pollTimeout, filter, lite, false)
 	}
 	args, wakeKey, _, skip, err := p.fetchArgs(op, 0, lockTimeout, pollTimeout, filter, lite, "")
 	if err != nil {
@@ -177,7 +177,9 @@ func (p *Provider) orchClass(op string, lockTimeout time.Duration, filter *provi
 }
 
 // fetchOrchParts is fetchOrch over the partitions of a namespace of several (hub.go).
-func (p *Provider) fetchOrchParts(ctx context.Context, op string, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter, lite bool) (*provider.LockedOrchestrationItem, error) {
+// With known, it looks only where work is known to wait, without waiting (an ack-and-fetch that
+// leaves its partition).
+func (p *Provider) fetchOrchParts(ctx context.Context, op string, lockTimeout, pollTimeout time.Duration, filter *provider.DispatcherCapabilityFilter, lite, known bool) (*provider.LockedOrchestrationItem, error) {
 	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
 		p.sleep(ctx, pollTimeout)
 		return nil, nil
@@ -188,7 +190,7 @@ func (p *Provider) fetchOrchParts(ctx context.Context, op string, lockTimeout, p
 	}
 	p.parts.start()
 	var item *provider.LockedOrchestrationItem
-	err = p.parts.fetch(ctx, op, c, pollTimeout, rescanPeriod(lockTimeout), func(ctx context.Context, part int, mode string) (bool, int64, int64, int64, error) {
+	err = p.parts.fetchFrom(ctx, op, c, pollTimeout, rescanPeriod(lockTimeout), known, func(ctx context.Context, part int, mode string) (bool, int64, int64, int64, error) {
 		args, _, _, _, err := p.fetchArgs(op, part, lockTimeout, pollTimeout, filter, lite, mode)
 		if err != nil {
 			return false, 0, 0, 0, err
@@ -371,7 +373,7 @@ func (p *Provider) AckOrchestrationItemAndFetch(ctx context.Context, lockToken s
 			if err := p.AckOrchestrationItem(ctx, lockToken, ack); err != nil {
 				return nil, err
 			}
-			return p.fetchOrchParts(ctx, op, lockTimeout, 0, filter, opts.Lite)
+			return p.fetchOrchParts(ctx, op, lockTimeout, 0, filter, opts.Lite, true)
 		}
 		mode = "h"
 	}

@@ -399,3 +399,25 @@ func TestDropNamespaceEveryPartition(t *testing.T) {
 		t.Fatalf("after DropNamespace: %q, want only %s", left, other)
 	}
 }
+
+// TestCrossSlotScriptFailsLoudly: on a cluster (also a one-node cluster holding every slot, make
+// test-partitions), a script that touches a key of another partition than the one it was called
+// for fails instead of writing: the suites that pass on a cluster at P > 1 therefore touch one
+// partition per script.
+func TestCrossSlotScriptFailsLoudly(t *testing.T) {
+	t.Parallel()
+	if backend() != "cluster" {
+		t.Skip("a cluster's checks (DXREDIS_TEST_CLUSTER)")
+	}
+	ctx := context.Background()
+	p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 12})
+	ks := p.Keyspace()
+	own, other := ks.Meta(0), ks.Prefix(1)+"crossed"
+	err := p.Client().Eval(ctx, "#!lua\nredis.call('SET', ARGV[1], 'x')\nreturn redis.call('HGET', KEYS[1], 'format')", []string{own}, other).Err()
+	if err == nil || !strings.Contains(err.Error(), "slot") {
+		t.Fatalf("a script touching another partition's key: %v, want a cross-slot error", err)
+	}
+	if n := p.Client().Exists(ctx, other).Val(); n != 0 {
+		t.Fatal("the refused script wrote the other partition's key")
+	}
+}

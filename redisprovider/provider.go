@@ -105,6 +105,7 @@ func (p *Provider) start(ctx context.Context) error {
 	if err := p.setupPartitions(ctx); err != nil && !p.opts.anyFormat {
 		return err
 	}
+	p.blockingForPartitions()
 	if err := p.checkFormat(ctx); err != nil && !p.opts.anyFormat {
 		return err
 	}
@@ -146,6 +147,29 @@ func (p *Provider) start(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// blockingForPartitions gives the waits of a namespace of several partitions a pool of their own
+// when the caller gave Client and no BlockingClient: while fetches wait, the partition watchers
+// hold one connection per partition (hub.go), which would otherwise come out of the caller's pool,
+// sliced as BlockingSlice. The pool copies the caller's options, without a read deadline (each
+// wait carries its own), and Close closes it.
+func (p *Provider) blockingForPartitions() {
+	if p.keys.Partitions() == 1 || p.ownBlock || p.opts.BlockingClient != nil || p.opts.Client == nil {
+		return
+	}
+	switch c := p.opts.Client.(type) {
+	case *redis.ClusterClient:
+		o := *c.Options()
+		o.ReadTimeout, o.ContextTimeoutEnabled, o.MaxRetries = -1, true, -1
+		o.PoolSize = max(o.PoolSize, p.keys.Partitions()+8)
+		p.block, p.slice, p.ownBlock = redis.NewClusterClient(&o), 0, true
+	case *redis.Client:
+		o := *c.Options()
+		o.ReadTimeout, o.ContextTimeoutEnabled, o.MaxRetries = -1, true, -1
+		o.PoolSize = max(o.PoolSize, p.keys.Partitions()+8)
+		p.block, p.slice, p.ownBlock = redis.NewClient(&o), 0, true
+	}
 }
 
 // loadFunctions loads the scripts as a Redis Functions library on every primary that does not

@@ -127,7 +127,7 @@ func (p *Provider) EnqueueForWorker(ctx context.Context, item provider.WorkItem)
 func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *provider.SessionFetchConfig, tags provider.TagFilter) (*provider.LockedWorkItem, error) {
 	const op = "fetch_work_item"
 	if p.keys.Partitions() > 1 {
-		return p.fetchWorkParts(ctx, op, lockTimeout, pollTimeout, session, tags)
+		return p.fetchWorkParts(ctx, op, lockTimeout, pollTimeout, session, tags, false)
 	}
 	args, wakeKeys, _, rescan, skip, err := p.workFetchArgs(op, 0, lockTimeout, pollTimeout, session, tags, "")
 	if err != nil {
@@ -166,7 +166,9 @@ func (p *Provider) workClass(op string, lockTimeout time.Duration, session *prov
 }
 
 // fetchWorkParts is FetchWorkItem over the partitions of a namespace of several (hub.go).
-func (p *Provider) fetchWorkParts(ctx context.Context, op string, lockTimeout, pollTimeout time.Duration, session *provider.SessionFetchConfig, tags provider.TagFilter) (*provider.LockedWorkItem, error) {
+// With known, it looks only where work is known to wait, without waiting (an ack-and-fetch that
+// leaves its partition).
+func (p *Provider) fetchWorkParts(ctx context.Context, op string, lockTimeout, pollTimeout time.Duration, session *provider.SessionFetchConfig, tags provider.TagFilter, known bool) (*provider.LockedWorkItem, error) {
 	c, skip, err := p.workClass(op, lockTimeout, session, tags)
 	if err != nil {
 		return nil, err
@@ -178,7 +180,7 @@ func (p *Provider) fetchWorkParts(ctx context.Context, op string, lockTimeout, p
 	p.parts.start()
 	_, _, _, rescan, _, _ := p.workFetchArgs(op, 0, lockTimeout, pollTimeout, session, tags, "")
 	var locked *provider.LockedWorkItem
-	err = p.parts.fetch(ctx, op, c, pollTimeout, rescan, func(ctx context.Context, part int, mode string) (bool, int64, int64, int64, error) {
+	err = p.parts.fetchFrom(ctx, op, c, pollTimeout, rescan, known, func(ctx context.Context, part int, mode string) (bool, int64, int64, int64, error) {
 		args, _, _, _, _, err := p.workFetchArgs(op, part, lockTimeout, pollTimeout, session, tags, mode)
 		if err != nil {
 			return false, 0, 0, 0, err
@@ -322,7 +324,7 @@ func (p *Provider) AckWorkItemAndFetch(ctx context.Context, lockToken string, co
 			if err := p.AckWorkItem(ctx, lockToken, completion); err != nil {
 				return nil, err
 			}
-			return p.fetchWorkParts(ctx, op, lockTimeout, 0, session, tags)
+			return p.fetchWorkParts(ctx, op, lockTimeout, 0, session, tags, true)
 		}
 		mode = "h"
 	}
