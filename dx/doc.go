@@ -102,7 +102,9 @@
 // Register an orchestration with RegisterVersion (Orchestration.RegisterVersion) to run several
 // versions side by side: new instances
 // start on the latest (or the one Client.Start names with WithVersion), running executions keep
-// theirs, and ContinueAsNew moves to the latest (or WithVersion's). Every event is stamped with
+// theirs, and ContinueAsNew moves to the latest (or WithVersion's). Before a deploy, CheckReplay
+// replays the live instances of a store against the new build's registrations and reports each
+// one it would break (docs/changing-orchestrations.md). Every event is stamped with
 // duroxide_version DuroxideVersion: the duroxide semantics this engine reproduces, not your code's
 // version. Serve one namespace with runtimes of one language: a Rust duroxide runtime cannot replay
 // Go code.

@@ -235,6 +235,13 @@ func compareVersions(a, b *semver.Version) int {
 	return strings.Compare(a.Metadata(), b.Metadata())
 }
 
+// knows reports whether some version of the orchestration name is registered.
+func (r *registry) knows(name string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.orchestration[name]) > 0
+}
+
 func (r *registry) activity(name string) (activityFunc, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()

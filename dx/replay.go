@@ -55,19 +55,10 @@ func Replay(rt *Runtime, history []provider.Event) error {
 			end++
 		}
 		exec := history[start:end]
-		if err := replayExecution(rt, exec, kv); err != nil {
+		if err := replayExecution(rt, exec, kv, true); err != nil {
 			return err
 		}
-		for _, ev := range exec {
-			switch k := ev.Kind.(type) {
-			case provider.KeyValueSetEvent:
-				kv[k.Key] = provider.KVEntry{Value: k.Value, LastUpdatedAtMs: k.LastUpdatedAtMs}
-			case provider.KeyValueClearedEvent:
-				delete(kv, k.Key)
-			case provider.KeyValuesClearedEvent:
-				clear(kv)
-			}
-		}
+		applyKV(kv, exec)
 		start = end
 	}
 	return nil
@@ -85,7 +76,10 @@ func fromMessage(ev provider.Event) bool {
 	return false
 }
 
-func replayExecution(rt *Runtime, hist []provider.Event, kv map[string]provider.KVEntry) error {
+// replayExecution replays one execution's events with the KV store kv. With last, the events of
+// its last turn are compared too (what a running instance's next turn replays); without, only
+// the turns before it (what a live instance that had not run that turn yet would replay).
+func replayExecution(rt *Runtime, hist []provider.Event, kv map[string]provider.KVEntry, last bool) error {
 	first := hist[0]
 	rerr := func(id uint64, h, c, msg string) *ReplayError {
 		return &ReplayError{Instance: first.InstanceID, ExecutionID: first.ExecutionID, EventID: id, History: h, Code: c, Message: msg}
@@ -136,6 +130,9 @@ func replayExecution(rt *Runtime, hist []provider.Event, kv map[string]provider.
 				return rerr(0, "", "", *c.Message)
 			}
 		}
+	}
+	if !last {
+		return nil
 	}
 	if systemFailure && len(got) > 0 && got[len(got)-1].IsTerminal() {
 		got = got[:len(got)-1]

@@ -30,5 +30,5 @@
 //
 // Replay, ReplayFile and ReplayInstance replay recorded histories against the code registered on a
 // runtime, so that a change that would break running instances fails CI with the event where the
-// code diverges.
+// code diverges; RequireReplayable does it for every live instance of a store (dx.CheckReplay).
 package dxtest

@@ -51,6 +51,32 @@ func ReplayInstance(t testing.TB, rt *dx.Runtime, p provider.Provider, instance 
 	}
 }
 
+// RequireReplayable checks, with dx.CheckReplay, that the build registered on rt replays the
+// live instances of p (every running one, and the most recently finished of each orchestration
+// version), and fails the test with the report, naming each instance it would break, the event and
+// both sides, when it does not. For a CI step before a deploy: point p at the namespace (or a copy
+// of it) the build is about to run on, register the build on rt (dx.NewRuntime(nil, ...) will
+// do), and pass at most one dx.CheckReplayOptions (default: dx's defaults, among them its read
+// budget of 500 reads per second). A failed read fails the test too.
+func RequireReplayable(t testing.TB, p provider.Provider, rt *dx.Runtime, opts ...dx.CheckReplayOptions) *dx.CheckReplayReport {
+	t.Helper()
+	if len(opts) > 1 {
+		t.Fatalf("dxtest: RequireReplayable takes at most one dx.CheckReplayOptions, got %d", len(opts))
+	}
+	var o dx.CheckReplayOptions
+	if len(opts) == 1 {
+		o = opts[0]
+	}
+	rep, err := dx.CheckReplay(context.Background(), p, rt, o)
+	if err != nil {
+		t.Fatalf("dxtest: the replay check failed: %v", err)
+	}
+	if !rep.OK() {
+		t.Errorf("dxtest: this build would break live instances:\n%v", rep)
+	}
+	return rep
+}
+
 // Replay replays the events of one or more instances (grouped by instance id, executions and
 // events ordered by id) with dx.Replay and joins the errors, one *dx.ReplayError per instance.
 func Replay(rt *dx.Runtime, events []provider.Event) error {

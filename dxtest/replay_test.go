@@ -66,3 +66,49 @@ func TestReplayerCatchesRenamedActivity(t *testing.T) {
 		}
 	}
 }
+
+// RequireReplayable passes the build that runs the live instances, and fails, naming the
+// instance and the event, a build that reorders two calls.
+func TestRequireReplayable(t *testing.T) {
+	steps := func(first, second string) func(dx.Context, string) (string, error) {
+		return func(ctx dx.Context, in string) (string, error) {
+			for _, a := range []string{first, second} {
+				if _, err := dx.Call[string](ctx, a, in).Await(ctx); err != nil {
+					return "", err
+				}
+			}
+			return dx.WaitEvent[string](ctx, "go").Await(ctx)
+		}
+	}
+	register := func(rt *dx.Runtime, first, second string) {
+		dx.Register(rt, "Order", steps(first, second))
+		dx.RegisterActivity(rt, "Reserve", func(_ context.Context, s string) (string, error) { return s, nil })
+		dx.RegisterActivity(rt, "Charge", func(_ context.Context, s string) (string, error) { return s, nil })
+	}
+	env := dxtest.New(t)
+	register(env.Runtime, "Reserve", "Charge")
+	id := env.Start("Order", "o", dx.WithInstanceID("order-1"))
+	env.WaitForEventWait(id, "go")
+
+	same := dx.NewRuntime(nil, dx.Options{})
+	register(same, "Reserve", "Charge")
+	if rep := dxtest.RequireReplayable(t, env.Provider, same); len(rep.Groups) != 1 || rep.Groups[0].Running != 1 {
+		t.Fatalf("report:\n%v", rep)
+	}
+
+	reordered := dx.NewRuntime(nil, dx.Options{})
+	register(reordered, "Charge", "Reserve")
+	msg := failure(t, func(ft *fakeT) {
+		dxtest.RequireReplayable(ft, env.Provider, reordered, dx.CheckReplayOptions{ReadsPerSecond: -1})
+	})
+	if !strings.Contains(msg, `nondeterminism: instance "order-1" (Running, Order 1.0.0, execution 1) at event 2`) ||
+		!strings.Contains(msg, `history: activity Reserve("o")`) || !strings.Contains(msg, `code:    calls activity Charge("o")`) {
+		t.Fatalf("reordered calls: %q", msg)
+	}
+	msg = failure(t, func(ft *fakeT) {
+		dxtest.RequireReplayable(ft, env.Provider, same, dx.CheckReplayOptions{}, dx.CheckReplayOptions{})
+	})
+	if !strings.Contains(msg, "at most one") {
+		t.Fatalf("two options: %q", msg)
+	}
+}

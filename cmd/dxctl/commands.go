@@ -123,6 +123,7 @@ instance, O(instances + executions), in short scripts.`,
 			return func(ctx context.Context, a *app, _ []string) error { return a.metrics(ctx) }
 		},
 	},
+	versionsCommand,
 	{
 		name:    "fsck",
 		usage:   "[--repair [--yes]]",

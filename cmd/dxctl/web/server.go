@@ -177,6 +177,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/instances/{id}", s.apiInstance)
 	m.HandleFunc("GET /api/instances/{id}/history", s.apiHistory)
 	m.HandleFunc("GET /api/partitions", s.apiPartitions)
+	m.HandleFunc("GET /versions", s.pageVersions)
+	m.HandleFunc("GET /api/versions", s.apiVersions)
 	for _, a := range actionNames {
 		m.HandleFunc("POST /api/instances/{id}/"+a, s.apiAction(a))
 		m.HandleFunc("POST /instances/{id}/"+a, s.pageAction(a))
