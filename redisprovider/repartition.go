@@ -53,10 +53,10 @@ import (
 // what an earlier one wrote; a key already moved is not found under the old tags any more).
 
 // repartBatch is the most keys one copy step moves (a variable for tests).
-var repartBatch = 200
+var repartBatch = 1000
 
 // repartPage is the most index members one copy step reads.
-const repartPage = 2000
+const repartPage = 5000
 
 // repart is one re-partitioning run.
 type repart struct {

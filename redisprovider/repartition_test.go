@@ -70,6 +70,14 @@ func repartRuntime(p *redisprovider.Provider, anyTag bool) *dx.Runtime {
 		out, err := dx.All(ctx, futs...)
 		return strings.Join(out, ","), err
 	})
+	// Again: KV, then continued as new twice (executions, the KV of earlier ones).
+	dx.Register(rt, "Again", func(ctx dx.Context, n int) (int, error) {
+		ctx.SetKV(fmt.Sprint("k", n), fmt.Sprint(n))
+		if n < 2 {
+			return 0, dx.ContinueAsNew(ctx, n+1)
+		}
+		return n, nil
+	})
 	// Tree: a finished tree of both kinds of children.
 	dx.Register(rt, "Tree", func(ctx dx.Context, n int) (string, error) {
 		var futs []dx.Future[string]
@@ -105,6 +113,7 @@ func repartWorld(t *testing.T, p *redisprovider.Provider, hellos int) map[string
 		start("Hello", fmt.Sprint("hello-", i), fmt.Sprint("n", i))
 	}
 	start("Tree", "tree", 2)
+	start("Again", "again", 0)
 	want := map[string]string{"tagged": "heavy t", "sess": "hello, s|heavy s", "parent": ""}
 	for i := range 3 {
 		id := fmt.Sprint("waiter-", i)
@@ -128,8 +137,10 @@ func repartWorld(t *testing.T, p *redisprovider.Provider, hellos int) map[string
 				return false
 			}
 		}
-		if st, _ := c.Status(ctx, "tree"); st.State != dx.StateCompleted {
-			return false
+		for _, id := range []string{"tree", "again"} {
+			if st, _ := c.Status(ctx, id); st.State != dx.StateCompleted {
+				return false
+			}
 		}
 		for id := range want {
 			if strings.HasPrefix(id, "waiter-") || strings.HasPrefix(id, "parent-x") || strings.Contains(id, "::sub::") {
@@ -296,9 +307,14 @@ func repartitionTo(t *testing.T, p *redisprovider.Provider, n int) *redisprovide
 // with the outputs they would have had.
 func TestRepartition(t *testing.T) {
 	t.Parallel()
-	p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 1})
+	// With retention: finished roots keep their keys for an hour, then expire with their trees.
+	p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 1, Retention: time.Hour})
 	want := repartWorld(t, p, 8)
 	before := repartReading(t, p)
+	ttl := p.Client().PTTL(context.Background(), p.Keyspace().Instance("hello-0")).Val()
+	if ttl <= 0 {
+		t.Fatalf("a finished root's record has no TTL (%v) with retention", ttl)
+	}
 	t.Log(before[strings.Index(before, "metrics"):])
 	cur := p
 	for _, n := range []int{12, 4, 12, 1, 12} {
@@ -311,6 +327,9 @@ func TestRepartition(t *testing.T) {
 		}
 		if got := repartReading(t, cur); got != before {
 			t.Fatalf("after the move to %d partitions the namespace reads differently:\n%s", n, readingDiff(before, got))
+		}
+		if got := cur.Client().PTTL(context.Background(), cur.Keyspace().Instance("hello-0")).Val(); got <= 0 || got > ttl {
+			t.Fatalf("after the move to %d partitions a finished root's record expires in %v, want at most the %v it had", n, got, ttl)
 		}
 		checkFsck(t, cur)
 		if t.Failed() {
