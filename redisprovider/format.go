@@ -201,6 +201,10 @@ func (p *Provider) setupPartitions(ctx context.Context) error {
 		// data (checkFormat refuses it).
 		return nil
 	}
+	if r.migrating && want != 0 && !p.opts.anyFormat {
+		// Being re-partitioned: whatever count the caller wants, the namespace cannot be used yet.
+		return p.formatErr(op, &FormatError{Namespace: p.keys.Namespace(), Found: dxredis.Format, Migrating: true})
+	}
 	if want != 0 && want != r.partitions {
 		return p.partitionErr(op, &PartitionError{Namespace: p.keys.Namespace(), Want: want, Found: r.partitions})
 	}

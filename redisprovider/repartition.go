@@ -847,11 +847,13 @@ func (r *repart) readValues(ctx context.Context, keys []oldKey) ([]keyValue, err
 
 // writeValue queues the commands that make key hold v (whatever it held).
 func writeValue(ctx context.Context, pipe redis.Pipeliner, key string, v keyValue) {
+	if v.typ == "string" {
+		pipe.Set(ctx, key, v.str, v.ttl) // (replaces the key, TTL included: one command)
+		return
+	}
 	pipe.Del(ctx, key)
 	const chunk = 1000
 	switch v.typ {
-	case "string":
-		pipe.Set(ctx, key, v.str, 0)
 	case "hash":
 		args := make([]any, 0, 2*len(v.hash))
 		for _, f := range slices.Sorted(maps.Keys(v.hash)) {

@@ -609,8 +609,13 @@ func TestRepartitionStoppedAfterEachStep(t *testing.T) {
 			if !errors.Is(err, redisprovider.ErrMigrateStopped) {
 				t.Fatalf("%d -> %d, stop after %d steps: %v", src.Keyspace().Partitions(), n, stop, err)
 			}
-			if r, err := reopenWith(t, q, 0); err == nil {
-				t.Fatalf("%d -> %d, stopped after %d steps: a provider opens the namespace (%d partitions)", src.Keyspace().Partitions(), n, stop, r.Keyspace().Partitions())
+			for _, count := range []int{0, src.Keyspace().Partitions(), n} {
+				var fe *redisprovider.FormatError
+				if r, err := reopenWith(t, q, count); !errors.As(err, &fe) || !fe.Migrating {
+					t.Fatalf("%d -> %d, stopped after %d steps: New with %d partitions: %v, want a FormatError (being re-partitioned)", src.Keyspace().Partitions(), n, stop, count, err)
+				} else if r != nil {
+					t.Fatalf("a provider opens the namespace (%d partitions)", r.Keyspace().Partitions())
+				}
 			}
 			if _, err := redisprovider.Migrate(ctx, q.Client(), ns, redisprovider.MigrateOptions{Partitions: n}); err != nil {
 				t.Fatalf("%d -> %d, stopped after %d steps, then migrate: %v", src.Keyspace().Partitions(), n, stop, err)
