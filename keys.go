@@ -84,7 +84,9 @@ import (
 // A namespace of several partitions (see Keyspace, "Partitions") also has:
 //
 //	{<ns>:0}:meta           HASH    the root record: format partitions tags (every partition's tag,
-//	                                braced, space-separated); see RootMeta
+//	                                braced, space-separated); see RootMeta; while dxctl migrate
+//	                                --partitions moves the namespace also migrating repart_from
+//	                                repart_to (the old and the new tags: redisprovider, repartition.go)
 //	P chx:<id>              HASH    children of the instance that live in other partitions: child ->
 //	                                its partition (written when the child is created, see ob_apply 'c')
 //	P i:<id> field pp       the partition of the instance's parent, when it is not this one
@@ -171,7 +173,9 @@ const MaxPartitions = 256
 // partitions. With P > 1 partition p's tag is "<ns>:<p>/<k>" for the smallest k >= 1 whose slot
 // lies in the p-th 1/P of the slot range ([p*16384/P, (p+1)*16384/P), see PartitionTags), so that
 // with a cluster's even slot layout each primary serves the same number of partitions; the tags
-// are stored in the root record when the namespace is created and read from there afterwards.
+// are stored in the root record when the namespace is created and read from there afterwards. A
+// namespace re-partitioned by dxctl migrate --partitions takes for each partition the smallest such
+// k that its previous partitions did not use, so that no new key is an old one.
 //
 // Placement: an instance lives in partition PartitionOf(id) = FNV-1a 64 (the UTF-8 bytes of its
 // placement key) mod P, where the placement key is the id up to its first "::sub::": duroxide

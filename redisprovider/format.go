@@ -21,11 +21,14 @@ import (
 type FormatError struct {
 	Namespace string
 	Found     int  // the namespace's format (1: the layout of the releases before format 2)
-	Migrating bool // dxctl migrate is converting it (Found is the format it comes from)
+	Migrating bool // dxctl migrate is converting it (Found is the format it comes from) or re-partitioning it (Found is 2)
 }
 
 func (e *FormatError) Error() string {
 	switch {
+	case e.Migrating && e.Found == dxredis.Format:
+		return fmt.Sprintf("dxredis: namespace %q is being re-partitioned (dxctl migrate --partitions): wait for it to finish, or run it again if it stopped",
+			e.Namespace)
 	case e.Migrating:
 		return fmt.Sprintf("dxredis: namespace %q is being migrated from format %d to format %d: wait for `dxctl migrate` to finish, or run it again if it stopped",
 			e.Namespace, e.Found, dxredis.Format)
@@ -198,6 +201,10 @@ func (p *Provider) setupPartitions(ctx context.Context) error {
 		// data (checkFormat refuses it).
 		return nil
 	}
+	if r.migrating && want != 0 && !p.opts.anyFormat {
+		// Being re-partitioned: whatever count the caller wants, the namespace cannot be used yet.
+		return p.formatErr(op, &FormatError{Namespace: p.keys.Namespace(), Found: dxredis.Format, Migrating: true})
+	}
 	if want != 0 && want != r.partitions {
 		return p.partitionErr(op, &PartitionError{Namespace: p.keys.Namespace(), Want: want, Found: r.partitions})
 	}
@@ -209,6 +216,9 @@ func (p *Provider) setupPartitions(ctx context.Context) error {
 		return p.mapErr(op, err)
 	}
 	p.keys = keys
+	if r.migrating {
+		return nil // no records while dxctl migrate moves the namespace (checkFormat refuses it)
+	}
 	return p.initPartitions(ctx)
 }
 

@@ -24,8 +24,8 @@ var ErrNamespaceBusy = errors.New("dxredis: the namespace is in use")
 
 // MigrateOptions configure Migrate.
 type MigrateOptions struct {
-	// Partitions is the partition count the namespace gets (0: 1). This release has one
-	// partition per namespace; Migrate refuses other counts.
+	// Partitions is the partition count the namespace gets (1-256; 0: the count it has). Another
+	// count than the namespace's re-partitions it (see Migrate).
 	Partitions int
 	// Logger receives a line per step. Default: discard.
 	Logger *slog.Logger
@@ -38,10 +38,12 @@ type MigrateOptions struct {
 // MigrateReport says what Migrate did.
 type MigrateReport struct {
 	Namespace string
-	From      int           // the format found (0: the namespace holds nothing; it gets format 2 with its first write)
-	To        int           // the format it has now
-	Steps     []string      // what ran, in order (empty: nothing to do)
-	Elapsed   time.Duration // from the first step to the last: how long the namespace was unusable
+	From      int // the format found (0: the namespace holds nothing; it gets format 2 with its first write)
+	To        int // the format it has now
+	// FromPartitions and ToPartitions are the partition counts before and after.
+	FromPartitions, ToPartitions int
+	Steps                        []string      // what ran, in order (empty: nothing to do)
+	Elapsed                      time.Duration // from the first step to the last: how long the namespace was unusable
 }
 
 // Migrate converts a namespace's storage to this release's format (dxredis.Format) with its
@@ -53,6 +55,15 @@ type MigrateReport struct {
 // format 2 it only converts execution records that a release before the one record layout wrote
 // (scripts/lib_admin.lua, record_convert; nothing when there are none), instance by instance,
 // with the runtimes stopped as well. The runtimes are then started with this release.
+//
+// With opts.Partitions other than the namespace's count, Migrate then re-partitions it (keys.go,
+// "Partitions"), offline as well: it refuses (ErrNamespaceBusy, nothing written) while a lock is
+// held, a session owned, a fetcher waits or an outbox holds entries it could not forward; every
+// instance, worker item and session moves to its partition under the new count, the indexes are
+// rebuilt there with their scores, and the records come last (repartition.go). A re-partitioning
+// that stopped is finished by Migrate with the same count (or 0); no process can use the
+// namespace until it is. The runtimes are then started with Options.Partitions 0 (or the new
+// count).
 func Migrate(ctx context.Context, client redis.UniversalClient, namespace string, opts MigrateOptions) (*MigrateReport, error) {
 	if ctx == nil {
 		return nil, errNilContext("migrate")
@@ -60,12 +71,8 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 	if client == nil {
 		return nil, provider.NewPermanentError("migrate", "nil Redis client").WithKind(provider.ErrInvalidInput)
 	}
-	if opts.Partitions == 0 {
-		opts.Partitions = 1
-	}
-	if opts.Partitions != 1 {
-		return nil, provider.NewPermanentError("migrate", fmt.Sprintf("%d partitions: this release keeps a namespace in one partition", opts.Partitions)).
-			WithKind(provider.ErrInvalidInput)
+	if opts.Partitions < 0 || opts.Partitions > dxredis.MaxPartitions {
+		return nil, invalid("migrate", "%d partitions: want 1-%d (0: the namespace's count)", opts.Partitions, dxredis.MaxPartitions)
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -77,22 +84,48 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 		return nil, err
 	}
 	defer p.Close()
-	found, migrating, err := NamespaceFormat(ctx, client, p.keys, 0)
+	start := time.Now()
+	steps := &stepBudget{limit: opts.steps}
+	rep := &MigrateReport{Namespace: namespace}
+	plan, err := readPlan(ctx, client, p.keys)
 	if err != nil {
 		return nil, p.mapErr("migrate", err)
 	}
-	rep := &MigrateReport{Namespace: namespace, From: found, To: found}
+	if plan == nil { // (a namespace being re-partitioned is in this release's format)
+		if err := p.migrateFormat(ctx, steps, rep); err != nil {
+			return nil, err
+		}
+	} else {
+		rep.From, rep.To = dxredis.Format, dxredis.Format
+	}
+	if rep.To == dxredis.Format {
+		if err := p.repartition(ctx, opts.Partitions, steps, rep); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range rep.Steps {
+		logger.Info("dxredis: migrate", "namespace", namespace, "step", s)
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+// migrateFormat is Migrate's conversion to format 2 (see Migrate).
+func (p *Provider) migrateFormat(ctx context.Context, steps *stepBudget, rep *MigrateReport) error {
+	found, migrating, err := NamespaceFormat(ctx, p.rdb, p.keys, 0)
+	if err != nil {
+		return p.mapErr("migrate", err)
+	}
+	rep.From, rep.To = found, found
 	if found == 0 {
-		return rep, nil // nothing to convert
+		return nil // nothing to convert
 	}
 	if found > dxredis.Format {
-		return nil, p.formatErr("migrate", &FormatError{Namespace: namespace, Found: found})
+		return p.formatErr("migrate", &FormatError{Namespace: p.keys.Namespace(), Found: found})
 	}
-	start := time.Now()
-	changed := 0 // steps that changed something (opts.steps stops after that many)
 	step := func(name string, ids ...string) (int64, error) {
-		if opts.steps > 0 && changed >= opts.steps {
-			return 0, errMigrateStopped
+		if err := steps.next(); err != nil {
+			return 0, err
 		}
 		e := luascripts.AdminMigrate.Encoder(1 + len(ids))
 		e.Set("step", name)
@@ -113,7 +146,7 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 		}
 		n, _ := res.(int64)
 		if n > 0 {
-			changed++
+			steps.done++
 		}
 		return n, nil
 	}
@@ -127,47 +160,37 @@ func Migrate(ctx context.Context, client redis.UniversalClient, namespace string
 		return err
 	}
 	if found == dxredis.Format && !migrating {
-		if err := records(); err != nil {
-			return nil, err
-		}
-		for _, s := range rep.Steps {
-			logger.Info("dxredis: migrate", "namespace", namespace, "step", s)
-		}
-		rep.Elapsed = time.Since(start)
-		return rep, nil
+		return records()
 	}
 	if n, err := step("begin"); err != nil {
-		return nil, err
+		return err
 	} else if n == 1 {
 		rep.Steps = append(rep.Steps, "begin")
 	}
 	converted, err := p.migrateEach(ctx, step, "messages", nil, "qz:*")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if converted > 0 {
 		rep.Steps = append(rep.Steps, fmt.Sprintf("messages of %d instances", converted))
 	}
 	if err := records(); err != nil {
-		return nil, err
+		return err
 	}
 	items, err := p.migrateEach(ctx, step, "items", workItemNumber, "wq:m:*")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if items > 0 {
 		rep.Steps = append(rep.Steps, fmt.Sprintf("%d worker items", items))
 	}
 	if n, err := step("finish"); err != nil {
-		return nil, err
+		return err
 	} else if n == 1 {
 		rep.Steps = append(rep.Steps, "finish")
 	}
-	for _, s := range rep.Steps {
-		logger.Info("dxredis: migrate", "namespace", namespace, "step", s)
-	}
-	rep.To, rep.Elapsed = dxredis.Format, time.Since(start)
-	return rep, nil
+	rep.To = dxredis.Format
+	return nil
 }
 
 // migrateEach runs admin_migrate's step name over the ids of the namespace's keys of the given

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/duroxide-go/dxredis"
+	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 	"github.com/redis/go-redis/v9"
 )
@@ -99,8 +100,8 @@ func TestMigrateFormat1Keys(t *testing.T) {
 	if err != nil || len(rep.Steps) != 0 || rep.From != 2 {
 		t.Fatalf("migrate of a format-2 namespace: %+v %v, want nothing done", rep, err)
 	}
-	if _, err := redisprovider.Migrate(ctx, c, ns, redisprovider.MigrateOptions{Partitions: 4}); err == nil {
-		t.Fatal("migrate to 4 partitions: want an error (one partition in this release)")
+	if _, err := redisprovider.Migrate(ctx, c, ns, redisprovider.MigrateOptions{Partitions: 257}); !errors.Is(err, provider.ErrInvalidInput) {
+		t.Fatalf("migrate to 257 partitions: %v, want invalid input", err)
 	}
 }
 

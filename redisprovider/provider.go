@@ -390,18 +390,24 @@ func mayHaveRun(err error) bool {
 // restarted or flushed server recovers by itself: FCALL reloads the library when the function is
 // missing; go-redis's Script.Run falls back to EVAL on NOSCRIPT.
 func (p *Provider) call(ctx context.Context, op, script string, partition int, attempt string, args []any) (any, error) {
-	if p.isClosed() { // also when the client is the caller's and stays open
-		return nil, provider.NewPermanentError(op, "provider closed").WithCause(redis.ErrClosed)
-	}
-	if ctx == nil {
-		return nil, errNilContext(op)
-	}
 	argv := make([]any, 0, len(args)+1)
 	argv = append(argv, p.keys.Prefix(partition))
 	argv = append(argv, args...)
 	keys := []string{p.keys.Meta(partition)}
 	if attempt != "" {
 		keys = append(keys, attempt)
+	}
+	return p.callKeys(ctx, op, script, keys, argv)
+}
+
+// callKeys is call with the keys and arguments built (KEYS[1] the meta key of the partition whose
+// prefix is argv[0]).
+func (p *Provider) callKeys(ctx context.Context, op, script string, keys []string, argv []any) (any, error) {
+	if p.isClosed() { // also when the client is the caller's and stays open
+		return nil, provider.NewPermanentError(op, "provider closed").WithCause(redis.ErrClosed)
+	}
+	if ctx == nil {
+		return nil, errNilContext(op)
 	}
 	var res any
 	var err error

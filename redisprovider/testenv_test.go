@@ -88,7 +88,7 @@ func newTestProviderWith(t testing.TB, opts redisprovider.Options) (*redisprovid
 		// The check runs on a provider of its own: the test may have closed p.
 		if _, skip := fsckSkipped.Load(t); skip || t.Failed() {
 			// Deliberate damage (which may make the namespace unopenable), or a failure said already.
-		} else if checker, err := openAgain(ctx, client, opts); err != nil {
+		} else if checker, err := openAgain(ctx, client, adopt(opts)); err != nil {
 			t.Errorf("fsck: open the namespace again: %v", err)
 		} else {
 			checkFsck(t, checker)
@@ -103,6 +103,12 @@ func newTestProviderWith(t testing.TB, opts redisprovider.Options) (*redisprovid
 		}
 	})
 	return p, mr
+}
+
+// adopt is opts with the partition count left to the namespace (a test may have moved it).
+func adopt(opts redisprovider.Options) redisprovider.Options {
+	opts.Partitions = 0
+	return opts
 }
 
 // openAgain opens a provider on client (a cluster's) or, when it is nil, on opts.Addr.

@@ -96,6 +96,24 @@ items), walked in short scripts.`,
 		},
 	},
 	{
+		name:    "partitions",
+		usage:   "",
+		summary: "The namespace's partitions: slot, node, instances, queue depths, outbox backlog, node load.",
+		details: `One row per partition. TAG is the partition's hash tag and SLOT the Redis Cluster hash slot
+every key of the partition lives in; NODE the primary serving that slot (CLUSTER SLOTS on a cluster,
+else the server's address). INSTANCES counts the instances the partition holds. ORCH QUEUE and
+WORKER QUEUE are its queue depths as "queues" counts them for the namespace (orchestrator messages
+no lock covers, unlocked worker items). OUTBOX is the number of messages for other partitions not
+forwarded yet, OLDEST OUTBOX how long the oldest has waited: entries normally leave within
+milliseconds; a backlog that stays means no process forwards them. NODE OPS/S is the commands per
+second the node executes (INFO stats, instantaneous_ops_per_sec), for every client and namespace it
+serves, with how many of the namespace's partitions it serves: compare it between nodes. Cost: the
+queue walk of "queues", partition by partition, and one INFO per node.`,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(ctx context.Context, a *app, _ []string) error { return a.partitions(ctx) }
+		},
+	},
+	{
 		name:    "metrics",
 		usage:   "",
 		summary: "System metrics: instances by status, executions and history events.",
@@ -209,18 +227,23 @@ server's whole keyspace (every primary's, on a cluster) for the namespace's keys
 	{
 		name:    "migrate",
 		usage:   "[--partitions N]",
-		summary: "Convert the namespace to this release's storage format (format 2), with its runtimes stopped.",
+		summary: "Convert the namespace to this release's storage format (format 2), or move it to N partitions, with its runtimes stopped.",
 		details: `Stop every runtime, worker and client process that uses the namespace first: migrate refuses
 while a turn or an activity is locked, a session is owned or a fetcher waits, and from its first step
 on every process of the older release fails on the namespace (loudly, writing nothing) until the
 runtimes are started again with this release. Each step is atomic: a migration stopped anywhere (a
 crash, Ctrl-C) is finished by running migrate again. On a namespace in format 2 it converts only the
 execution records that a release before the one record layout wrote (nothing when there are none).
---partitions is the namespace's partition count (this release: 1). The downtime is the time between
-stopping the old runtimes and starting the new ones; the steps take about 25-50 us per instance
-(docs/operations.md, "Upgrading a namespace").`,
+The downtime is the time between stopping the old runtimes and starting the new ones; the steps take
+about 25-50 us per instance (docs/operations.md, "Upgrading a namespace").
+--partitions N (1-256) re-partitions the namespace: every instance, worker item and session moves to
+its partition under N, the indexes are rebuilt there, and the records come last. It refuses (writing
+nothing) while anything uses the namespace or an outbox holds entries it cannot forward; from its
+plan on every process refuses the namespace until it is done; a move that stopped is finished by
+running migrate again (with the same N, or none). Start the runtimes afterwards with
+Options.Partitions 0 or N (docs/operations.md, "Changing the partition count").`,
 		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
-			partitions := fs.Int("partitions", 1, "the namespace's partition count `N` (this release: 1)")
+			partitions := fs.Int("partitions", 0, "move the namespace to `N` partitions, 1-256 (default: keep its count)")
 			return func(ctx context.Context, a *app, _ []string) error { return a.migrate(ctx, *partitions) }
 		},
 	},
@@ -609,6 +632,25 @@ func (a *app) queues(ctx context.Context) error {
 	return nil
 }
 
+func (a *app) partitions(ctx context.Context) error {
+	if err := a.open(ctx); err != nil {
+		return err
+	}
+	stats, err := a.p.GetPartitionStats(ctx)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(web.PartitionsOf(a.ns, stats))
+	}
+	t := newTable(a.stdout, "PARTITION", "TAG", "SLOT", "NODE", "INSTANCES", "ORCH QUEUE", "WORKER QUEUE", "OUTBOX", "OLDEST OUTBOX", "NODE OPS/S")
+	for _, s := range stats {
+		t.row(s.Partition, s.Tag, s.Slot, s.Node, s.Instances, s.Orchestrator, s.Worker, s.OutboxEntries, age(s.OutboxOldestAge),
+			fmt.Sprintf("%d (%d of these)", s.NodeOpsPerSec, s.NodePartitions))
+	}
+	return t.flush()
+}
+
 func (a *app) fsck(ctx context.Context, repair, yes bool) error {
 	if err := a.open(ctx); err != nil {
 		return err
@@ -909,11 +951,12 @@ func (a *app) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-// migrate converts the namespace to format 2 (redisprovider.Migrate). It needs no provider: the
-// provider refuses a namespace in another format.
+// migrate converts the namespace to format 2 or moves it to other partitions
+// (redisprovider.Migrate). It needs no provider: the provider refuses a namespace in another
+// format or being moved.
 func (a *app) migrate(ctx context.Context, partitions int) error {
-	if partitions <= 0 {
-		return usagef("migrate: --partitions must be positive")
+	if partitions < 0 || partitions > 256 {
+		return usagef("migrate: --partitions must be 1-256 (or 0 to keep the namespace's count)")
 	}
 	c := redis.NewClient(&redis.Options{Addr: a.addr, Password: a.password})
 	defer c.Close()
@@ -923,24 +966,30 @@ func (a *app) migrate(ctx context.Context, partitions int) error {
 	}
 	if a.json {
 		return a.printJSON(struct {
-			Namespace string   `json:"namespace"`
-			From      int      `json:"from_format"`
-			To        int      `json:"to_format"`
-			Steps     []string `json:"steps"`
-			ElapsedMS float64  `json:"elapsed_ms"`
-		}{rep.Namespace, rep.From, rep.To, append([]string{}, rep.Steps...), float64(rep.Elapsed.Microseconds()) / 1000})
+			Namespace      string   `json:"namespace"`
+			From           int      `json:"from_format"`
+			To             int      `json:"to_format"`
+			FromPartitions int      `json:"from_partitions"`
+			ToPartitions   int      `json:"to_partitions"`
+			Steps          []string `json:"steps"`
+			ElapsedMS      float64  `json:"elapsed_ms"`
+		}{rep.Namespace, rep.From, rep.To, rep.FromPartitions, rep.ToPartitions, append([]string{}, rep.Steps...), float64(rep.Elapsed.Microseconds()) / 1000})
 	}
+	took := fmt.Sprintf("in %s (steps: %s)", rep.Elapsed.Round(time.Microsecond), strings.Join(rep.Steps, ", "))
 	switch {
 	case rep.From == 0:
 		fmt.Fprintf(a.stdout, "namespace %q holds nothing: its first write gives it format %d\n", a.ns, rep.To)
 	case len(rep.Steps) == 0:
 		fmt.Fprintf(a.stdout, "namespace %q is in format %d already: nothing to do\n", a.ns, rep.To)
+	case rep.FromPartitions != rep.ToPartitions:
+		fmt.Fprintf(a.stdout, "namespace %q moved from %d to %d partitions %s: start its runtimes (Options.Partitions 0 or %d)\n",
+			a.ns, rep.FromPartitions, rep.ToPartitions, took, rep.ToPartitions)
 	case rep.From == rep.To:
-		fmt.Fprintf(a.stdout, "namespace %q (format %d): converted what an older release wrote in %s (steps: %s): start its runtimes with this release\n",
-			a.ns, rep.To, rep.Elapsed.Round(time.Microsecond), strings.Join(rep.Steps, ", "))
+		fmt.Fprintf(a.stdout, "namespace %q (format %d): converted what an older release wrote %s: start its runtimes with this release\n",
+			a.ns, rep.To, took)
 	default:
-		fmt.Fprintf(a.stdout, "namespace %q migrated from format %d to format %d in %s (steps: %s): start its runtimes with this release\n",
-			a.ns, rep.From, rep.To, rep.Elapsed.Round(time.Microsecond), strings.Join(rep.Steps, ", "))
+		fmt.Fprintf(a.stdout, "namespace %q migrated from format %d to format %d %s: start its runtimes with this release\n",
+			a.ns, rep.From, rep.To, took)
 	}
 	return nil
 }

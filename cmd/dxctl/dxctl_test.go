@@ -1173,7 +1173,8 @@ func TestMigrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.fails("run `dxctl migrate --ns ctl`", "queues")
-	f.fails("--partitions must be positive", "migrate", "--partitions", "0")
+	f.fails("--partitions must be 1-256", "migrate", "--partitions", "-1")
+	f.fails("--partitions must be 1-256", "migrate", "--partitions", "257")
 	out := f.ok("migrate")
 	if !regexpLine(out, `^namespace "ctl" migrated from format 1 to format 2 in .*: start its runtimes with this release$`) {
 		t.Fatalf("migrate:\n%s", out)
@@ -1281,4 +1282,51 @@ func TestMigrateOldRecordLayouts(t *testing.T) {
 		}
 	}
 	f.ok("fsck")
+}
+
+// migrate --partitions moves the namespace to another partition count: every command then reads
+// it as before, "partitions" describes each partition, and a second run does nothing.
+func TestMigratePartitions(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	before := f.ok("instances")
+	out := f.ok("migrate", "--partitions", "3")
+	if !regexpLine(out, `^namespace "ctl" moved from 1 to 3 partitions in .*: start its runtimes \(Options.Partitions 0 or 3\)$`) {
+		t.Fatalf("migrate --partitions 3:\n%s", out)
+	}
+	if got := f.ok("instances"); got != before {
+		t.Fatalf("instances after the move:\n%s\nbefore:\n%s", got, before)
+	}
+	if out := f.ok("fsck"); !strings.Contains(out, ": 0 violation(s)") {
+		t.Fatalf("fsck after the move:\n%s", out)
+	}
+	if out := f.ok("migrate", "--partitions", "3"); !strings.Contains(out, "nothing to do") {
+		t.Fatalf("migrate --partitions 3 again:\n%s", out)
+	}
+	out = f.ok("partitions")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "PARTITION  TAG") || !regexpLine(out, `^2 +ctl:2/\d+ +\d+ +127\.0\.0\.1:\d+ `) {
+		t.Fatalf("partitions:\n%s", out)
+	}
+	var ps web.Partitions
+	if err := json.Unmarshal([]byte(f.ok("--json", "partitions")), &ps); err != nil || ps.Namespace != "ctl" || len(ps.Partitions) != 3 {
+		t.Fatalf("partitions --json: %+v %v", ps, err)
+	}
+	var inst uint64
+	for _, p := range ps.Partitions {
+		inst += p.Instances
+	}
+	if inst != 4 {
+		t.Fatalf("partitions --json: %d instances, want the 4 created: %+v", inst, ps)
+	}
+	var rep struct {
+		From int `json:"from_partitions"`
+		To   int `json:"to_partitions"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("--json", "migrate", "--partitions", "1")), &rep); err != nil || rep.From != 3 || rep.To != 1 {
+		t.Fatalf("migrate --json --partitions 1: %+v %v", rep, err)
+	}
+	if got := f.ok("instances"); got != before {
+		t.Fatalf("instances after the move back:\n%s\nbefore:\n%s", got, before)
+	}
 }

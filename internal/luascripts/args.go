@@ -58,6 +58,7 @@ var (
 		S("mode"), N("keep"), N("exec_before"), N("inst_before"), N("limit"), All("ids", "id"),
 	}}
 	AdminMigrate = &Schema{Op: "admin_migrate", Args: []Arg{S("step"), All("ids", "id")}}
+	AdminRepart  = &Schema{Op: "admin_repart", Args: []Arg{S("step"), Opt(N("n")), Opt(S("tags")), Opt(S("to")), Opt(S("seq"))}}
 	AdminFsck    = &Schema{Op: "admin_fsck", Args: []Arg{S("mode"), S("subject"), All("list", "v")}}
 	AdminRepair  = &Schema{Op: "admin_repair", Args: []Arg{N("retention"), S("code"), S("subject"), All("list", "v")}}
 	AdminDelete  = &Schema{Op: "admin_delete", Args: []Arg{
@@ -73,7 +74,7 @@ var (
 // Schemas lists every declared operation by name (the library builder reads it).
 var Schemas = index(OrchEnqueue, OrchFetch, OrchAck, OrchAckFetch, OrchAbandon, OrchRenew, OrchAppend,
 	WorkEnqueue, WorkFetch, WorkAck, WorkAckFetch, WorkAbandon, WorkRenew, SessionCleanup, SessionRenew,
-	InstRead, InstReplay, InstState, AdminIdle, AdminInspect, AdminList, AdminMetrics, AdminOrphans, AdminPrune, AdminMigrate, AdminQueues, AdminFsck, AdminRepair, AdminDelete, NsInit, ObTake, ObApply, ObTrim)
+	InstRead, InstReplay, InstState, AdminIdle, AdminInspect, AdminList, AdminMetrics, AdminOrphans, AdminPrune, AdminMigrate, AdminRepart, AdminQueues, AdminFsck, AdminRepair, AdminDelete, NsInit, ObTake, ObApply, ObTrim)
 
 func index(ss ...*Schema) map[string]*Schema {
 	m := map[string]*Schema{}

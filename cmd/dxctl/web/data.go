@@ -67,23 +67,33 @@ func WorkerTagsOf(tags []redisprovider.WorkerTagStats) []WorkerTag {
 }
 
 // statusCounts reads the instance counts: ZCARD of idx:instances and of each idx:status:<status>
-// (keys.go's layout), O(1) each, in one round trip.
+// (keys.go's layout) in every partition, O(1) each, in one round trip.
 func (s *Server) statusCounts(ctx context.Context) (uint64, map[string]uint64, error) {
-	pre := s.p.Keyspace().Prefix(0)
+	ks := s.p.Keyspace()
 	pipe := s.p.Client().Pipeline()
-	total := pipe.ZCard(ctx, pre+"idx:instances")
-	counts := make([]interface{ Val() int64 }, len(statuses))
-	for i, st := range statuses {
-		counts[i] = pipe.ZCard(ctx, pre+"idx:status:"+st)
+	var totals []interface{ Val() int64 }
+	counts := make([][]interface{ Val() int64 }, len(statuses))
+	for part := range ks.Partitions() {
+		pre := ks.Prefix(part)
+		totals = append(totals, pipe.ZCard(ctx, pre+"idx:instances"))
+		for i, st := range statuses {
+			counts[i] = append(counts[i], pipe.ZCard(ctx, pre+"idx:status:"+st))
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, nil, err
 	}
+	var total uint64
+	for _, c := range totals {
+		total += uint64(c.Val())
+	}
 	by := make(map[string]uint64, len(statuses))
 	for i, st := range statuses {
-		by[st] = uint64(counts[i].Val())
+		for _, c := range counts[i] {
+			by[st] += uint64(c.Val())
+		}
 	}
-	return uint64(total.Val()), by, nil
+	return total, by, nil
 }
 
 func (s *Server) overview(ctx context.Context) (Overview, error) {
@@ -624,4 +634,44 @@ func parseHistoryQuery(q url.Values) (exec uint64, offset, limit int, err error)
 
 func msRFC(ms uint64) string {
 	return time.UnixMilli(int64(ms)).UTC().Format(time.RFC3339Nano)
+}
+
+// Partitions is GET /api/partitions (dxctl's "partitions --json" prints the same JSON).
+type Partitions struct {
+	Namespace  string      `json:"namespace"`
+	Partitions []Partition `json:"partitions"`
+}
+
+// Partition is one partition of the namespace (redisprovider.PartitionStats says what each
+// field means).
+type Partition struct {
+	Partition      int    `json:"partition"`
+	Tag            string `json:"tag"`
+	Slot           int    `json:"slot"`
+	Node           string `json:"node"`
+	Instances      uint64 `json:"instances"`
+	Orchestrator   uint64 `json:"orchestrator_queue"`
+	Worker         uint64 `json:"worker_queue"`
+	OutboxEntries  uint64 `json:"outbox_entries"`
+	OutboxOldestMs int64  `json:"outbox_oldest_age_ms"`
+	NodeOpsPerSec  int64  `json:"node_ops_per_sec"`
+	NodePartitions int    `json:"node_partitions"`
+}
+
+// PartitionsOf converts the provider's partition statistics (never nil).
+func PartitionsOf(ns string, stats []redisprovider.PartitionStats) Partitions {
+	out := Partitions{Namespace: ns, Partitions: make([]Partition, len(stats))}
+	for i, s := range stats {
+		out.Partitions[i] = Partition{s.Partition, s.Tag, s.Slot, s.Node, s.Instances, s.Orchestrator, s.Worker,
+			s.OutboxEntries, s.OutboxOldestAge.Milliseconds(), s.NodeOpsPerSec, s.NodePartitions}
+	}
+	return out
+}
+
+func (s *Server) partitions(ctx context.Context) (Partitions, error) {
+	stats, err := s.p.GetPartitionStats(ctx)
+	if err != nil {
+		return Partitions{}, err
+	}
+	return PartitionsOf(s.p.Keyspace().Namespace(), stats), nil
 }

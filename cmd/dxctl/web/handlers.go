@@ -184,7 +184,30 @@ func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 	s.apiFail(w, err)
 }
 
+func (s *Server) apiPartitions(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	ps, err := s.partitions(ctx)
+	if err != nil {
+		s.apiFail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ps)
+}
+
 // ---- pages ----
+
+func (s *Server) pagePartitions(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	ps, err := s.partitions(ctx)
+	if err != nil {
+		code, msg := s.errorOf(err)
+		s.fail(w, r, code, msg)
+		return
+	}
+	s.render(w, r, http.StatusOK, "partitions.html", page{Title: "Partitions", Data: ps})
+}
 
 func (s *Server) pageOverview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.ctx(r)

@@ -840,3 +840,78 @@ func TestInstanceTurns(t *testing.T) {
 		t.Fatalf("%d turn lanes, want 1", n)
 	}
 }
+
+// The partitions page and API describe every partition of a namespace of several (read-only:
+// nothing but GET answers).
+func TestPartitionsPageAndAPI(t *testing.T) {
+	addr, ns := os.Getenv("DXREDIS_TEST_ADDR"), fmt.Sprintf("webparts-%d", time.Now().UnixNano())
+	if addr == "" {
+		addr = miniredis.RunT(t).Addr()
+	}
+	ctx := context.Background()
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: addr, Namespace: ns, Partitions: 12,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = redisprovider.DropNamespace(context.Background(), p.Client(), ns)
+		_ = p.Close()
+	})
+	c := dx.NewClient(p)
+	for i := range 20 {
+		if _, err := c.Start(ctx, "Work", i, dx.WithInstanceID(fmt.Sprint("i-", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := serve(t, p, Config{})
+	var ps Partitions
+	e.getJSON("/api/partitions", &ps)
+	if ps.Namespace != ns || len(ps.Partitions) != 12 {
+		t.Fatalf("partitions %+v", ps)
+	}
+	var queued uint64
+	for i, x := range ps.Partitions {
+		if x.Partition != i || x.Tag != p.Keyspace().Tags()[i] || x.Node == "" || x.NodePartitions != 12 {
+			t.Fatalf("partition %d: %+v", i, x)
+		}
+		queued += x.Orchestrator
+	}
+	if queued != 20 {
+		t.Fatalf("%d queued starts over the partitions, want 20", queued)
+	}
+	body := e.ok("/partitions")
+	for i, x := range ps.Partitions {
+		row := fmt.Sprintf("<tr><td>%d</td><td><code>%s</code></td><td>%d</td><td>%s</td>", i, x.Tag, x.Slot, x.Node)
+		if !strings.Contains(body, row) {
+			t.Fatalf("partitions page lacks %s:\n%s", row, body)
+		}
+	}
+	if !strings.Contains(e.ok("/"), `<a href="/partitions">Partitions</a>`) {
+		t.Fatal("the navigation does not link the partitions page")
+	}
+	for _, m := range []string{"POST", "PUT", "DELETE"} {
+		for _, path := range []string{"/partitions", "/api/partitions"} {
+			if r := e.do(m, path, nil, nil); r.code == 200 {
+				t.Fatalf("%s %s: 200", m, path)
+			}
+		}
+	}
+	// The overview counts the instances of every partition.
+	rt := dx.NewRuntime(p, dx.Options{PollTimeout: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	dx.Register(rt, "Work", func(_ dx.Context, n int) (int, error) { return n, nil })
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rt.Shutdown(context.Background()) }()
+	for i := range 20 {
+		if _, err := c.Wait(ctx, fmt.Sprint("i-", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var o Overview
+	e.getJSON("/api/overview", &o)
+	if o.Instances != 20 || o.ByStatus["Completed"] != 20 {
+		t.Fatalf("overview of a namespace of 12 partitions: %d instances, %v", o.Instances, o.ByStatus)
+	}
+}

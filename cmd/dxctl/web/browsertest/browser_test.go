@@ -292,6 +292,15 @@ func TestConsoleInChromium(t *testing.T) {
 	if n := eval(`document.querySelectorAll("script").length`); n != 1 {
 		t.Fatalf("%d script elements on the list", n)
 	}
+	// Partitions: one row per partition (this namespace has one), reached from the navigation.
+	do("partitions", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("nav")),
+		chromedp.Click(chromedp.CSS(`nav a[href="/partitions"]`)), chromedp.WaitVisible(chromedp.CSS("#partitions")))
+	if n := eval(`document.querySelectorAll("#partitions tbody tr").length`); n != 1 {
+		t.Fatalf("%d partition rows, want 1", n)
+	}
+	if got := text("#partitions tbody td:nth-child(2)"); got != "shop:0" {
+		t.Fatalf("partition 0's tag shown as %q", got)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(dialogs) > 0 {
