@@ -44,6 +44,9 @@ const (
 	MetricDroppedEvents  = "dx_external_events_dropped_total"
 	MetricNondeterminism = "dx_nondeterminism_total" // Count: turns whose code no longer reproduces the history (failed or held)
 	MetricReplayChecks   = "dx_replay_checks_total"  // Count: turns checked against a fresh replay (Options.ReplayCheckRate)
+	// Count: turns failed because the instance's history is lost (missing, or shorter than its
+	// record says: a lost key); each is also logged at Warn, naming the instance.
+	MetricHistoryLost = "dx_history_lost_total"
 )
 
 // Orchestration goroutines stuck outside dx are not a metric call: read StuckGoroutines.

@@ -127,6 +127,18 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 		rt.abandonTurn(bg, log(), token, 50*time.Millisecond, false)
 		return nil, time.Time{}
 	}
+	if lost := historyLost(item); lost != "" {
+		// The record counts events the stored history no longer holds (a key lost, a partial
+		// restore): no replay can rebuild the orchestration's state, and none ever will. It ends
+		// now, loudly, instead of replaying a stump or waiting forever.
+		log().Warn("dx: the instance's history is lost; failing it", "error", lost)
+		rt.opts.Metrics.Count(MetricHistoryLost, 1, labels)
+		if env.cached != nil {
+			env.cached.stop()
+		}
+		next, at, _ := rt.ackTurn(ctx, log(), held, fl, token, rt.lostAck(item, lost), labels)
+		return next, at
+	}
 	out := runTurn(env, item)
 	if out.exec != 0 && out.exec != logExec {
 		logExec, logger = out.exec, nil
@@ -402,6 +414,41 @@ func (rt *Runtime) poisonAck(item *provider.OrchestrationItem, attempts uint32) 
 		}
 		ack.OrchestratorItems = append(ack.OrchestratorItems, provider.WorkItem{Kind: provider.SubOrchFailed{
 			ParentInstance: *st.ParentInstance, ParentExecutionID: pexec, ParentID: *st.ParentID, Details: d}})
+	}
+	ack.Metadata = md
+	return ack
+}
+
+// historyLost says why the item's history cannot be the execution's ("" when it can): the record
+// counts more events (HistoryLen) than the history holds. A continue-as-new begins a new execution,
+// whose history is not the one counted.
+func historyLost(item *provider.OrchestrationItem) string {
+	if item.HistoryError != "" || continuesAsNew(item) || item.HistoryLen <= len(item.History) {
+		return ""
+	}
+	return fmt.Sprintf("history lost: instance %q execution %d: its record counts %d events but the stored history holds %d (a lost or cut key; see dxctl fsck --deep)",
+		item.Instance, item.ExecutionID, item.HistoryLen, len(item.History))
+}
+
+// lostAck fails an execution whose history is lost (historyLost) with an InfrastructureError
+// naming the loss, at the event id after the record's count. What is left of the history names the
+// parent, if any: it learns of the failure (SubOrchFailed), as for any failed child.
+func (rt *Runtime) lostAck(item *provider.OrchestrationItem, why string) provider.OrchestrationAck {
+	d := provider.ErrorDetails{Kind: provider.InfrastructureError{Operation: "replay", Message: why}}
+	ack := failAck(rt.turnEnv(), item.Instance, item.ExecutionID, nil, d)
+	ack.HistoryDelta[0].EventID = uint64(item.HistoryLen) + 1
+	md := provider.ExecutionMetadata{OrchestrationName: item.OrchestrationName, OrchestrationVersion: item.Version,
+		Status: ack.Metadata.Status, Output: ack.Metadata.Output}
+	if len(item.History) > 0 {
+		if st, ok := item.History[0].Kind.(provider.OrchestrationStartedEvent); ok && st.ParentInstance != nil && st.ParentID != nil {
+			md.ParentInstanceID = *st.ParentInstance
+			pexec := uint64(1)
+			if st.ParentExecutionID != nil {
+				pexec = *st.ParentExecutionID
+			}
+			ack.OrchestratorItems = append(ack.OrchestratorItems, provider.WorkItem{Kind: provider.SubOrchFailed{
+				ParentInstance: *st.ParentInstance, ParentExecutionID: pexec, ParentID: *st.ParentID, Details: d}})
+		}
 	}
 	ack.Metadata = md
 	return ack

@@ -33,6 +33,7 @@ type FsckReport struct {
 	Keys       int // keys of the namespace scanned
 	Instances  int // instance ids checked
 	Items      int // worker items checked
+	Histories  int // instance histories read (FsckDeep; 0 for Fsck)
 	Violations []FsckViolation
 }
 
@@ -129,6 +130,7 @@ type fsck struct {
 type fsckInst struct {
 	anchored bool
 	others   []string
+	hexec    uint64 // the highest execution of a history key seen (FsckDeep)
 }
 
 // Per-instance key kinds (keys.go): the ones that anchor an instance, and the others.
@@ -194,6 +196,9 @@ func (f *fsck) sawKey(key string) {
 				f.place(id)
 				in := f.instance(id)
 				if kind == "h:" {
+					if n, err := strconv.ParseUint(e, 10, 64); err == nil && n > in.hexec {
+						in.hexec = n
+					}
 					in.anchor() // a history: an execution exists
 				} else {
 					in.other(key)

@@ -15,6 +15,18 @@
 --   'wready' a worker set (wq:q:<tk>, wq:shold or wq:sitems:<tk>:<sid>); its members
 --   'outbox' (a namespace of several partitions) the destinations of this partition's outboxes
 --   'global' '1' when the namespace holds any key; pin keys whose ready set exists (besides '-')
+--   'deep'   -; pairs (instance id, the highest execution of a history key the key scan saw, or
+--            ''): the instance's snapshot for the deep check (redisprovider, admin_fsck_deep.go),
+--            read at one instant; the reply is one entry per instance (below), not violations
+--   'ask'    -; triples (question, a, b), answered '1' or '0' each, in order (the deep check's
+--            questions about other partitions): 'inst' id -: the instance has a record or
+--            messages; 'ob' dest id: an entry of the outbox to dest names id; 'act' id '<e>:<a>':
+--            the activity has a worker item here; 'knows' parent child: the parent has no record, or
+--            lists the child (ch:, chx:)
+-- Reply of 'deep': per instance {id, exec ('' no record), status, hn, parent, pp, history, messages
+--   {bodies}, activities {'<e>:<a>', state ...} (state '1' a worker item exists, '0' none, '@<p>' sent
+--   to partition p), flags}: flags 'h' a history without a record, 'x' retained or being reaped,
+--   'k' the parent (same partition) lists it, 'l' locked.
 -- Reply: a flat list of violations, three entries each: code, subject (instance id, item id or
 --   ''), detail (a sentence naming the keys involved).
 -- Errors: DX_INVALID unknown mode.
@@ -302,6 +314,60 @@ elseif mode == 'global' then
   if due and (chores_at == nil or chores_at > due) then
     bad('chores_late', '', K_CHORES .. ' is ' .. tostring(chores_at or 'absent') .. ' but ' .. K_IDX_EXPIRY .. ', ' ..
       K_ORPHANS .. ' or ' .. K_IDX_REAP .. ' has an entry due at ' .. due .. ': no fetch sweeps it')
+  end
+elseif mode == 'deep' then
+  for i = 1, #list, 2 do
+    local id, hx = list[i], list[i + 1]
+    local r = redis.call('HMGET', k_inst(id), 'exec', 'status', 'hn', 'parent', 'pp')
+    local flags = ''
+    if redis.call('ZSCORE', K_IDX_EXPIRY, id) or redis.call('SISMEMBER', K_IDX_REAP, id) == 1 then flags = flags .. 'x' end
+    if is_locked(id) then flags = flags .. 'l' end
+    local hist, msgs, acts = '', {}, {}
+    if r[1] then
+      hist = redis.call('GET', k_hist(id, r[1])) or ''
+      local m = redis.call('HGETALL', k_msgs(id))
+      for j = 1, #m, 2 do
+        if string.sub(m[j], 1, 1) == 'm' then msgs[#msgs + 1] = m[j + 1] end
+      end
+      local a = redis.call('HGETALL', WQ.k_inst(id))
+      for j = 1, #a, 2 do
+        local st = '0'
+        if string.byte(a[j + 1], 1) == 64 then
+          st = a[j + 1]
+        else
+          for o in string.gmatch(a[j + 1], '%S+') do
+            if redis.call('EXISTS', WQ.k_item(o)) == 1 then st = '1' end
+          end
+        end
+        acts[#acts + 1], acts[#acts + 2] = a[j], st
+      end
+      if r[4] and not r[5] and redis.call('SISMEMBER', k_children(r[4]), id) == 1 then flags = flags .. 'k' end
+    elseif hx ~= '' and redis.call('EXISTS', k_hist(id, hx)) == 1 then
+      flags = flags .. 'h'
+    end
+    out[#out + 1] = { id, r[1] or '', r[2] or '', r[3] or '0', r[4] or '', r[5] or '', hist, msgs, acts, flags }
+  end
+elseif mode == 'ask' then
+  for i = 1, #list, 3 do
+    local q, a, b = list[i], list[i + 1], list[i + 2]
+    local yes = false
+    if q == 'inst' then
+      yes = redis.call('EXISTS', k_inst(a), k_msgs(a)) > 0
+    elseif q == 'ob' then
+      local needle = #b .. ':' .. b
+      for _, e in ipairs(redis.call('LRANGE', P .. 'ob:' .. a, 0, -1)) do
+        if string.find(e, needle, 1, true) then yes = true end
+      end
+    elseif q == 'act' then
+      local e = redis.call('HGET', WQ.k_inst(a), b)
+      for o in string.gmatch(e or '', '%S+') do
+        if redis.call('EXISTS', WQ.k_item(o)) == 1 then yes = true end
+      end
+    elseif q == 'knows' then
+      yes = redis.call('EXISTS', k_inst(a)) == 0 or redis.call('SISMEMBER', k_children(a), b) == 1 or
+        redis.call('HEXISTS', P .. 'chx:' .. a, b) == 1
+    end
+    out[#out + 1] = yes and '1' or '0'
   end
 else
   return fail('INVALID', 'unknown fsck mode ' .. tostring(mode))

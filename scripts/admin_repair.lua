@@ -467,6 +467,101 @@ function R.item_index_without_item(id)
   return repaired('removed the item from ' .. table.concat(dropped, ', '))
 end
 
+-- Deep repairs (redisprovider, admin_fsck_deep.go): each rebuilds what the instance's history
+-- says is in flight and is gone, as the ack that wrote the history would have written it. The
+-- caller read the history and builds the message; the repair runs only while the record still
+-- says the instance is Running in that execution with that many events (so the history is the
+-- one read: it is append-only) and the thing is still missing. Histories are never written.
+local function history_same(id, exec, hn)
+  local r = redis.call('HMGET', k_inst(id), 'exec', 'status', 'hn')
+  return r[1] == exec and r[2] == 'Running' and (r[3] or '0') == hn
+end
+
+-- Whether a message of the instance's queue holds all the given plain substrings.
+local function message_with(id, ...)
+  local m = redis.call('HGETALL', k_msgs(id))
+  for j = 1, #m, 2 do
+    if string.sub(m[j], 1, 1) == 'm' then
+      local all = true
+      for _, sub in ipairs({ ... }) do all = all and string.find(m[j + 1], sub, 1, true) ~= nil end
+      if all then return true end
+    end
+  end
+  return false
+end
+
+-- list: exec, activity id, hn, the ActivityExecute json, session, tag ('' none), the session's
+-- partition when it is another ('' here). As orch_ack's worker items (witems, xw).
+function R.deep_activity(id)
+  local exec, act, hn, json, session, tag, dest = unpack(list)
+  if not history_same(id, exec, hn) then return clean() end
+  local f = exec .. ':' .. act
+  local e = redis.call('HGET', WQ.k_inst(id), f)
+  if e and string.byte(e, 1) == 64 and dest ~= '' then return left('the item was sent to partition ' .. string.sub(e, 2) .. ': checked there') end
+  for o in string.gmatch(e or '', '%S+') do
+    if redis.call('EXISTS', WQ.k_item(o)) == 1 then return clean() end
+  end
+  if message_with(id, '"id":' .. act .. ',', '"execution_id":' .. exec .. ',', 'Activity') then return clean() end
+  if e then redis.call('HDEL', WQ.k_inst(id), f) end
+  if dest ~= '' then
+    ob_put(dest, 'w', json, id, exec, act, session, tag)
+    redis.call('HSET', WQ.k_inst(id), f, '@' .. dest)
+    return { 'repaired', 'sent activity ' .. act .. ' of execution ' .. exec .. ' again to its session\'s partition ' .. dest, 'ob' }
+  end
+  wq_enqueue(now, json, id, exec, act, session, tag)
+  return repaired('queued activity ' .. act .. ' of execution ' .. exec .. ' again from its ActivityScheduled event')
+end
+
+-- list: exec, timer id, hn, the TimerFired json, fire_at ms. As orch_ack's orchestrator items.
+function R.deep_timer(id)
+  local exec, tid, hn, json, at = unpack(list)
+  if not history_same(id, exec, hn) then return clean() end
+  if message_with(id, '"TimerFired"', '"id":' .. tid .. ',', '"execution_id":' .. exec .. ',') then return clean() end
+  local pin = oq_enqueue(id, json, 'O', at + 0, now)
+  if pin then wake_orch(pin, 1) end
+  return repaired('armed timer ' .. tid .. ' of execution ' .. exec .. ' again, to fire at ' .. at)
+end
+
+-- list: exec, hn, child id, the StartOrchestration json, the child's partition when it is
+-- another ('' here). As orch_ack's orchestrator items (oitems, xo).
+function R.deep_child(id)
+  local exec, hn, child, json, dest = unpack(list)
+  if not history_same(id, exec, hn) then return clean() end
+  if dest ~= '' then
+    ob_put(dest, 'o', child, json, 'S', '0')
+    return { 'repaired', 'sent the start of child ' .. child .. ' again, to partition ' .. dest, 'ob' }
+  end
+  if redis.call('EXISTS', k_inst(child), k_msgs(child)) > 0 then return clean() end
+  local pin = oq_enqueue(child, json, 'S', 0, now)
+  if pin then wake_orch(pin, 1) end
+  return repaired('sent the start of child ' .. child .. ' again')
+end
+
+-- list: exec, hn, a CancelInstance json. An instance whose history is lost: a runtime that
+-- fetches it fails it, naming the loss (dx); one without messages gets this one to be fetched.
+function R.deep_lost(id)
+  local exec, hn, json = unpack(list)
+  local r = redis.call('HMGET', k_inst(id), 'exec', 'status', 'hn')
+  if r[1] ~= exec or r[2] ~= 'Running' or (r[3] or '0') ~= hn then return clean() end
+  if oq_count(id) > 0 or is_locked(id) then
+    return left('the history is lost: the next runtime turn fails the instance, naming the loss (it has messages)')
+  end
+  local pin = oq_enqueue(id, json, 'O', 0, now)
+  if pin then wake_orch(pin, 1) end
+  return { 'left', 'the history is lost: queued a cancellation so that the next runtime turn fails the instance, naming the loss' }
+end
+
+-- subject: the parent (run in its partition); list: child, the child's partition when it is
+-- another ('' here). As orch_ack's (or ob_apply 'c''s) children set.
+function R.deep_unlisted(parent)
+  local child, cp = list[1], list[2]
+  if redis.call('EXISTS', k_inst(parent)) == 0 then return clean() end
+  local done = redis.call('SADD', k_children(parent), child)
+  if cp ~= '' then done = done + redis.call('HSET', P .. 'chx:' .. parent, child, cp) end
+  if done == 0 then return clean() end
+  return repaired('listed child ' .. child .. ' under its parent ' .. parent)
+end
+
 local fn = R[code]
 if not fn then return left('dxctl has no repair for this code') end
 return fn(subject)

@@ -1,0 +1,299 @@
+package redisprovider_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
+)
+
+// deepProgram registers the deep check's programs: each leaves something in flight that its
+// history determines (an activity tagged "w", which only a runtime with workers for that tag runs;
+// one on a session; a timer; a child, auto-named and named).
+func deepProgram(rt *dx.Runtime) {
+	dx.RegisterActivity(rt, "Echo", func(_ context.Context, s string) (string, error) { return "e:" + s, nil })
+	dx.Register(rt, "Act", func(ctx dx.Context, s string) (string, error) {
+		return dx.Call[string](ctx, "Echo", s, dx.WithTag("w")).Await(ctx)
+	})
+	dx.Register(rt, "Sess", func(ctx dx.Context, s string) (string, error) {
+		return dx.Call[string](ctx, "Echo", s, dx.OnSession("s-"+s), dx.WithTag("w")).Await(ctx)
+	})
+	dx.Register(rt, "Tim", func(ctx dx.Context, s string) (string, error) {
+		if _, err := ctx.Timer(3 * time.Second).Await(ctx); err != nil {
+			return "", err
+		}
+		return "t:" + s, nil
+	})
+	dx.Register(rt, "Par", func(ctx dx.Context, s string) (string, error) {
+		return dx.CallSub[string](ctx, "Act", s).Await(ctx)
+	})
+	dx.Register(rt, "ParNamed", func(ctx dx.Context, s string) (string, error) {
+		return dx.CallSub[string](ctx, "Act", s, dx.WithInstanceID("kid-"+s)).Await(ctx)
+	})
+}
+
+// deepWorld is a namespace whose runtime stopped mid-flight: instances of every program of
+// deepProgram, each waiting on what it started.
+type deepWorld struct {
+	p    *redisprovider.Provider
+	c    *dx.Client
+	ids  []string          // every started instance, children included
+	want map[string]string // instance -> its output when it completes
+}
+
+func newDeepWorld(t *testing.T) *deepWorld {
+	t.Helper()
+	skipFsck(t) // damaged on purpose; the test checks the end itself
+	p, _ := newTestProviderWith(t, redisprovider.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rt := dx.NewRuntime(p, dx.Options{PollTimeout: 200 * time.Millisecond, MinPollInterval: 5 * time.Millisecond, Logger: quietLogger})
+	deepProgram(rt)
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := &deepWorld{p: p, c: dx.NewClient(p), want: map[string]string{}}
+	// what each instance's history shows once it waits
+	waits := map[string]string{}
+	for i := range 3 {
+		s := fmt.Sprint(i)
+		for _, name := range []string{"Act", "Sess", "Tim", "Par", "ParNamed"} {
+			id := name + "-" + s
+			if _, err := w.c.Start(ctx, name, s, dx.WithInstanceID(id)); err != nil {
+				t.Fatal(err)
+			}
+			w.ids = append(w.ids, id)
+			switch name {
+			case "Tim":
+				w.want[id], waits[id] = `"t:`+s+`"`, "TimerCreated"
+			case "Par", "ParNamed":
+				kid := id + "::sub::2"
+				if name == "ParNamed" {
+					kid = "kid-" + s
+				}
+				w.ids = append(w.ids, kid)
+				w.want[id], waits[id] = `"e:`+s+`"`, "SubOrchestrationScheduled"
+				w.want[kid], waits[kid] = `"e:`+s+`"`, "ActivityScheduled"
+			default:
+				w.want[id], waits[id] = `"e:`+s+`"`, "ActivityScheduled"
+			}
+		}
+	}
+	for _, id := range w.ids {
+		for !slices.ContainsFunc(w.history(t, id), func(e provider.Event) bool { return e.Kind.EventType() == waits[id] }) {
+			if ctx.Err() != nil {
+				t.Fatalf("%s never reached %s", id, waits[id])
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// Stopped without finishing anything: its turns are done, its timers and activities wait.
+	sctx, scancel := context.WithCancel(ctx)
+	scancel()
+	_ = rt.Shutdown(sctx)
+	return w
+}
+
+func (w *deepWorld) history(t *testing.T, id string) []provider.Event {
+	h, err := w.p.ReadWithExecution(context.Background(), id, 1)
+	if err != nil {
+		return nil
+	}
+	return h
+}
+
+// finish runs a runtime with workers for every tag until every instance ends, and checks each
+// ended as its program says or failed naming the loss (lost: the instances allowed to).
+func (w *deepWorld) finish(t *testing.T, lost map[string]bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rt := dx.NewRuntime(w.p, dx.Options{PollTimeout: 200 * time.Millisecond, MinPollInterval: 5 * time.Millisecond, Logger: quietLogger,
+		WorkerTagFilter: provider.TagFilterAny()})
+	deepProgram(rt)
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rt.Shutdown(context.Background()) }()
+	for _, id := range w.ids {
+		for {
+			st, err := w.c.Status(ctx, id)
+			if err == nil && (st.Terminal() || st.State == dx.StateNotFound && lost[id]) {
+				switch {
+				case st.State == dx.StateCompleted && st.Output == w.want[id]:
+				case st.State == dx.StateFailed && lost[id] && strings.Contains(st.Err.Error(), "history"):
+				case st.State == dx.StateFailed && lost[id] && strings.Contains(st.Err.Error(), "lost"):
+				case st.State == dx.StateNotFound:
+				default:
+					t.Errorf("%s ended %s: output %s, err %v", id, st.State, st.Output, st.Err)
+				}
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%s never ended: %+v, %v", id, st, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func codes(vs []redisprovider.FsckViolation) []string {
+	var out []string
+	for _, v := range vs {
+		out = append(out, v.Code+" "+v.Subject)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func deepFsck(t *testing.T, p *redisprovider.Provider) redisprovider.FsckReport {
+	t.Helper()
+	rep, err := p.FsckDeep(context.Background(), redisprovider.DeepOptions{HistoriesPerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// Each kind of loss on a namespace whose runtime stopped mid-flight: the deep check reports it,
+// the deep repair leaves a clean deep check (but for instances whose history is lost, which a
+// runtime ends), and a runtime brings every instance to an end: completed as its program says,
+// or failed naming the loss.
+func TestDeepFsckLosses(t *testing.T) {
+	ctx := context.Background()
+	type loss struct {
+		name string
+		do   func(t *testing.T, w *deepWorld) (want []string, lost map[string]bool)
+	}
+	del := func(t *testing.T, w *deepWorld, keys ...string) {
+		t.Helper()
+		for _, k := range keys {
+			if n, err := w.p.Client().Del(ctx, k).Result(); err != nil || n != 1 {
+				t.Fatalf("del %s: %d, %v", k, n, err)
+			}
+		}
+	}
+	losses := []loss{
+		{"history", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
+			del(t, w, w.p.Keyspace().History("Act-0", 1), w.p.Keyspace().History("Tim-1", 1))
+			return []string{"history_missing Act-0", "history_missing Tim-1"}, map[string]bool{"Act-0": true, "Tim-1": true}
+		}},
+		{"history_cut", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
+			k := w.p.Keyspace().History("Sess-1", 1)
+			h := w.p.Client().Get(ctx, k).Val()
+			w.p.Client().Set(ctx, k, h[:strings.Index(h, "\n")+1], 0)
+			return []string{"history_short Sess-1"}, map[string]bool{"Sess-1": true}
+		}},
+		{"worker_item", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
+			var want []string
+			for _, id := range []string{"Act-0", "Sess-2", "Par-1::sub::2"} {
+				want = append(want, "activity_lost "+id)
+				w.dropItems(t, id)
+			}
+			return want, nil
+		}},
+		{"timer_message", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
+			del(t, w, w.p.Keyspace().Messages("Tim-0"), w.p.Keyspace().Messages("Tim-2"))
+			return []string{"timer_lost Tim-0", "timer_lost Tim-2"}, nil
+		}},
+		{"child_start", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
+			w.dropInstance(t, "Par-0::sub::2")
+			w.dropInstance(t, "kid-1")
+			return []string{"child_lost Par-0", "child_lost ParNamed-1"}, nil
+		}},
+		{"children_index", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
+			del(t, w, w.p.Keyspace().Children("Par-2"))
+			return []string{"child_unlisted Par-2::sub::2"}, nil
+		}},
+		{"index", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
+			del(t, w, w.p.Keyspace().Prefix(0)+"idx:instances")
+			return nil, nil // the shallow check's record_unlisted
+		}},
+	}
+	for _, l := range losses {
+		t.Run(l.name, func(t *testing.T) {
+			w := newDeepWorld(t)
+			if rep := deepFsck(t, w.p); len(rep.Violations) != 0 {
+				t.Fatalf("before the loss: %q", codes(rep.Violations))
+			}
+			want, lost := l.do(t, w)
+			rep := deepFsck(t, w.p)
+			got := codes(rep.Violations)
+			for _, c := range want {
+				if !slices.Contains(got, c) {
+					t.Errorf("deep fsck: want %s, got %q", c, got)
+				}
+			}
+			if len(got) == 0 {
+				t.Fatal("deep fsck found nothing")
+			}
+			rr, err := w.p.RepairDeep(ctx, redisprovider.DeepOptions{HistoriesPerSecond: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range rr.After.Violations {
+				if !lost[v.Subject] || (v.Code != "history_missing" && v.Code != "history_short") {
+					t.Errorf("after repair: %s %s: %s", v.Code, v.Subject, v.Detail)
+				}
+			}
+			w.finish(t, lost)
+			if rep := deepFsck(t, w.p); len(rep.Violations) != 0 {
+				t.Errorf("after the runtime: %q", codes(rep.Violations))
+			}
+		})
+	}
+}
+
+// dropItems deletes the worker items of an instance (its index entries stay: the shallow check's
+// item_index_without_item).
+func (w *deepWorld) dropItems(t *testing.T, id string) {
+	t.Helper()
+	ctx := context.Background()
+	cl, ks := w.p.Client(), w.p.Keyspace()
+	ip := ks.Prefix(ks.PartitionOf(id))
+	for _, v := range cl.HGetAll(ctx, ip+"wq:inst:"+id).Val() {
+		part := ks.PartitionOf(id)
+		if strings.HasPrefix(v, "@") {
+			fmt.Sscan(v[1:], &part)
+			v = cl.HGet(ctx, ks.Prefix(part)+"wq:inst:"+id, "1:2").Val()
+		}
+		for _, item := range strings.Fields(v) {
+			if n := cl.Del(ctx, ks.Prefix(part)+"wq:m:"+item).Val(); n != 1 {
+				t.Fatalf("item %s of %s not found", item, id)
+			}
+		}
+	}
+}
+
+// dropInstance deletes every key of an instance and its worker items.
+func (w *deepWorld) dropInstance(t *testing.T, id string) {
+	t.Helper()
+	w.dropItems(t, id)
+	ctx := context.Background()
+	cl, ks := w.p.Client(), w.p.Keyspace()
+	pre := ks.Prefix(ks.PartitionOf(id))
+	var keys []string
+	for _, k := range cl.Keys(ctx, globEscape(pre)+"*").Val() {
+		if strings.HasSuffix(k, ":"+id) && !strings.HasSuffix(k, "::"+id) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		t.Fatalf("no keys of %s", id)
+	}
+	cl.Del(ctx, keys...)
+}
+
+func globEscape(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
+	return r.Replace(s)
+}
+
+var _ = rand.IntN
