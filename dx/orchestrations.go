@@ -136,7 +136,7 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 		if env.cached != nil {
 			env.cached.stop()
 		}
-		next, at, _ := rt.ackTurn(ctx, log(), held, fl, token, rt.lostAck(item, lost), labels)
+		next, at, _ := rt.ackTurn(ctx, log(), held, fl, token, rt.lostAck(bg, item, lost), labels)
 		return next, at
 	}
 	out := runTurn(env, item)
@@ -433,7 +433,7 @@ func historyLost(item *provider.OrchestrationItem) string {
 // lostAck fails an execution whose history is lost (historyLost) with an InfrastructureError
 // naming the loss, at the event id after the record's count. What is left of the history names the
 // parent, if any: it learns of the failure (SubOrchFailed), as for any failed child.
-func (rt *Runtime) lostAck(item *provider.OrchestrationItem, why string) provider.OrchestrationAck {
+func (rt *Runtime) lostAck(ctx context.Context, item *provider.OrchestrationItem, why string) provider.OrchestrationAck {
 	d := provider.ErrorDetails{Kind: provider.InfrastructureError{Operation: "replay", Message: why}}
 	ack := failAck(rt.turnEnv(), item.Instance, item.ExecutionID, nil, d)
 	ack.HistoryDelta[0].EventID = uint64(item.HistoryLen) + 1
@@ -449,9 +449,53 @@ func (rt *Runtime) lostAck(item *provider.OrchestrationItem, why string) provide
 			ack.OrchestratorItems = append(ack.OrchestratorItems, provider.WorkItem{Kind: provider.SubOrchFailed{
 				ParentInstance: *st.ParentInstance, ParentExecutionID: pexec, ParentID: *st.ParentID, Details: d}})
 		}
+	} else if w, ok := rt.parentWaiting(ctx, item.Instance); ok {
+		w.Details = d
+		ack.OrchestratorItems = append(ack.OrchestratorItems, provider.WorkItem{Kind: w})
 	}
 	ack.Metadata = md
 	return ack
+}
+
+// parentWaiting finds, for a child whose history (which held the link to its parent) is gone,
+// the parent that waits for it: the record names the parent, whose current history holds the
+// SubOrchestrationScheduled of this child, still open. The SubOrchFailed it returns lacks
+// Details. Best effort: a provider without management support, or a read that fails, finds none.
+func (rt *Runtime) parentWaiting(ctx context.Context, child string) (provider.SubOrchFailed, bool) {
+	admin, ok := rt.p.Admin()
+	if !ok {
+		return provider.SubOrchFailed{}, false
+	}
+	info, err := admin.GetInstanceInfo(ctx, child)
+	if err != nil || info.ParentInstanceID == "" {
+		return provider.SubOrchFailed{}, false
+	}
+	parent := info.ParentInstanceID
+	pinfo, err := admin.GetInstanceInfo(ctx, parent)
+	if err != nil || pinfo.Status != provider.StatusRunning {
+		return provider.SubOrchFailed{}, false
+	}
+	h, err := rt.p.ReadWithExecution(ctx, parent, pinfo.CurrentExecutionID)
+	if err != nil {
+		return provider.SubOrchFailed{}, false
+	}
+	var id uint64
+	for _, e := range h {
+		switch k := e.Kind.(type) {
+		case provider.SubOrchestrationScheduledEvent:
+			if childInstanceID(parent, k.Instance) == child {
+				id = e.EventID
+			}
+		case provider.SubOrchestrationCompletedEvent, provider.SubOrchestrationFailedEvent, provider.SubOrchestrationCancelRequestedEvent:
+			if e.SourceEventID != nil && *e.SourceEventID == id {
+				id = 0
+			}
+		}
+	}
+	if id == 0 {
+		return provider.SubOrchFailed{}, false
+	}
+	return provider.SubOrchFailed{ParentInstance: parent, ParentExecutionID: pinfo.CurrentExecutionID, ParentID: id}, true
 }
 
 // undecodableFailureID is duroxide's event id for the failure of a history that does not decode.

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
+	"github.com/google/uuid"
+
 	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 )
@@ -36,6 +39,7 @@ const (
 	DeepTimerLost       = "timer_lost"        // a timer open in the history, with no TimerFired message
 	DeepChildLost       = "child_lost"        // a sub-orchestration open in the history, with no child or result
 	DeepChildUnlisted   = "child_unlisted"    // a child whose parent does not list it
+	DeepChildResultLost = "child_result_lost" // a child finished, its parent still waits for its result
 )
 
 // FsckDeep checks what Fsck checks, then reads every instance's history and checks it against
@@ -101,6 +105,7 @@ type deepSnap struct {
 	events           []provider.Event
 	decodeErr        error
 	execN            uint64
+	hx               uint64 // the highest execution of a history key the key scan saw
 }
 
 // limiter spaces reads to a rate.
@@ -191,7 +196,7 @@ func (p *Provider) deepSnaps(ctx context.Context, f *fsck, ids []string) ([]*dee
 		if len(r) != 10 {
 			return nil, provider.NewPermanentError("fsck", "unexpected deep reply from admin_fsck")
 		}
-		s := &deepSnap{part: f.part, id: str(r[0]), exec: str(r[1]), status: str(r[2]), parent: str(r[4]), pp: str(r[5]),
+		s := &deepSnap{part: f.part, hx: f.inst[str(r[0])].hexecOr0(), id: str(r[0]), exec: str(r[1]), status: str(r[2]), parent: str(r[4]), pp: str(r[5]),
 			hist: str(r[6]), acts: map[string]string{}, flags: str(r[9])}
 		s.hn, _ = strconv.Atoi(str(r[3]))
 		for _, m := range list(r[7]) {
@@ -267,6 +272,18 @@ func (p *Provider) deepAnalyze(s *deepSnap) (found, suspects []deepFinding) {
 	if strings.Contains(s.flags, "x") || s.decodeErr != nil {
 		return // retained and expiring, or a history that does not decode (the runtime fails it as poison)
 	}
+	// A child its parent does not list.
+	if s.parent != "" {
+		if s.pp == "" {
+			if !strings.Contains(s.flags, "k") && p.keys.PartitionOf(s.parent) == s.part {
+				suspects = append(suspects, deepFinding{FsckViolation: FsckViolation{Code: DeepChildUnlisted, Subject: s.id, Partition: s.part},
+					snap: s, parentPart: s.part})
+			}
+		} else if pp, err := strconv.Atoi(s.pp); err == nil && pp >= 0 && pp < p.keys.Partitions() {
+			suspects = append(suspects, deepFinding{FsckViolation: FsckViolation{Code: DeepChildUnlisted, Subject: s.id, Partition: s.part},
+				snap: s, parentPart: pp})
+		}
+	}
 	hk := p.keys.History(s.id, s.execN)
 	terminal := provider.IsTerminalStatus(s.status)
 	if len(s.events) < s.hn && !(terminal && endedLost(s.events)) {
@@ -283,18 +300,6 @@ func (p *Provider) deepAnalyze(s *deepSnap) (found, suspects []deepFinding) {
 		if n := len(s.events); n == 0 || !isTerminalEvent(s.events[n-1].Kind) {
 			found = append(found, v(DeepHistoryNotEnded, fmt.Sprintf("%s says %s but %s does not end with a terminal event (not repaired: what ended it is gone)",
 				p.keys.Instance(s.id), s.status, hk)))
-		}
-	}
-	// A child its parent does not list.
-	if s.parent != "" {
-		if s.pp == "" {
-			if !strings.Contains(s.flags, "k") && p.keys.PartitionOf(s.parent) == s.part {
-				suspects = append(suspects, deepFinding{FsckViolation: FsckViolation{Code: DeepChildUnlisted, Subject: s.id, Partition: s.part},
-					snap: s, parentPart: s.part})
-			}
-		} else if pp, err := strconv.Atoi(s.pp); err == nil && pp >= 0 && pp < p.keys.Partitions() {
-			suspects = append(suspects, deepFinding{FsckViolation: FsckViolation{Code: DeepChildUnlisted, Subject: s.id, Partition: s.part},
-				snap: s, parentPart: pp})
 		}
 	}
 	if s.status != provider.StatusRunning {
@@ -406,7 +411,7 @@ func (p *Provider) deepConfirm(ctx context.Context, run *fsckRun, suspects []dee
 			child := childOf(s.id, k)
 			srcPart, dstPart = s.part, p.keys.PartitionOf(child)
 			inOutbox = []string{"ob", strconv.Itoa(dstPart), child}
-			atDest = []string{"inst", child, ""}
+			atDest = []string{"alive", child, ""}
 			if srcPart == dstPart {
 				inOutbox = nil
 			} else {
@@ -467,6 +472,15 @@ func (p *Provider) deepConfirm(ctx context.Context, run *fsckRun, suspects []dee
 			k := f.ev.Kind.(provider.SubOrchestrationScheduledEvent)
 			f.Detail = fmt.Sprintf("sub-orchestration %s (event %d of execution %d) is open in the history but child %s does not exist and no result is queued: the parent waits forever",
 				k.Name, f.ev.EventID, s.execN, childOf(s.id, k))
+			done, err := ask(dstPart, "done", childOf(s.id, k), "")
+			if err != nil {
+				return found, err
+			}
+			if done[0] {
+				f.Code = DeepChildResultLost
+				f.Detail = fmt.Sprintf("sub-orchestration %s (event %d of execution %d) is open in the history but child %s finished and its result is neither queued nor on its way: the parent waits forever",
+					k.Name, f.ev.EventID, s.execN, childOf(s.id, k))
+			}
 		case DeepActivityLost:
 			k := f.ev.Kind.(provider.ActivityScheduledEvent)
 			f.Detail = fmt.Sprintf("activity %s (event %d of execution %d) is open in the history but its session's partition %d has no worker item for it and no result is queued: it never runs",
@@ -581,6 +595,13 @@ func (p *Provider) repairDeepOne(ctx context.Context, f deepFinding) (RepairActi
 			return left(err.Error())
 		}
 		code, vals = "deep_child", []string{exec, hn, child, js, dest(p.keys.PartitionOf(child))}
+	case DeepChildResultLost:
+		k := f.ev.Kind.(provider.SubOrchestrationScheduledEvent)
+		js, err := p.childResult(ctx, childOf(s.id, k), s.id, s.execN, f.ev.EventID)
+		if err != nil {
+			return left("the child's result cannot be read: " + err.Error())
+		}
+		code, vals = "deep_result", []string{exec, hn, js, strconv.FormatUint(f.ev.EventID, 10)}
 	case DeepHistoryMissing, DeepHistoryShort:
 		if s.status != provider.StatusRunning {
 			return left("not repaired: the history is lost; the instance's status and output stand, what it did cannot be read again")
@@ -591,6 +612,15 @@ func (p *Provider) repairDeepOne(ctx context.Context, f deepFinding) (RepairActi
 			return left(err.Error())
 		}
 		code, vals = "deep_lost", []string{exec, hn, js}
+	case DeepRecordMissing:
+		var err error
+		if vals, err = p.recordFromHistory(ctx, s); err != nil {
+			return RepairAction{}, err
+		}
+		if vals == nil {
+			return left("not repaired: the instance finished; its record (status, output) cannot be rebuilt exactly, the history keeps what it did")
+		}
+		code = "deep_record"
 	case DeepChildUnlisted:
 		part, subject = f.parentPart, s.parent
 		code, vals = "deep_unlisted", []string{s.id, ""}
@@ -624,4 +654,79 @@ func (p *Provider) repairDeepOne(ctx context.Context, f deepFinding) (RepairActi
 		return RepairAction{}, provider.NewPermanentError(op, "unexpected reply from admin_repair")
 	}
 	return RepairAction{FsckViolation: f.FsckViolation, Outcome: str(r[0]), Why: str(r[1])}, nil
+}
+
+func (in *fsckInst) hexecOr0() uint64 {
+	if in == nil {
+		return 0
+	}
+	return in.hexec
+}
+
+// recordFromHistory reads the history of an instance without a record and returns deep_record's
+// arguments, or nil when it cannot be rebuilt: the history ended (or does not decode, or does
+// not begin with its OrchestrationStarted).
+func (p *Provider) recordFromHistory(ctx context.Context, s *deepSnap) ([]string, error) {
+	hist, err := p.rdb.Get(ctx, p.keys.History(s.id, s.hx)).Result()
+	if err != nil {
+		return nil, nil
+	}
+	events, err := decodeHistory(hist, s.id, s.hx)
+	if err != nil || len(events) == 0 || isTerminalEvent(events[len(events)-1].Kind) {
+		return nil, nil
+	}
+	st, ok := events[0].Kind.(provider.OrchestrationStartedEvent)
+	if !ok {
+		return nil, nil
+	}
+	dense := "1"
+	for i, e := range events {
+		if e.EventID != uint64(i+1) {
+			dense = "0"
+		}
+	}
+	parent, pp := "", ""
+	if st.ParentInstance != nil {
+		parent = *st.ParentInstance
+		if d := p.keys.PartitionOf(parent); d != s.part {
+			pp = strconv.Itoa(d)
+		}
+	}
+	pink := ""
+	if v, err := semver.NewVersion(events[0].DuroxideVersion); err == nil {
+		pink = pinKey(v)
+	}
+	tag := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+	return []string{strconv.FormatUint(s.hx, 10), strconv.Itoa(len(hist)), st.Name, st.Version,
+		strconv.FormatUint(events[0].TimestampMs, 10), strconv.Itoa(len(events)), dense, parent, pp, pink, tag}, nil
+}
+
+// childResult is the SubOrchCompleted or SubOrchFailed a finished child sends its parent (dx,
+// ack.go): its output, or the details of its last event's failure (an InfrastructureError with
+// its error text when its history no longer has it).
+func (p *Provider) childResult(ctx context.Context, child, parent string, pexec, pid uint64) (string, error) {
+	info, err := p.GetInstanceInfo(ctx, child)
+	if err != nil {
+		return "", err
+	}
+	out := ""
+	if info.Output != nil {
+		out = *info.Output
+	}
+	var item provider.WorkItemKind
+	switch info.Status {
+	case provider.StatusCompleted:
+		item = provider.SubOrchCompleted{ParentInstance: parent, ParentExecutionID: pexec, ParentID: pid, Result: out}
+	case provider.StatusFailed:
+		d := provider.ErrorDetails{Kind: provider.InfrastructureError{Operation: "replay", Message: out}}
+		if h, err := p.ReadWithExecution(ctx, child, info.CurrentExecutionID); err == nil && len(h) > 0 {
+			if f, ok := h[len(h)-1].Kind.(provider.OrchestrationFailedEvent); ok {
+				d = f.Details
+			}
+		}
+		item = provider.SubOrchFailed{ParentInstance: parent, ParentExecutionID: pexec, ParentID: pid, Details: d}
+	default:
+		return "", fmt.Errorf("child %s is %s, not finished", child, info.Status)
+	}
+	return p.encodeItem("repair", provider.WorkItem{Kind: item}, false)
 }

@@ -2,6 +2,7 @@ package redisprovider_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -212,6 +213,15 @@ func TestDeepFsckLosses(t *testing.T) {
 			del(t, w, w.p.Keyspace().Children("Par-2"))
 			return []string{"child_unlisted Par-2::sub::2"}, nil
 		}},
+		{"record", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
+			ks := w.p.Keyspace()
+			del(t, w, ks.Instance("Act-1"), ks.Instance("Par-0"), ks.Instance("Par-1::sub::2"), ks.Instance("kid-2"))
+			return []string{"record_missing Act-1", "record_missing Par-0", "record_missing Par-1::sub::2", "record_missing kid-2"}, nil
+		}},
+		{"format_record", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
+			del(t, w, w.p.Keyspace().Meta(0))
+			return []string{"format_record "}, nil
+		}},
 		{"index", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
 			del(t, w, w.p.Keyspace().Prefix(0)+"idx:instances")
 			return nil, nil // the shallow check's record_unlisted
@@ -234,10 +244,7 @@ func TestDeepFsckLosses(t *testing.T) {
 			if len(got) == 0 {
 				t.Fatal("deep fsck found nothing")
 			}
-			rr, err := w.p.RepairDeep(ctx, redisprovider.DeepOptions{HistoriesPerSecond: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rr := w.repair(t)
 			for _, v := range rr.After.Violations {
 				if !lost[v.Subject] || (v.Code != "history_missing" && v.Code != "history_short") {
 					t.Errorf("after repair: %s %s: %s", v.Code, v.Subject, v.Detail)
@@ -249,6 +256,35 @@ func TestDeepFsckLosses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// repair runs the deep repair as the runbook does (docs/operations.md): when the format record
+// is lost (no script runs: repair says to migrate) or a format-1 guard key is (repair leaves
+// format_record), dxctl migrate writes it again, then repair runs again.
+func (w *deepWorld) repair(t *testing.T) redisprovider.RepairReport {
+	t.Helper()
+	ctx := context.Background()
+	for range 3 {
+		rr, err := w.p.RepairDeep(ctx, redisprovider.DeepOptions{HistoriesPerSecond: -1})
+		if err != nil && !strings.Contains(err.Error(), "migrate") {
+			t.Fatal(err)
+		}
+		if err == nil && !slices.ContainsFunc(rr.After.Violations, func(v redisprovider.FsckViolation) bool { return v.Code == "format_record" }) {
+			return rr
+		}
+		for {
+			_, err := redisprovider.Migrate(ctx, w.p.Client(), w.p.Keyspace().Namespace(), redisprovider.MigrateOptions{})
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, redisprovider.ErrNamespaceBusy) {
+				t.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond) // the stopped runtime's fetcher entry lapses (seconds)
+		}
+	}
+	t.Fatal("repair and migrate did not restore the format record")
+	return redisprovider.RepairReport{}
 }
 
 // dropItems deletes the worker items of an instance (its index entries stay: the shallow check's
@@ -296,4 +332,48 @@ func globEscape(s string) string {
 	return r.Replace(s)
 }
 
-var _ = rand.IntN
+// A random few percent of all keys lost: whatever the deep repair cannot rebuild it names, and a
+// runtime brings every instance to an end (completed, failed naming the loss, or gone with its
+// record: not found); none stays Running.
+func TestDeepFsckRandomLoss(t *testing.T) {
+	ctx := context.Background()
+	for seed := range uint64(6) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			w := newDeepWorld(t)
+			rng := rand.New(rand.NewPCG(seed, 35))
+			cl, ks := w.p.Client(), w.p.Keyspace()
+			var all []string
+			for part := range ks.Partitions() {
+				all = append(all, cl.Keys(ctx, globEscape(ks.Prefix(part))+"*").Val()...)
+			}
+			if ks.Partitions() > 1 {
+				all = append(all, ks.RootMeta())
+			}
+			slices.Sort(all)
+			var gone []string
+			for _, k := range all {
+				if rng.IntN(100) < 3 {
+					gone = append(gone, k)
+				}
+			}
+			if len(gone) == 0 {
+				gone = append(gone, all[rng.IntN(len(all))])
+			}
+			cl.Del(ctx, gone...)
+			t.Logf("deleted %d of %d keys: %q", len(gone), len(all), gone)
+			rep := deepFsck(t, w.p)
+			t.Logf("deep fsck: %q", codes(rep.Violations))
+			rr := w.repair(t)
+			t.Logf("after repair: %q", codes(rr.After.Violations))
+			lost := map[string]bool{}
+			for _, id := range w.ids {
+				lost[id] = true
+			}
+			w.finish(t, lost)
+			after := deepFsck(t, w.p)
+			for _, v := range after.Violations {
+				t.Errorf("after the runtime: %s %s: %s", v.Code, v.Subject, v.Detail)
+			}
+		})
+	}
+}

@@ -20,7 +20,8 @@
 --            read at one instant; the reply is one entry per instance (below), not violations
 --   'ask'    -; triples (question, a, b), answered '1' or '0' each, in order (the deep check's
 --            questions about other partitions): 'inst' id -: the instance has a record or
---            messages; 'ob' dest id: an entry of the outbox to dest names id; 'act' id '<e>:<a>':
+--            messages; 'alive' id -: it has messages, or a record that is not Completed or
+--            Failed; 'done' id -: its record is Completed or Failed; 'ob' dest id: an entry of the outbox to dest names id; 'act' id '<e>:<a>':
 --            the activity has a worker item here; 'knows' parent child: the parent has no record, or
 --            lists the child (ch:, chx:)
 -- Reply of 'deep': per instance {id, exec ('' no record), status, hn, parent, pp, history, messages
@@ -284,7 +285,8 @@ elseif mode == 'global' then
   end
   -- The format record (lib.lua, format_check): a namespace with data has it, and the keys a
   -- format-1 process touches first are hashes it cannot use.
-  local fmt = subject == '1' and redis.call('HGET', K_META, 'format') or FORMAT
+  local fmt = FORMAT
+  if subject == '1' then fmt = redis.call('HGET', K_META, 'format') or 'absent' end
   if fmt ~= FORMAT then
     bad('format_record', '', K_META .. ' says format ' .. tostring(fmt) .. ', want ' .. FORMAT ..
       ': a format-1 process could write here (dxctl migrate writes the record)')
@@ -353,6 +355,12 @@ elseif mode == 'ask' then
     local yes = false
     if q == 'inst' then
       yes = redis.call('EXISTS', k_inst(a), k_msgs(a)) > 0
+    elseif q == 'alive' then
+      local st = redis.call('HGET', k_inst(a), 'status')
+      if st then yes = st ~= 'Completed' and st ~= 'Failed' else yes = redis.call('EXISTS', k_inst(a), k_msgs(a)) > 0 end
+    elseif q == 'done' then
+      local st = redis.call('HGET', k_inst(a), 'status')
+      yes = st == 'Completed' or st == 'Failed'
     elseif q == 'ob' then
       local needle = #b .. ':' .. b
       for _, e in ipairs(redis.call('LRANGE', P .. 'ob:' .. a, 0, -1)) do

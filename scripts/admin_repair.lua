@@ -283,8 +283,22 @@ function R.record_layout(id)
   return repaired('converted the instance\'s records to the one layout (' .. old .. ')')
 end
 
+-- The format-1 guard keys (keys.go, Format1Keys) of a partition whose format record says format 2
+-- are written again as the hashes a format-1 process cannot use, as ns_init writes them; the
+-- format record itself is written by dxctl migrate.
 function R.format_record()
-  return left('the format record is written by dxctl migrate (run it), never by repair')
+  if redis.call('HGET', K_META, 'format') ~= FORMAT then
+    return left('the format record is written by dxctl migrate (run it), never by repair')
+  end
+  local made = {}
+  for _, k in ipairs(FORMAT1_KEYS) do
+    if not MULTI and redis.call('EXISTS', P .. k) == 0 then
+      redis.call('HSET', P .. k, 'format', FORMAT)
+      made[#made + 1] = P .. k
+    end
+  end
+  if #made == 0 then return left('the format record is written by dxctl migrate (run it), never by repair') end
+  return repaired('wrote the format-1 guard key(s) ' .. table.concat(made, ' ') .. ' again')
 end
 
 function R.child_parent_mismatch()
@@ -497,7 +511,7 @@ function R.deep_activity(id)
   if not history_same(id, exec, hn) then return clean() end
   local f = exec .. ':' .. act
   local e = redis.call('HGET', WQ.k_inst(id), f)
-  if e and string.byte(e, 1) == 64 and dest ~= '' then return left('the item was sent to partition ' .. string.sub(e, 2) .. ': checked there') end
+  -- ('@<p>': sent to the session's partition, which the caller found without it)
   for o in string.gmatch(e or '', '%S+') do
     if redis.call('EXISTS', WQ.k_item(o)) == 1 then return clean() end
   end
@@ -537,6 +551,18 @@ function R.deep_child(id)
   return repaired('sent the start of child ' .. child .. ' again')
 end
 
+-- list: exec, hn, the SubOrchCompleted or SubOrchFailed json, the scheduling event id. A child
+-- that finished without its result reaching its parent (lost, or a child whose whole history was
+-- lost: its failure could not name the parent): the result, as the child's ack sends it.
+function R.deep_result(id)
+  local exec, hn, json, evid = unpack(list)
+  if not history_same(id, exec, hn) then return clean() end
+  if message_with(id, '"parent_id":' .. evid .. ',', '"parent_execution_id":' .. exec .. ',') then return clean() end
+  local pin = oq_enqueue(id, json, 'O', 0, now)
+  if pin then wake_orch(pin, 1) end
+  return repaired('sent the result of its finished child (event ' .. evid .. ') again')
+end
+
 -- list: exec, hn, a CancelInstance json. An instance whose history is lost: a runtime that
 -- fetches it fails it, naming the loss (dx); one without messages gets this one to be fetched.
 function R.deep_lost(id)
@@ -549,6 +575,30 @@ function R.deep_lost(id)
   local pin = oq_enqueue(id, json, 'O', 0, now)
   if pin then wake_orch(pin, 1) end
   return { 'left', 'the history is lost: queued a cancellation so that the next runtime turn fails the instance, naming the loss' }
+end
+
+-- list: exec, hb, name, ver, created, hn, hd, parent, pp, pink, tag (what the caller read from the
+-- history: its OrchestrationStarted, its length and bytes). A record lost under a history that
+-- has not ended: written as the acks that wrote the history wrote it (orch_ack), Running, with a
+-- new execution tag; indexed; its parked messages (orphan_park) taken back.
+function R.deep_record(id)
+  local exec, hb, name, ver, created, hn, hd, parent, pp, pink, tag = unpack(list)
+  if redis.call('EXISTS', k_inst(id)) == 1 or redis.call('STRLEN', k_hist(id, exec)) ~= hb + 0 then return clean() end
+  local f = { 'name', name, 'ver', ver, 'created', created, 'updated', d(now), 'exec', exec, 'status', 'Running',
+    'hn', hn, 'hb', hb, 'hd', hd, 'out', '-', 'tag', tag }
+  if parent ~= '' then f[#f + 1], f[#f + 2] = 'parent', parent end
+  if pp ~= '' then f[#f + 1], f[#f + 2] = 'pp', pp end
+  if pink ~= '' then f[#f + 1], f[#f + 2] = 'pink', pink end
+  if redis.call('EXISTS', k_kv(id), k_kd(id)) > 0 then f[#f + 1], f[#f + 2] = 'kv', '1' end
+  redis.call('HSET', k_inst(id), unpack(f))
+  redis.call('ZADD', K_IDX_INSTANCES, created, id)
+  redis.call('ZADD', k_idx_status('Running'), d(now), id)
+  if redis.call('ZREM', K_ORPHANS, id) == 1 then redis.call('PERSIST', k_msgs(id)) end
+  if not is_locked(id) and oq_count(id) > 0 then
+    local pin = oq_reindex(id, now)
+    if pin then wake_orch(pin, 1) end
+  end
+  return repaired('wrote the record again from the history (' .. hn .. ' events of execution ' .. exec .. '), Running')
 end
 
 -- subject: the parent (run in its partition); list: child, the child's partition when it is
