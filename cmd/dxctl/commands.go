@@ -126,8 +126,8 @@ instance, O(instances + executions), in short scripts.`,
 	versionsCommand,
 	{
 		name:    "fsck",
-		usage:   "[--repair [--yes]]",
-		summary: "Check the namespace's storage invariants; --repair fixes what it can. Exit status 1 when one is broken (or left).",
+		usage:   "[--deep [--rate N]] [--repair [--yes]]",
+		summary: "Check the namespace's storage invariants (--deep: against the histories too); --repair fixes what it can. Exit status 1 when one is broken (or left).",
 		details: `Walks every key and index of the namespace and checks each instance and worker item against
 the invariants the scripts keep (keys.go): every lock indexed, every queued message reachable by a
 fetch, index entries backed by their instance, records in their status index, retention counts,
@@ -139,13 +139,35 @@ each code's repair does), each in one script that re-checks the violation first 
 nothing when it no longer holds, so it is safe while runtimes run; histories are never changed.
 It asks first (type the namespace's name); --yes repairs without asking. One line per repair
 (repaired, clean: no longer broken, left: with why), then the check after the repairs; exit
-status 0 when that is clean, 1 when something was left.`,
+status 0 when that is clean, 1 when something was left.
+--deep also reads every instance's history (at most --rate histories a second, default 2000;
+0: no bound) and checks it against the rest: a record without its history or with a shorter
+one (history_missing, history_short), a history without its record (record_missing), a
+terminal record whose history does not end (history_not_ended), an activity, timer or
+sub-orchestration open in a Running history with nothing left to finish it (activity_lost,
+timer_lost, child_lost, child_result_lost), a child its parent does not list (child_unlisted).
+With --repair it rebuilds what the histories determine (the lost worker item, timer, child
+start or result, the record, the children entry) and has the next runtime turn fail a Running
+instance whose history is lost, naming the loss; see docs/operations.md, "Recovery".`,
 		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
 			repair := fs.Bool("repair", false, "repair what can be repaired, then check again")
 			yes := fs.Bool("yes", false, "with --repair: repair without asking for confirmation")
+			deep := fs.Bool("deep", false, "also read every history and check it against the rest")
+			rate := fs.Int("rate", redisprovider.DefaultDeepRate, "with --deep: the most histories read per second (0: no bound)")
 			return func(ctx context.Context, a *app, _ []string) error {
 				if *yes && !*repair {
 					return usagef("fsck: --yes goes with --repair")
+				}
+				if *rate < 0 {
+					return usagef("fsck: --rate must be 0 or more")
+				}
+				a.deep = nil
+				if *deep {
+					r := *rate
+					if r == 0 {
+						r = -1
+					}
+					a.deep = &redisprovider.DeepOptions{HistoriesPerSecond: r}
 				}
 				return a.fsck(ctx, *repair, *yes)
 			}
@@ -655,7 +677,13 @@ func (a *app) fsck(ctx context.Context, repair, yes bool) error {
 	if err := a.open(ctx); err != nil {
 		return err
 	}
-	rep, err := a.p.Fsck(ctx)
+	var rep redisprovider.FsckReport
+	var err error
+	if a.deep != nil {
+		rep, err = a.p.FsckDeep(ctx, *a.deep)
+	} else {
+		rep, err = a.p.Fsck(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -700,11 +728,12 @@ type fsckOut struct {
 	Keys       int             `json:"keys"`
 	Instances  int             `json:"instances"`
 	Items      int             `json:"worker_items"`
+	Histories  int             `json:"histories,omitempty"`
 	Violations []fsckViolation `json:"violations"`
 }
 
 func fsckJSON(rep redisprovider.FsckReport) fsckOut {
-	out := fsckOut{rep.Keys, rep.Instances, rep.Items, []fsckViolation{}}
+	out := fsckOut{rep.Keys, rep.Instances, rep.Items, rep.Histories, []fsckViolation{}}
 	for _, v := range rep.Violations {
 		out.Violations = append(out.Violations, fsckViolation(v))
 	}
@@ -715,13 +744,23 @@ func (a *app) printFsck(rep redisprovider.FsckReport) {
 	for _, v := range rep.Violations {
 		fmt.Fprintf(a.stdout, "%s %s: %s\n", v.Code, quoteID(v.Subject), v.Detail)
 	}
-	fmt.Fprintf(a.stdout, "checked %d keys, %d instances, %d worker items: %d violation(s)\n",
-		rep.Keys, rep.Instances, rep.Items, len(rep.Violations))
+	deep := ""
+	if rep.Histories > 0 {
+		deep = fmt.Sprintf(", %d histories", rep.Histories)
+	}
+	fmt.Fprintf(a.stdout, "checked %d keys, %d instances, %d worker items%s: %d violation(s)\n",
+		rep.Keys, rep.Instances, rep.Items, deep, len(rep.Violations))
 }
 
 // repair runs Provider.Repair and prints what it did and what the check after it found.
 func (a *app) repair(ctx context.Context) error {
-	rep, err := a.p.Repair(ctx)
+	var rep redisprovider.RepairReport
+	var err error
+	if a.deep != nil {
+		rep, err = a.p.RepairDeep(ctx, *a.deep)
+	} else {
+		rep, err = a.p.Repair(ctx)
+	}
 	if err != nil {
 		return err
 	}

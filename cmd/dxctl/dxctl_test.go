@@ -1330,3 +1330,38 @@ func TestMigratePartitions(t *testing.T) {
 		t.Fatalf("instances after the move back:\n%s\nbefore:\n%s", got, before)
 	}
 }
+
+// fsck --deep reads the histories too: a lost timer message is reported (text and JSON) and
+// --repair arms it again from its TimerCreated event; --rate must not be negative.
+func TestFsckDeep(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	out := f.ok("fsck", "--deep")
+	if !regexpLine(out, `^checked \d+ keys, 5 instances, 1 worker items, \d+ histories: 0 violation\(s\)$`) {
+		t.Fatalf("fsck --deep of a healthy namespace:\n%s", out)
+	}
+	f.fails("--rate must be 0 or more", "fsck", "--deep", "--rate", "-1")
+	ctx := context.Background()
+	if err := f.p.Client().Del(ctx, f.p.Keyspace().Messages("order-2")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := f.dxctl("fsck", "--deep", "--rate", "0")
+	if code != 1 || !regexpLine(out, `^timer_lost "order-2": timer 3 of execution 1 `) {
+		t.Fatalf("fsck --deep of a lost timer: exit %d\n%s", code, out)
+	}
+	out, _, code = f.dxctl("--json", "fsck", "--deep")
+	var rep struct {
+		Histories  int `json:"histories"`
+		Violations []struct{ Code, Subject string }
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 || rep.Histories == 0 ||
+		!slices.ContainsFunc(rep.Violations, func(v struct{ Code, Subject string }) bool { return v.Code == "timer_lost" && v.Subject == "order-2" }) {
+		t.Fatalf("fsck --deep --json: exit %d, %+v, %v\n%s", code, rep, err, out)
+	}
+	out = f.ok("fsck", "--deep", "--repair", "--yes")
+	if !regexpLine(out, `^repaired timer_lost "order-2": armed timer 3 of execution 1 again, to fire at \d+$`) ||
+		!regexpLine(out, `^after repair: checked \d+ keys, 5 instances, 1 worker items, \d+ histories: 0 violation\(s\)$`) {
+		t.Fatalf("fsck --deep --repair:\n%s", out)
+	}
+	f.ok("fsck", "--deep")
+}

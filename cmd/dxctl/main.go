@@ -59,6 +59,7 @@ type app struct {
 	stdout   io.Writer
 	stderr   io.Writer
 	p        *redisprovider.Provider
+	deep     *redisprovider.DeepOptions // fsck --deep
 }
 
 // command is one dxctl command. setup registers the command's own flags on fs and returns the
