@@ -402,9 +402,9 @@ func (p *Provider) deepConfirm(ctx context.Context, run *fsckRun, suspects []dee
 			// The child names its parent: the parent's partition lists it once ob_apply 'c' ran.
 			srcPart, dstPart = s.part, f.parentPart
 			inOutbox = []string{"ob", strconv.Itoa(dstPart), s.id}
-			atDest = []string{"knows", s.parent, s.id}
+			atDest = []string{"knowsx", s.parent, s.id}
 			if srcPart == dstPart {
-				inOutbox = nil
+				inOutbox, atDest[0] = nil, "knows"
 			}
 		case DeepChildLost:
 			k := f.ev.Kind.(provider.SubOrchestrationScheduledEvent)

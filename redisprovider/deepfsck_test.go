@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	dxredis "github.com/duroxide-go/dxredis"
 	"github.com/duroxide-go/dxredis/dx"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
@@ -222,6 +224,18 @@ func TestDeepFsckLosses(t *testing.T) {
 			del(t, w, w.p.Keyspace().Meta(0))
 			return []string{"format_record "}, nil
 		}},
+		{"session_index", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
+			ks := w.p.Keyspace()
+			var want []string
+			for _, i := range []int{0, 1, 2} {
+				sp := ks.SessionPartition(fmt.Sprintf("s-%d", i))
+				w.p.Client().Del(ctx, ks.SessionsFree(sp, "w"))
+				for _, item := range w.p.Client().ZRange(ctx, ks.Prefix(sp)+"wq:sitems:"+dxredis.WorkTagKey("w")+fmt.Sprintf(":s-%d", i), 0, -1).Val() {
+					want = append(want, "item_session_unindexed "+item)
+				}
+			}
+			return want, nil
+		}},
 		{"index", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
 			del(t, w, w.p.Keyspace().Prefix(0)+"idx:instances")
 			return nil, nil // the shallow check's record_unlisted
@@ -376,4 +390,96 @@ func TestDeepFsckRandomLoss(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The deep check under a live workload (activities on sessions and tags, timers, children in
+// other partitions) reports nothing, reads no faster than its budget, and changes nothing: on
+// the stopped namespace afterwards, every key's value is what it was before another deep check.
+func TestDeepFsckLive(t *testing.T) {
+	p := newTestProvider(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	rt := dx.NewRuntime(p, dx.Options{PollTimeout: 200 * time.Millisecond, MinPollInterval: 5 * time.Millisecond, Logger: quietLogger,
+		WorkerTagFilter: provider.TagFilterAny()})
+	deepProgram(rt)
+	dx.Register(rt, "Mix", func(ctx dx.Context, s string) (string, error) {
+		a, err := dx.CallSub[string](ctx, "Sess", s, dx.WithInstanceID("mix-kid-"+s)).Await(ctx)
+		if err != nil {
+			return "", err
+		}
+		if _, err := ctx.Timer(30 * time.Millisecond).Await(ctx); err != nil {
+			return "", err
+		}
+		return dx.Call[string](ctx, "Echo", a, dx.WithTag("w")).Await(ctx)
+	})
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rt.Shutdown(context.Background()) }()
+	c := dx.NewClient(p)
+	const n = 40
+	var ids []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			id, err := c.Start(ctx, "Mix", fmt.Sprint(i), dx.WithInstanceID(fmt.Sprintf("mix-%d", i)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids = append(ids, id)
+			time.Sleep(10 * time.Millisecond) // pacing: spreads the starts over the checks
+		}
+	}()
+	const rate = 400
+	checks := 0
+	for running := true; running; checks++ {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		began := time.Now()
+		rep, err := p.FsckDeep(ctx, redisprovider.DeepOptions{HistoriesPerSecond: rate, Batch: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(began)
+		for _, v := range rep.Violations {
+			t.Errorf("check %d under load: %s %s: %s", checks, v.Code, v.Subject, v.Detail)
+		}
+		// The limiter lets a batch go at once, then spaces the reads at the rate.
+		if max := float64(rate)*took.Seconds() + 10 + 1; float64(rep.Histories) > max {
+			t.Errorf("check %d read %d histories in %v: over its budget of %d/s", checks, rep.Histories, took, rate)
+		}
+	}
+	for i, id := range ids {
+		st, err := c.Wait(ctx, id)
+		if want := fmt.Sprintf(`"e:e:%d"`, i); err != nil || st.State != dx.StateCompleted || st.Output != want {
+			t.Fatalf("%s: %+v, %v (want %s)", id, st, err, want)
+		}
+	}
+	_ = rt.Shutdown(ctx)
+	before := dumpAll(t, p)
+	if rep := deepFsck(t, p); len(rep.Violations) != 0 || rep.Histories < 2*n {
+		t.Fatalf("after the load: %d histories, %q", rep.Histories, codes(rep.Violations))
+	}
+	if after := dumpAll(t, p); !maps.Equal(before, after) {
+		t.Fatal("the deep check changed the namespace")
+	}
+	t.Logf("%d deep checks under load", checks)
+}
+
+// dumpAll returns every key of the namespace with its DUMP.
+func dumpAll(t *testing.T, p *redisprovider.Provider) map[string]string {
+	ctx := context.Background()
+	ks := p.Keyspace()
+	out := map[string]string{}
+	for part := range ks.Partitions() {
+		for _, k := range p.Client().Keys(ctx, globEscape(ks.Prefix(part))+"*").Val() {
+			out[k] = p.Client().Dump(ctx, k).Val()
+		}
+	}
+	return out
 }

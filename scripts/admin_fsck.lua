@@ -23,7 +23,8 @@
 --            messages; 'alive' id -: it has messages, or a record that is not Completed or
 --            Failed; 'done' id -: its record is Completed or Failed; 'ob' dest id: an entry of the outbox to dest names id; 'act' id '<e>:<a>':
 --            the activity has a worker item here; 'knows' parent child: the parent has no record, or
---            lists the child (ch:, chx:)
+--            lists the child (ch:); 'knowsx' the same for a child in another partition (ch: and
+--            chx:)
 -- Reply of 'deep': per instance {id, exec ('' no record), status, hn, parent, pp, history, messages
 --   {bodies}, activities {'<e>:<a>', state ...} (state '1' a worker item exists, '0' none, '@<p>' sent
 --   to partition p), flags}: flags 'h' a history without a record, 'x' retained or being reaped,
@@ -216,6 +217,13 @@ local function check_item(id)
     bad('item_lock_expiry_mismatch', id, ki .. ' is locked until ' .. tostring(it[7]) .. ' but ' .. places[1] ..
       ' scores it at ' .. score .. ': a fetch would reclaim it at the wrong time')
   end
+  if sid ~= '' and #places == 1 and places[1] == WQ.k_sitems(tk, sid) and not it[6] then -- visible in its group
+    local idx = WQ.group_index(sid, tk)
+    if not redis.call('ZSCORE', idx, sid) then
+      bad('item_session_unindexed', id, 'session ' .. sid .. ' has visible items (' .. WQ.k_sitems(tk, sid) .. ') but ' ..
+        idx .. ' does not list it: no fetch takes them')
+    end
+  end
   if tk ~= '-' and redis.call('SISMEMBER', WQ.K_TKS, tk) == 0 then
     bad('item_tag_unlisted', id, WQ.K_TKS .. ' does not list tag key ' .. tk .. ' of ' .. ki ..
       ': a TagFilter Any fetch would not see it')
@@ -372,8 +380,10 @@ elseif mode == 'ask' then
         if redis.call('EXISTS', WQ.k_item(o)) == 1 then yes = true end
       end
     elseif q == 'knows' then
-      yes = redis.call('EXISTS', k_inst(a)) == 0 or redis.call('SISMEMBER', k_children(a), b) == 1 or
-        redis.call('HEXISTS', P .. 'chx:' .. a, b) == 1
+      yes = redis.call('EXISTS', k_inst(a)) == 0 or redis.call('SISMEMBER', k_children(a), b) == 1
+    elseif q == 'knowsx' then
+      yes = redis.call('EXISTS', k_inst(a)) == 0 or (redis.call('SISMEMBER', k_children(a), b) == 1 and
+        redis.call('HEXISTS', P .. 'chx:' .. a, b) == 1)
     end
     out[#out + 1] = yes and '1' or '0'
   end

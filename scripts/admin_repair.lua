@@ -260,7 +260,11 @@ function R.open_children_mismatch(id)
   end
   local was = tonumber(rec[2]) or 0
   if open == was then return clean() end
-  if MULTI and redis.call('EXISTS', P .. 'chx:' .. id) == 1 then
+  local away = MULTI and redis.call('EXISTS', P .. 'chx:' .. id) == 1
+  if MULTI and not away then -- a child listed without a record here may live elsewhere (its chx entry lost)
+    for _, c in ipairs(redis.call('SMEMBERS', k_children(id))) do away = away or redis.call('EXISTS', k_inst(c)) == 0 end
+  end
+  if away then
     return left('it has children in other partitions, whose states this partition cannot read')
   end
   local before = settled(id)
@@ -471,6 +475,17 @@ function R.item_tag_unlisted(id)
   local tk = redis.call('HGET', WQ.k_item(id), 't')
   if not tk or tk == '-' or redis.call('SADD', WQ.K_TKS, tk) == 0 then return clean() end
   return repaired('added tag key ' .. tk .. ' to ' .. WQ.K_TKS)
+end
+
+-- A session with visible items is listed in its group index (free, or its owner's), as the
+-- worker scripts keep it (lib_worker.lua, WQ.reindex_group).
+function R.item_session_unindexed(id)
+  local it = redis.call('HMGET', WQ.k_item(id), 's', 't')
+  if not it[1] or it[1] == '' then return clean() end
+  local idx = WQ.group_index(it[1], it[2])
+  if redis.call('ZSCORE', idx, it[1]) or redis.call('ZCARD', WQ.k_sitems(it[2], it[1])) == 0 then return clean() end
+  WQ.reindex_group(it[1], it[2])
+  return repaired('listed session ' .. it[1] .. ' in ' .. idx)
 end
 
 -- Entries of an item that does not exist, in the worker sets the caller names.
