@@ -79,7 +79,12 @@ local function check_instance(id)
     local c = string.sub(f, 1, 1)
     if c == 'm' then bodies[string.sub(f, 2)] = true elseif c == 't' then types[string.sub(f, 2)] = true end
   end
+  local seq = tonumber(redis.call('HGET', K_META, 'seq')) or 0
   for s in pairs(types) do
+    if bodies[s] and tonumber(s) and tonumber(s) > seq then
+      bad('seq_behind', id, km .. ' holds message ' .. s .. ' but ' .. K_META .. ' seq is ' .. seq ..
+        ': the next enqueues would reuse its number (a format record lost and written again)')
+    end
     nmsg = nmsg + 1
     if not bodies[s] then
       bad('message_without_body', id, km .. ' has t' .. s .. ' but no body m' .. s)
@@ -198,6 +203,10 @@ local function check_item(id)
   local ki = WQ.k_item(id)
   local it = redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'u', 'x')
   if it[1] == false then return end -- entries of a missing item: 'wready' reports them, per set
+  if WQ.seq(id) > (tonumber(redis.call('HGET', K_META, 'seq')) or 0) then
+    bad('seq_behind', id, ki .. ' is numbered above ' .. K_META .. ' seq: the next enqueues would reuse its number ' ..
+      '(a format record lost and written again)')
+  end
   local sid, tk = it[4] or '', it[5] or '-'
   local places, score = {}, nil
   for _, key in ipairs(item_homes(sid, tk)) do

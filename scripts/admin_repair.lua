@@ -488,6 +488,20 @@ function R.item_session_unindexed(id)
   return repaired('listed session ' .. it[1] .. ' in ' .. idx)
 end
 
+-- The enqueue sequence is above every number in use (messages of the instance, or the worker
+-- item): set to the highest of them.
+function R.seq_behind(subject)
+  local top = 0
+  if redis.call('EXISTS', WQ.k_item(subject)) == 1 and string.match(subject, '^%a%d+$') then top = WQ.seq(subject) end
+  for _, f in ipairs(redis.call('HKEYS', k_msgs(subject))) do
+    local n = string.match(f, '^m(%d+)$')
+    if n and n + 0 > top then top = n + 0 end
+  end
+  if top <= (tonumber(redis.call('HGET', K_META, 'seq')) or 0) then return clean() end
+  redis.call('HSET', K_META, 'seq', d(top))
+  return repaired('set ' .. K_META .. ' seq to ' .. d(top) .. ', the highest number in use')
+end
+
 -- Entries of an item that does not exist, in the worker sets the caller names.
 function R.item_index_without_item(id)
   if redis.call('EXISTS', WQ.k_item(id)) == 1 then return clean() end
