@@ -154,8 +154,21 @@ import (
 //     of its session items in their sessions' partitions [wrong_partition]; an outbox with entries
 //     is listed in ob:dirty [outbox_unlisted].
 //
+//   - A partition's enqueue sequence (meta seq) is at or above every message and worker item
+//     number in use [seq_behind]; a session with visible items is in its group index
+//     [item_session_unindexed].
+//
 // redisprovider's Repair (dxctl fsck --repair) fixes each violation it can tell the fix of from
 // the other keys, one script per repair (scripts/admin_repair.lua, one function per code).
+//
+// FsckDeep (dxctl fsck --deep) also reads the histories: a record counts exactly the events its
+// history holds [history_missing, history_short]; a history has its record [record_missing]; a
+// terminal record's history ends with a terminal event [history_not_ended]; in a Running
+// execution every activity, timer and sub-orchestration open in the history has what finishes it:
+// a worker item, a TimerFired message, a child (or its start), a queued result, or an outbox
+// entry carrying one [activity_lost, timer_lost, child_lost, child_result_lost]; a child is listed
+// by its parent [child_unlisted]. RepairDeep rebuilds what the history determines
+// (redisprovider/admin_fsck_deep.go; docs/operations.md, "fsck --deep").
 
 var namespacePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
