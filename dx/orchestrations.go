@@ -228,8 +228,8 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 // are read (a new execution's first turn needs only the KV snapshot, and a new instance nothing).
 func (rt *Runtime) loadHistory(ctx context.Context, item *provider.OrchestrationItem, kept *engine) error {
 	lite, ok := rt.p.(provider.LiteFetcher)
-	if !ok || len(item.History) > 0 || item.HistoryLen == 0 && !beginsExecution(item) {
-		return nil
+	if !ok || item.History != nil || item.HistoryLen == 0 && !beginsExecution(item) {
+		return nil // (a History that is not nil was read by the fetch, even empty: it is the stored one)
 	}
 	if kept != nil && kept.holdsLite(item) {
 		item.History = kept.history

@@ -787,10 +787,13 @@ end
 -- byte length when the caller knows it and the execution is finishing: APPEND leaves up to 100%
 -- slack behind (Redis grows strings greedily), so a finished history of at most 4 KiB is rewritten
 -- exactly (a raw byte copy, bounded whatever the history's length).
--- Returns the bytes appended and whether the ids are still dense. Cost: O(events), one APPEND
--- (GET + SET when compacting); O(n) once when a dense execution gets its id set.
+-- Returns the bytes appended, whether the ids are still dense and the history's stored length
+-- after it (nil when nothing was appended; the record's hb plus the bytes appended, unless the
+-- stored history was lost or cut: the length stored is what offsets into it must use). Cost:
+-- O(events), one APPEND (GET + SET when compacting); O(n) once when a dense execution gets its id
+-- set.
 local function history_append(id, exec, hist, compact_from, dense)
-  if #hist == 0 then return 0, dense ~= nil end
+  if #hist == 0 then return 0, dense ~= nil, nil end
   local still = dense ~= nil and dense_next(dense, hist)
   if not still then -- (the table and closure only here: a dense append, the usual one, needs neither)
     local ids = {}
@@ -810,12 +813,15 @@ local function history_append(id, exec, hist, compact_from, dense)
   for i, h in ipairs(hist) do lines[i] = h[2] end
   lines[#lines + 1] = '' -- every line ends with '\n'
   local key, add = k_hist(id, exec), table.concat(lines, '\n')
+  local total
   if compact_from and compact_from > 0 and compact_from + #add <= 4096 then
-    redis.call('SET', key, (redis.call('GET', key) or '') .. add, 'KEEPTTL')
+    local v = (redis.call('GET', key) or '') .. add
+    redis.call('SET', key, v, 'KEEPTTL')
+    total = #v
   else
-    redis.call('APPEND', key, add)
+    total = redis.call('APPEND', key, add)
   end
-  return #add, still
+  return #add, still, total
 end
 
 -- Fail unless every event id of hist is new to the execution and unique within hist (dense: see

@@ -155,10 +155,11 @@ if pin ~= '' then rec.pink = pink end
 -- bytes (hn, hb: what lite fetches report, and when a finished history may be compacted).
 local compact = nil
 if terminal and is_current then compact = hb end
-local added, still = history_append(id, exec, hist, compact, dense)
+local added, still, hlen = history_append(id, exec, hist, compact, dense)
 if #hist > 0 then
   rec.hn = d(hn + #hist)
-  if hb then rec.hb = d(hb + added) end
+  -- (hlen is hb + added, but after a lost or cut history: then the bytes that are there)
+  if hb then rec.hb = d(hlen) end
 end
 rec.hd = still and '1' or '0'
 
@@ -171,7 +172,7 @@ if status ~= '' then
   local p, l = string.match(out_at, '^(%d+) (%d+)$')
   if has_output and p and hb then
     if rec.out == 'k' then redis.call('DEL', k_xout(id, exec)) end
-    rec.out = d(hb + p) .. ' ' .. l
+    rec.out = d(hlen - added + p) .. ' ' .. l
   elseif has_output then
     redis.call('SET', k_xout(id, exec), output, 'KEEPTTL')
     rec.out = 'k'
