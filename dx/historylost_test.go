@@ -1,11 +1,15 @@
 package dx_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/duroxide-go/dxredis/dx"
 	"github.com/duroxide-go/dxredis/redisprovider"
@@ -106,6 +110,7 @@ func TestSigkillLostKeysDeepRepair(t *testing.T) {
 	_ = victim.Wait()
 
 	ks, cl := p.Keyspace(), p.Client()
+	var mu sync.Mutex
 	lost := map[string]bool{}
 	for _, id := range ids {
 		if st, _ := c.Status(ctx, id); st.State == dx.StateRunning && len(lost) < 2 {
@@ -116,7 +121,20 @@ func TestSigkillLostKeysDeepRepair(t *testing.T) {
 	}
 	items := 0
 	for part := range ks.Partitions() {
-		for _, k := range cl.Keys(ctx, strings.ReplaceAll(ks.Prefix(part), "{", `\{`)+"wq:m:*").Val() {
+		pattern := strings.ReplaceAll(ks.Prefix(part), "{", `\{`) + "wq:m:*"
+		var keys []string
+		if cc, ok := cl.(*redis.ClusterClient); ok { // a partition's slot is on one primary
+			_ = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+				found := n.Keys(ctx, pattern).Val()
+				mu.Lock()
+				keys = append(keys, found...)
+				mu.Unlock()
+				return nil
+			})
+		} else {
+			keys = cl.Keys(ctx, pattern).Val()
+		}
+		for _, k := range keys {
 			items += int(cl.Del(ctx, k).Val())
 		}
 	}

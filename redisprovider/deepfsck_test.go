@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	dxredis "github.com/duroxide-go/dxredis"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/duroxide-go/dxredis/dx"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
@@ -330,7 +332,7 @@ func (w *deepWorld) dropInstance(t *testing.T, id string) {
 	cl, ks := w.p.Client(), w.p.Keyspace()
 	pre := ks.Prefix(ks.PartitionOf(id))
 	var keys []string
-	for _, k := range cl.Keys(ctx, globEscape(pre)+"*").Val() {
+	for _, k := range keysMatching(t, w.p, globEscape(pre)+"*") {
 		if strings.HasSuffix(k, ":"+id) && !strings.HasSuffix(k, "::"+id) {
 			keys = append(keys, k)
 		}
@@ -358,7 +360,7 @@ func TestDeepFsckRandomLoss(t *testing.T) {
 			cl, ks := w.p.Client(), w.p.Keyspace()
 			var all []string
 			for part := range ks.Partitions() {
-				all = append(all, cl.Keys(ctx, globEscape(ks.Prefix(part))+"*").Val()...)
+				all = append(all, keysMatching(t, w.p, globEscape(ks.Prefix(part))+"*")...)
 			}
 			if ks.Partitions() > 1 {
 				all = append(all, ks.RootMeta())
@@ -461,25 +463,37 @@ func TestDeepFsckLive(t *testing.T) {
 		}
 	}
 	_ = rt.Shutdown(ctx)
-	before := dumpAll(t, p)
+	before := namespaceDigest(t, p)
 	if rep := deepFsck(t, p); len(rep.Violations) != 0 || rep.Histories < 2*n {
 		t.Fatalf("after the load: %d histories, %q", rep.Histories, codes(rep.Violations))
 	}
-	if after := dumpAll(t, p); !maps.Equal(before, after) {
+	if after := namespaceDigest(t, p); before != after {
 		t.Fatal("the deep check changed the namespace")
 	}
 	t.Logf("%d deep checks under load", checks)
 }
 
-// dumpAll returns every key of the namespace with its DUMP.
-func dumpAll(t *testing.T, p *redisprovider.Provider) map[string]string {
+// keysMatching lists the keys that match pattern, on every primary of a cluster.
+func keysMatching(t *testing.T, p *redisprovider.Provider, pattern string) []string {
+	t.Helper()
 	ctx := context.Background()
-	ks := p.Keyspace()
-	out := map[string]string{}
-	for part := range ks.Partitions() {
-		for _, k := range p.Client().Keys(ctx, globEscape(ks.Prefix(part))+"*").Val() {
-			out[k] = p.Client().Dump(ctx, k).Val()
-		}
+	var mu sync.Mutex
+	var keys []string
+	list := func(ctx context.Context, c redis.Cmdable) error {
+		found, err := c.Keys(ctx, pattern).Result()
+		mu.Lock()
+		defer mu.Unlock()
+		keys = append(keys, found...)
+		return err
 	}
-	return out
+	var err error
+	if cc, ok := p.Client().(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return list(ctx, c) })
+	} else {
+		err = list(ctx, p.Client())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }
