@@ -72,6 +72,13 @@ func (p *Provider) runFsck(ctx context.Context, op string) (*fsckRun, error) {
 		r.Violations = append(r.Violations, f.report.Violations...)
 	}
 	if p.keys.Partitions() > 1 {
+		v, err := p.fsckOutboxSeqs(ctx)
+		if err != nil {
+			return run, p.mapErr(op, err)
+		}
+		run.report.Violations = append(run.report.Violations, v...)
+	}
+	if p.keys.Partitions() > 1 {
 		v, err := p.fsckRoot(ctx)
 		if err != nil {
 			return run, p.mapErr(op, err)
@@ -79,6 +86,38 @@ func (p *Provider) runFsck(ctx context.Context, op string) (*fsckRun, error) {
 		run.report.Violations = append(run.report.Violations, v...)
 	}
 	return run, nil
+}
+
+// fsckOutboxSeqs checks that each partition's outbox sequence for a destination (ob:seq) is at or
+// above what the destination applied of it (ib:hwm): else ob_apply skips the next entries as
+// applied before, and the messages they carry are lost [outbox_seq_behind]. The mark is read
+// before the sequence (both only grow), so a violation is real.
+func (p *Provider) fsckOutboxSeqs(ctx context.Context) ([]FsckViolation, error) {
+	var out []FsckViolation
+	n := p.keys.Partitions()
+	for dest := range n {
+		hwm, err := p.rdb.HGetAll(ctx, p.keys.Prefix(dest)+"ib:hwm").Result()
+		if err != nil {
+			return nil, err
+		}
+		for src, mark := range hwm {
+			s, err := strconv.Atoi(src)
+			if err != nil || s < 0 || s >= n {
+				continue
+			}
+			m, _ := strconv.ParseInt(mark, 10, 64)
+			seq, err := p.rdb.HGet(ctx, p.keys.Prefix(s)+"ob:seq", strconv.Itoa(dest)).Int64()
+			if err != nil && err != redis.Nil {
+				return nil, err
+			}
+			if seq < m {
+				out = append(out, FsckViolation{Code: "outbox_seq_behind", Subject: strconv.Itoa(dest), Partition: s,
+					Detail: fmt.Sprintf("%sob:seq holds %d for partition %d, which applied up to %d: its next entries would be skipped as applied before",
+						p.keys.Prefix(s), seq, dest, m)})
+			}
+		}
+	}
+	return out, nil
 }
 
 // fsckRun is a check of every partition.

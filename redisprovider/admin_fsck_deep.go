@@ -378,20 +378,7 @@ func childOf(parent string, k provider.SubOrchestrationScheduledEvent) string {
 // suspect whose thing is in neither place is reported once the instance, read again, still
 // shows it (what was in flight between the questions has landed by then).
 func (p *Provider) deepConfirm(ctx context.Context, run *fsckRun, suspects []deepFinding, lim *limiter, d *deepRun) ([]deepFinding, error) {
-	ask := func(part int, qs ...string) ([]bool, error) {
-		res, err := p.fsckCall(ctx, part, "ask", "", qs)
-		if err != nil {
-			return nil, err
-		}
-		var out []bool
-		for _, a := range list(res) {
-			out = append(out, str(a) == "1")
-		}
-		if len(out) != len(qs)/3 {
-			return nil, provider.NewPermanentError("fsck", "unexpected ask reply from admin_fsck")
-		}
-		return out, nil
-	}
+	ask := func(part int, qs ...string) ([]bool, error) { return p.deepAsk(ctx, part, qs...) }
 	var found []deepFinding
 	for _, f := range suspects {
 		s := f.snap
@@ -501,8 +488,8 @@ func anyTrue(bs []bool) bool {
 	return false
 }
 
-// RepairDeep repairs as Repair does, then checks as FsckDeep does and repairs what the histories
-// determine, each in one script (admin_repair) that first re-checks that the instance is still
+// RepairDeep checks as FsckDeep does and repairs what the histories determine, then repairs as
+// Repair does; each deep repair runs in one script (admin_repair) that first re-checks that the instance is still
 // Running in the same execution with the same events (its history, append-only, is then the one
 // read) and that the thing is still missing, and writes it as the ack that wrote the history
 // would have: a lost activity is queued again from its ActivityScheduled event (name, input,
@@ -517,10 +504,9 @@ func (p *Provider) RepairDeep(ctx context.Context, opts DeepOptions) (RepairRepo
 	if ctx == nil {
 		return RepairReport{}, errNilContext(op)
 	}
-	rep, err := p.Repair(ctx)
-	if err != nil {
-		return rep, err
-	}
+	// The deep repairs first: what they restore (a record, a children entry) is what the plain
+	// repairs then count from (a parent's open children).
+	var rep RepairReport
 	run, err := p.runFsck(ctx, op)
 	if err != nil {
 		return rep, err
@@ -529,25 +515,20 @@ func (p *Provider) RepairDeep(ctx context.Context, opts DeepOptions) (RepairRepo
 	if err != nil {
 		return rep, p.mapErr(op, err)
 	}
-	rep.Found = append(rep.Found, d.violations()...)
-	fixed := false
+	rep.Found = d.violations()
 	for _, f := range d.found {
 		a, err := p.repairDeepOne(ctx, f)
 		if err != nil {
 			return rep, p.mapErr(op, err)
 		}
 		rep.Actions = append(rep.Actions, a)
-		fixed = fixed || a.Outcome == RepairRepaired
 	}
-	if fixed {
-		// What the deep repairs restored can make a shallow invariant true again differently (a
-		// child listed again is counted open again by its parent): check and repair once more.
-		again, err := p.Repair(ctx)
-		if err != nil {
-			return rep, err
-		}
-		rep.Actions = append(rep.Actions, again.Actions...)
+	plain, err := p.Repair(ctx)
+	if err != nil {
+		return rep, err
 	}
+	rep.Found = append(plain.Found, rep.Found...)
+	rep.Actions = append(rep.Actions, plain.Actions...)
 	after, err := p.FsckDeep(ctx, opts)
 	rep.After = after
 	return rep, err
@@ -697,8 +678,24 @@ func (p *Provider) recordFromHistory(ctx context.Context, s *deepSnap) ([]string
 		pink = pinKey(v)
 	}
 	tag := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+	// Its children that have not settled (retention's open count), asked where each lives.
+	kids, err := p.rdb.SMembers(ctx, p.keys.Children(s.id)).Result()
+	if err != nil {
+		return nil, err
+	}
+	open := 0
+	for _, kid := range kids {
+		a, err := p.deepAsk(ctx, p.keys.PartitionOf(kid), "settled", kid, "")
+		if err != nil {
+			return nil, err
+		}
+		if !a[0] {
+			open++
+		}
+	}
 	return []string{strconv.FormatUint(s.hx, 10), strconv.Itoa(len(hist)), st.Name, st.Version,
-		strconv.FormatUint(events[0].TimestampMs, 10), strconv.Itoa(len(events)), dense, parent, pp, pink, tag}, nil
+		strconv.FormatUint(events[0].TimestampMs, 10), strconv.Itoa(len(events)), dense, parent, pp, pink, tag,
+		strconv.Itoa(open)}, nil
 }
 
 // childResult is the SubOrchCompleted or SubOrchFailed a finished child sends its parent (dx,
@@ -729,4 +726,20 @@ func (p *Provider) childResult(ctx context.Context, child, parent string, pexec,
 		return "", fmt.Errorf("child %s is %s, not finished", child, info.Status)
 	}
 	return p.encodeItem("repair", provider.WorkItem{Kind: item}, false)
+}
+
+// deepAsk asks admin_fsck's 'ask' questions (triples) in a partition.
+func (p *Provider) deepAsk(ctx context.Context, part int, qs ...string) ([]bool, error) {
+	res, err := p.fsckCall(ctx, part, "ask", "", qs)
+	if err != nil {
+		return nil, err
+	}
+	var out []bool
+	for _, a := range list(res) {
+		out = append(out, str(a) == "1")
+	}
+	if len(out) != len(qs)/3 {
+		return nil, provider.NewPermanentError("fsck", "unexpected ask reply from admin_fsck")
+	}
+	return out, nil
 }

@@ -95,6 +95,16 @@ func (p *Provider) repairOne(ctx context.Context, f *fsck, v FsckViolation) (Rep
 		vals = f.pins
 	case "item_index_without_item", "item_placement":
 		vals = f.workReadySets()
+	case "outbox_seq_behind":
+		d, err := strconv.Atoi(v.Subject)
+		if err != nil || d < 0 || d >= p.keys.Partitions() {
+			return RepairAction{FsckViolation: v, Outcome: RepairLeft, Why: "no such partition"}, nil
+		}
+		hwm, err := p.rdb.HGet(ctx, p.keys.Prefix(d)+"ib:hwm", strconv.Itoa(v.Partition)).Result()
+		if err != nil {
+			return RepairAction{FsckViolation: v, Outcome: RepairClean, Why: "the violation no longer holds"}, nil
+		}
+		vals = []string{hwm}
 	}
 	e := luascripts.AdminRepair.Encoder(3 + len(vals))
 	e.Set("retention", ms(p.opts.Retention))

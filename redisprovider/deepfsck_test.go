@@ -238,6 +238,20 @@ func TestDeepFsckLosses(t *testing.T) {
 			}
 			return want, nil
 		}},
+		{"outbox_sequence", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
+			ks := w.p.Keyspace()
+			if ks.Partitions() == 1 {
+				t.Skip("outboxes are between partitions")
+			}
+			var want []string
+			for part := range ks.Partitions() {
+				for d := range w.p.Client().HGetAll(ctx, ks.Prefix(part)+"ob:seq").Val() {
+					want = append(want, "outbox_seq_behind "+d)
+				}
+				w.p.Client().Del(ctx, ks.Prefix(part)+"ob:seq")
+			}
+			return want, nil
+		}},
 		{"index", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
 			del(t, w, w.p.Keyspace().Prefix(0)+"idx:instances")
 			return nil, nil // the shallow check's record_unlisted

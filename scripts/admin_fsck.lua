@@ -21,7 +21,8 @@
 --   'ask'    -; triples (question, a, b), answered '1' or '0' each, in order (the deep check's
 --            questions about other partitions): 'inst' id -: the instance has a record or
 --            messages; 'alive' id -: it has messages, or a record that is not Completed or
---            Failed; 'done' id -: its record is Completed or Failed; 'ob' dest id: an entry of the outbox to dest names id; 'act' id '<e>:<a>':
+--            Failed; 'done' id -: its record is Completed or Failed; 'settled' id -: it and its subtree
+--            finished (retention's settled); 'ob' dest id: an entry of the outbox to dest names id; 'act' id '<e>:<a>':
 --            the activity has a worker item here; 'knows' parent child: the parent has no record, or
 --            lists the child (ch:); 'knowsx' the same for a child in another partition (ch: and
 --            chx:)
@@ -378,6 +379,8 @@ elseif mode == 'ask' then
     elseif q == 'done' then
       local st = redis.call('HGET', k_inst(a), 'status')
       yes = st == 'Completed' or st == 'Failed'
+    elseif q == 'settled' then
+      yes = redis.call('EXISTS', k_inst(a)) == 1 and settled(a)
     elseif q == 'ob' then
       local needle = #b .. ':' .. b
       for _, e in ipairs(redis.call('LRANGE', P .. 'ob:' .. a, 0, -1)) do

@@ -260,11 +260,7 @@ function R.open_children_mismatch(id)
   end
   local was = tonumber(rec[2]) or 0
   if open == was then return clean() end
-  local away = MULTI and redis.call('EXISTS', P .. 'chx:' .. id) == 1
-  if MULTI and not away then -- a child listed without a record here may live elsewhere (its chx entry lost)
-    for _, c in ipairs(redis.call('SMEMBERS', k_children(id))) do away = away or redis.call('EXISTS', k_inst(c)) == 0 end
-  end
-  if away then
+  if MULTI and redis.call('EXISTS', P .. 'chx:' .. id) == 1 then
     return left('it has children in other partitions, whose states this partition cannot read')
   end
   local before = settled(id)
@@ -502,6 +498,16 @@ function R.seq_behind(subject)
   return repaired('set ' .. K_META .. ' seq to ' .. d(top) .. ', the highest number in use')
 end
 
+-- subject: a destination partition; list: the high-water mark its inbox holds for this
+-- partition (ib:hwm). The outbox sequence must be at or above it, or ob_apply skips the next
+-- entries as applied before (lib.lua, ob_put).
+function R.outbox_seq_behind(dest)
+  local hwm = list[1]
+  if (tonumber(redis.call('HGET', P .. 'ob:seq', dest)) or 0) >= hwm + 0 then return clean() end
+  redis.call('HSET', P .. 'ob:seq', dest, hwm)
+  return repaired('set ' .. P .. 'ob:seq ' .. dest .. ' to ' .. hwm .. ', what partition ' .. dest .. ' applied last')
+end
+
 -- Entries of an item that does not exist, in the worker sets the caller names.
 function R.item_index_without_item(id)
   if redis.call('EXISTS', WQ.k_item(id)) == 1 then return clean() end
@@ -607,17 +613,19 @@ function R.deep_lost(id)
 end
 
 -- list: exec, hb, name, ver, created, hn, hd, parent, pp, pink, tag (what the caller read from the
--- history: its OrchestrationStarted, its length and bytes). A record lost under a history that
+-- history: its OrchestrationStarted, its length and bytes), open (its children, listed in ch:,
+-- that are not settled: the caller asked their partitions). A record lost under a history that
 -- has not ended: written as the acks that wrote the history wrote it (orch_ack), Running, with a
 -- new execution tag; indexed; its parked messages (orphan_park) taken back.
 function R.deep_record(id)
-  local exec, hb, name, ver, created, hn, hd, parent, pp, pink, tag = unpack(list)
+  local exec, hb, name, ver, created, hn, hd, parent, pp, pink, tag, open = unpack(list)
   if redis.call('EXISTS', k_inst(id)) == 1 or redis.call('STRLEN', k_hist(id, exec)) ~= hb + 0 then return clean() end
   local f = { 'name', name, 'ver', ver, 'created', created, 'updated', d(now), 'exec', exec, 'status', 'Running',
     'hn', hn, 'hb', hb, 'hd', hd, 'out', '-', 'tag', tag }
   if parent ~= '' then f[#f + 1], f[#f + 2] = 'parent', parent end
   if pp ~= '' then f[#f + 1], f[#f + 2] = 'pp', pp end
   if pink ~= '' then f[#f + 1], f[#f + 2] = 'pink', pink end
+  if open ~= '0' then f[#f + 1], f[#f + 2] = 'open', open end
   if redis.call('EXISTS', k_kv(id), k_kd(id)) > 0 then f[#f + 1], f[#f + 2] = 'kv', '1' end
   redis.call('HSET', k_inst(id), unpack(f))
   redis.call('ZADD', K_IDX_INSTANCES, created, id)
