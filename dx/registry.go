@@ -52,8 +52,12 @@ type registry struct {
 }
 
 func newRegistry() *registry {
-	return &registry{orchestration: map[string][]orchVersion{}, activities: map[string]activityFunc{},
+	r := &registry{orchestration: map[string][]orchVersion{}, activities: map[string]activityFunc{},
 		signatures: map[string]signature{}}
+	// The built-in schedule orchestration (schedule_run.go).
+	v := semver.MustParse(scheduleVersion)
+	r.orchestration[ScheduleOrchestration] = []orchVersion{{v, v.String(), bindOrchestration(ScheduleOrchestration, runSchedule)}}
+	return r
 }
 
 // DefaultVersion is the version of an orchestration registered without one.
