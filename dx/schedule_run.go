@@ -41,6 +41,8 @@ type scheduleState struct {
 	Config       scheduleConfig `json:"config"`
 	Paused       bool           `json:"paused,omitempty"`
 	PausedReason string         `json:"paused_reason,omitempty"`
+	// Resumed: the next plan still skips (as paused) the fire times up to now.
+	Resumed bool `json:"resumed,omitempty"`
 	Deleted      bool           `json:"deleted,omitempty"`
 	// Cursor: every fire time up to it was handled (fired or skipped); zero before the first plan.
 	Cursor   time.Time         `json:"cursor,omitzero"`
@@ -231,7 +233,7 @@ func runSchedule(ctx Context, st scheduleState) (scheduleState, error) {
 	var ctl Future[scheduleControl]
 	for wake := 0; ; wake++ {
 		plan, err := Call[schedulePlan](ctx, schedulePlanActivity, schedulePlanIn{ID: st.ID, Spec: st.Config.Spec,
-			Window: st.Config.CatchupWindow, Cursor: st.Cursor, Paused: st.Paused, Running: st.Running,
+			Window: st.Config.CatchupWindow, Cursor: st.Cursor, Paused: st.Paused || st.Resumed, Running: st.Running,
 			Backfills: st.Backfills, Prune: wake == 0 && ctx.ExecutionID() > 2}).Await(ctx)
 		if err != nil {
 			ctx.Logger().Warn("dx: schedule: planning failed; trying again", "error", err)
@@ -244,7 +246,7 @@ func runSchedule(ctx Context, st scheduleState) (scheduleState, error) {
 			// This turn began with the plan's result and started nothing yet: nothing to lose.
 			return st, ContinueAsNew(ctx, st)
 		}
-		st.Backfills = nil
+		st.Backfills, st.Resumed = nil, false
 		st.Running = plan.Running
 		for _, k := range plan.Skipped {
 			s.skipped(k)
@@ -315,6 +317,7 @@ func runSchedule(ctx Context, st scheduleState) (scheduleState, error) {
 		case "pause":
 			st.Paused, st.PausedReason = true, m.Reason
 		case "resume":
+			st.Resumed = st.Resumed || st.Paused
 			st.Paused, st.PausedReason = false, ""
 		case "update":
 			if m.Config != nil {
