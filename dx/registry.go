@@ -179,12 +179,15 @@ func (rt *Runtime) registrationFailed(err error) error {
 	return err
 }
 
-// names returns the registered orchestrations (with their versions) and activities, sorted, for
-// a log record.
+// names returns the registered orchestrations (with their versions, the built-in schedule left
+// out) and activities, sorted, for a log record.
 func (r *registry) names() (orchestrations, activities []string) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for name, vs := range r.orchestration {
+		if name == ScheduleOrchestration {
+			continue // built in
+		}
 		for _, v := range vs {
 			orchestrations = append(orchestrations, name+"@"+v.text)
 		}

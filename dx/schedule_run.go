@@ -43,7 +43,7 @@ type scheduleState struct {
 	PausedReason string         `json:"paused_reason,omitempty"`
 	// Resumed: the next plan still skips (as paused) the fire times up to now.
 	Resumed bool `json:"resumed,omitempty"`
-	Deleted      bool           `json:"deleted,omitempty"`
+	Deleted bool `json:"deleted,omitempty"`
 	// Cursor: every fire time up to it was handled (fired or skipped); zero before the first plan.
 	Cursor   time.Time         `json:"cursor,omitzero"`
 	Running  []scheduleRunning `json:"running,omitempty"`

@@ -367,7 +367,7 @@ func TestSchedulePauseResumeUpdateDuringRun(t *testing.T) {
 		t.Fatalf("after pause: %+v", info)
 	}
 	env.After(12*time.Minute, func() { must(env.Client.ResumeSchedule(ctx, "p", "")) }) // at 25 minutes
-	env.RunFor(19 * time.Minute)                                                          // to 32: the 30-minute run is in flight
+	env.RunFor(19 * time.Minute)                                                        // to 32: the 30-minute run is in flight
 	must(env.Client.UpdateSchedule(ctx, "p", dx.Schedule{Spec: dx.ScheduleSpec{Every: 15 * time.Minute},
 		Action: slow.ScheduleAction(time.Minute), Note: "quarter-hourly"}))
 	env.RunFor(28 * time.Minute) // to 60
@@ -416,6 +416,11 @@ func TestScheduleTriggerBackfillEndDelete(t *testing.T) {
 	if got := len(env.ScheduleRuns("b")); got != 11 { // the fire time at 00:00 is new
 		t.Fatalf("%d runs after the second backfill, want 11", got)
 	}
+	for _, id := range env.ScheduleRuns("b") {
+		if h := env.History(id); len(h) != 2 { // started and completed, once
+			t.Fatalf("%s ran again: %s", id, env.EventTypes(id))
+		}
+	}
 	if err := env.Client.DeleteSchedule(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
@@ -427,6 +432,7 @@ func TestScheduleTriggerBackfillEndDelete(t *testing.T) {
 		t.Fatalf("trigger after delete: %v", err)
 	}
 	env.CreateSchedule("b", dx.Schedule{Spec: dx.ScheduleSpec{Cron: "@hourly"}, Action: tick.ScheduleAction("again")})
+	env.WaitUntil("the schedule's first turn", func() bool { return env.Status(dx.ScheduleInstancePrefix+"b").State == dx.StateRunning })
 	if list, err := env.Client.ListSchedules(ctx); err != nil || len(list) != 1 || list[0].State != "active" {
 		t.Fatalf("list after re-create: %+v, %v", list, err)
 	}
