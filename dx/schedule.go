@@ -141,7 +141,7 @@ type ScheduleInfo struct {
 	Skipped []ScheduleSkip `json:"skipped,omitempty"`
 	// Buffered are the fire times waiting for the running run to end.
 	Buffered []time.Time `json:"buffered,omitempty"`
-	// Running are the runs the overlap policy waits for.
+	// Running are the runs the overlap policy waits for (GetSchedule: those still running).
 	Running []string `json:"running,omitempty"`
 	// Fired and SkippedTotal count runs started and fire times skipped since creation.
 	Fired        uint64 `json:"fired"`
@@ -218,7 +218,8 @@ func (s Schedule) compile(id string) (scheduleConfig, error) {
 
 // scheduleControl is a control message of a schedule.
 type scheduleControl struct {
-	Op     string          `json:"op"` // pause, resume, update, trigger, backfill, delete
+	Op     string          `json:"op"`            // pause, resume, update, trigger, backfill, delete, run_ended
+	Run    string          `json:"run,omitempty"` // run_ended: the run
 	Reason string          `json:"reason,omitempty"`
 	Config *scheduleConfig `json:"config,omitempty"`
 	From   time.Time       `json:"from,omitzero"`
@@ -334,6 +335,17 @@ func (c *Client) GetSchedule(ctx context.Context, id string) (ScheduleInfo, erro
 		}
 		info.Recent[i].State = st
 	}
+	running := info.Running[:0]
+	for _, id := range info.Running { // the schedule learns of a run's end at its next turn
+		st, err := c.state(ctx, id)
+		if err != nil {
+			return info, err
+		}
+		if st == StateRunning || st == StateNotFound {
+			running = append(running, id)
+		}
+	}
+	info.Running = running
 	return info, nil
 }
 
@@ -399,4 +411,20 @@ func (c *Client) ListSchedules(ctx context.Context) ([]ScheduleInfo, error) {
 		out = append(out, info)
 	}
 	return out, nil
+}
+
+// ScheduleRunOf reads a run id a schedule gave ("<schedule>@<fire time>"): the schedule's id and
+// the fire time. A scheduled orchestration reads its fire time from its instance id:
+//
+//	_, fired, ok := dx.ScheduleRunOf(ctx.InstanceID())
+func ScheduleRunOf(instance string) (schedule string, fireTime time.Time, ok bool) {
+	i := strings.LastIndexByte(instance, '@')
+	if i <= 0 {
+		return "", time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, instance[i+1:])
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return instance[:i], t.UTC(), true
 }

@@ -29,8 +29,8 @@ const (
 	maxBuffered       = 1000 // buffered fire times (buffer_all)
 	maxSkipCount      = 100000
 	startedGrace      = 5 * time.Minute // a run not found this soon after its start is taken as still starting
-	firstPoll         = time.Second     // polls for the end of a running run while one is buffered
-	maxPoll           = time.Minute
+	firstPoll         = time.Minute     // polls for the end of a running run while one is buffered, in case
+	maxPoll           = time.Hour       // its run_ended message was lost (a run failed as poison)
 	planRetryInterval = 10 * time.Second
 )
 
@@ -223,6 +223,22 @@ func (rt *Runtime) scheduleCancel(ctx context.Context, input string) (string, er
 	return "null", nil
 }
 
+// scheduleRunEnded is what the turn that ends a schedule's run sends its schedule (in the same
+// ack): a control message "run_ended", so that a buffered fire time starts at once. An instance
+// whose id only looks like a run id sends it to a schedule instance that does not exist, where
+// it expires like any message for an unknown instance.
+func scheduleRunEnded(instance string) []provider.WorkItem {
+	sched, _, ok := ScheduleRunOf(instance)
+	if !ok || checkScheduleID(sched) != nil {
+		return nil
+	}
+	data, err := encode(scheduleControl{Op: "run_ended", Run: instance})
+	if err != nil {
+		return nil
+	}
+	return []provider.WorkItem{{Kind: provider.QueueMessage{Instance: ScheduleInstancePrefix + sched, Name: scheduleQueue, Data: data}}}
+}
+
 // runSchedule is the schedule orchestration.
 func runSchedule(ctx Context, st scheduleState) (scheduleState, error) {
 	e, err := engineFor(ctx)
@@ -292,26 +308,16 @@ func runSchedule(ctx Context, st scheduleState) (scheduleState, error) {
 			}
 		}
 		// One dequeue stays open across wake-ups (a timer that wins does not cancel it).
-		if ctl.f == nil {
-			ctl = Dequeue[scheduleControl](ctx, scheduleQueue)
-		}
+		var timer Future[struct{}]
 		if !wakeAt.IsZero() {
-			timer := ctx.Timer(wakeAt.Sub(e.clock()))
-			co, err := current(ctx, e)
+			timer = ctx.Timer(wakeAt.Sub(e.clock()))
+		}
+		m, replan, err := s.await(e, &ctl, timer)
+		if err != nil || replan {
 			if err != nil {
 				return st, err
 			}
-			co.park(func() bool { return ctl.f.ready() || timer.f.ready() })
-			if !ctl.f.ready() {
-				timer.f.consumed = true
-				continue
-			}
-			timer.Cancel()
-		}
-		m, err := ctl.Await(ctx)
-		ctl = Future[scheduleControl]{}
-		if err != nil {
-			return st, err
+			continue
 		}
 		switch m.Op {
 		case "pause":
@@ -332,6 +338,7 @@ func runSchedule(ctx Context, st scheduleState) (scheduleState, error) {
 			if len(st.Backfills) < 10 {
 				st.Backfills = append(st.Backfills, scheduleRange{From: m.From, To: m.To})
 			}
+		case "run_ended": // a run ended while fire times are buffered: plan at once
 		case "delete":
 			st.Deleted, st.Next = true, nil
 			s.publish()
@@ -339,6 +346,46 @@ func runSchedule(ctx Context, st scheduleState) (scheduleState, error) {
 		default:
 			ctx.Logger().Warn("dx: schedule: unknown control message ignored", "op", m.Op)
 		}
+	}
+}
+
+// maxQuietMessages is how many run_ended messages the schedule takes without planning (each
+// without a turn of its own when several are queued: a turn may take fewer than 99 dequeues).
+const maxQuietMessages = 20
+
+// await waits for the timer (none: zero future) or a control message. It returns replan when
+// the timer fired (or run_ended messages were taken maxQuietMessages times); a run_ended
+// message with nothing buffered only removes the run from Running and waits on.
+func (s *scheduler) await(e *engine, ctl *Future[scheduleControl], timer Future[struct{}]) (scheduleControl, bool, error) {
+	co, err := current(s.ctx, e)
+	if err != nil {
+		return scheduleControl{}, false, err
+	}
+	for quiet := 0; ; quiet++ {
+		if ctl.f == nil {
+			*ctl = Dequeue[scheduleControl](s.ctx, scheduleQueue)
+		}
+		if quiet == maxQuietMessages {
+			timer.Cancel()
+			return scheduleControl{}, true, nil
+		}
+		c := *ctl
+		co.park(func() bool { return c.f.ready() || timer.f != nil && timer.f.ready() })
+		if !c.f.ready() {
+			timer.f.consumed = true
+			return scheduleControl{}, true, nil
+		}
+		m, err := c.Await(s.ctx)
+		*ctl = Future[scheduleControl]{}
+		if err != nil {
+			return m, false, err
+		}
+		if m.Op == "run_ended" && len(s.st.Buffered) == 0 {
+			s.st.Running = slices.DeleteFunc(s.st.Running, func(r scheduleRunning) bool { return r.ID == m.Run })
+			continue
+		}
+		timer.Cancel()
+		return m, false, nil
 	}
 }
 

@@ -133,9 +133,9 @@ func minuteSchedule(t *testing.T, d time.Duration) {
 	if want := schedStart.Add(d + time.Minute); len(info.Next) == 0 || !info.Next[0].Equal(want) {
 		t.Fatalf("next %v, want %v first", info.Next, want)
 	}
-	// Bounded: an execution holds at most ~6 events per wake-up (it continues as new after 100),
-	// and old executions are pruned.
-	if maxEvents > 700 || maxExecs > 3 {
+	// Bounded: an execution holds at most ~8 events per firing (it continues as new after 100
+	// wake-ups), and old executions are pruned.
+	if maxEvents > 1000 || maxExecs > 3 {
 		t.Fatalf("history not bounded: %d events in an execution, %d executions kept", maxEvents, maxExecs)
 	}
 	t.Logf("%d firings in %v (real time); execution %d; at most %d events per execution, %d executions kept",
@@ -258,6 +258,11 @@ func TestScheduleOverlapBufferOne(t *testing.T) {
 	}
 	if st := info.Recent[1]; st.Why != "buffered" || st.State != dx.StateCompleted {
 		t.Fatalf("second run: %+v", st)
+	}
+	for i, r := range info.Recent[1:] { // a buffered run starts when the one before it ends
+		if _, prevEnd := span(t, env, info.Recent[i].RunID); r.Why == "buffered" && !r.StartedAt.Equal(prevEnd) {
+			t.Fatalf("%s started at %s, the run before it ended at %s", r.RunID, r.StartedAt, prevEnd)
+		}
 	}
 	for _, k := range info.Skipped {
 		if k.Reason != "overlap: a run is already buffered" {
