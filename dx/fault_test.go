@@ -83,7 +83,9 @@ func faultProgram(rt *dx.Runtime) {
 }
 
 // SchedTick is what TestSigkillSchedule's schedule starts.
-func init() { faultExtra = append(faultExtra, func(rt *dx.Runtime) { dx.Register(rt, "SchedTick", schedTick) }) }
+func init() {
+	faultExtra = append(faultExtra, func(rt *dx.Runtime) { dx.Register(rt, "SchedTick", schedTick) })
+}
 
 // treeWidth is how many children a Tree starts.
 const treeWidth = 5
