@@ -20,9 +20,8 @@ const (
 )
 
 // scheduleWakeups bounds an execution: after this many wake-ups (each a fire time, a control
-// message or a poll) the schedule continues as new, on the newest registered version. A variable
-// for tests.
-var scheduleWakeups = 100
+// message or a poll) the schedule continues as new, on the newest registered version.
+const scheduleWakeups = 100
 
 const (
 	maxDuePerPlan     = 50   // fire times one plan hands out; more are handed out by the next
@@ -283,11 +282,12 @@ func runSchedule(ctx Context, st scheduleState) (scheduleState, error) {
 				return st, err
 			}
 		}
-		for ; st.Triggers > 0; st.Triggers-- {
-			if err := s.fire(plan.Now, "trigger", plan.Now); err != nil {
+		for i := range st.Triggers { // triggers handled together get fire times a millisecond apart
+			if err := s.fire(plan.Now.Add(time.Duration(i)*time.Millisecond), "trigger", plan.Now); err != nil {
 				return st, err
 			}
 		}
+		st.Triggers = 0
 		st.Next = plan.Next
 		if len(st.Running) == 0 || len(st.Buffered) == 0 {
 			st.Poll = 0
