@@ -42,6 +42,8 @@ type scheduleState struct {
 	PausedReason string         `json:"paused_reason,omitempty"`
 	// Resumed: the next plan still skips (as paused) the fire times up to now.
 	Resumed bool `json:"resumed,omitempty"`
+	// Updated: the next plan counts fire times from now (the spec changed).
+	Updated bool `json:"updated,omitempty"`
 	Deleted bool `json:"deleted,omitempty"`
 	// Cursor: every fire time up to it was handled (fired or skipped); zero before the first plan.
 	Cursor   time.Time         `json:"cursor,omitzero"`
@@ -101,6 +103,7 @@ type schedulePlanIn struct {
 	Paused    bool              `json:"paused,omitempty"`
 	Running   []scheduleRunning `json:"running,omitempty"`
 	Backfills []scheduleRange   `json:"backfills,omitempty"`
+	FromNow   bool              `json:"from_now,omitempty"` // move Cursor to now first
 	Prune     bool              `json:"prune,omitempty"`
 }
 
@@ -131,7 +134,7 @@ func (rt *Runtime) schedulePlan(ctx context.Context, input string) (string, erro
 	}
 	now := rt.opts.Clock().UTC().Truncate(time.Millisecond)
 	out := schedulePlan{Now: now, Cursor: in.Cursor}
-	if out.Cursor.IsZero() {
+	if out.Cursor.IsZero() || in.FromNow && out.Cursor.Before(now) {
 		out.Cursor = now
 	}
 	skip := func(t time.Time, reason string) {
@@ -249,7 +252,7 @@ func runSchedule(ctx Context, st scheduleState) (scheduleState, error) {
 	for wake := 0; ; wake++ {
 		plan, err := Call[schedulePlan](ctx, schedulePlanActivity, schedulePlanIn{ID: st.ID, Spec: st.Config.Spec,
 			Window: st.Config.CatchupWindow, Cursor: st.Cursor, Paused: st.Paused || st.Resumed, Running: st.Running,
-			Backfills: st.Backfills, Prune: wake == 0 && ctx.ExecutionID() > 2}).Await(ctx)
+			Backfills: st.Backfills, FromNow: st.Updated, Prune: wake == 0 && ctx.ExecutionID() > 2}).Await(ctx)
 		if err != nil {
 			ctx.Logger().Warn("dx: schedule: planning failed; trying again", "error", err)
 			if err := ctx.Sleep(planRetryInterval); err != nil {
@@ -261,7 +264,7 @@ func runSchedule(ctx Context, st scheduleState) (scheduleState, error) {
 			// This turn began with the plan's result and started nothing yet: nothing to lose.
 			return st, ContinueAsNew(ctx, st)
 		}
-		st.Backfills, st.Resumed = nil, false
+		st.Backfills, st.Resumed, st.Updated = nil, false, false
 		st.Running = plan.Running
 		for _, k := range plan.Skipped {
 			s.skipped(k)
@@ -327,10 +330,7 @@ func runSchedule(ctx Context, st scheduleState) (scheduleState, error) {
 			st.Paused, st.PausedReason = false, ""
 		case "update":
 			if m.Config != nil {
-				st.Config = *m.Config
-				if st.Cursor.Before(plan.Now) { // the new spec's fire times count from now
-					st.Cursor = plan.Now
-				}
+				st.Config, st.Updated = *m.Config, true // the new spec's fire times count from now
 			}
 		case "trigger":
 			st.Triggers++

@@ -442,3 +442,22 @@ func TestScheduleTriggerBackfillEndDelete(t *testing.T) {
 		t.Fatalf("list after re-create: %+v, %v", list, err)
 	}
 }
+
+// An update counts the new spec's fire times from when it is applied, not from the schedule's
+// last wake-up: nothing of the new spec before the update is fired.
+func TestScheduleUpdateCountsFromNow(t *testing.T) {
+	env := dxtest.New(t, dxtest.WithStartTime(schedStart))
+	registerTick(t, env)
+	env.CreateSchedule("u", dx.Schedule{Spec: dx.ScheduleSpec{Every: time.Hour}, Action: tick.ScheduleAction("x")})
+	env.RunFor(95 * time.Minute) // the last wake-up at 01:00
+	if err := env.Client.UpdateSchedule(t.Context(), "u", dx.Schedule{Spec: dx.ScheduleSpec{Every: 10 * time.Minute},
+		Action: tick.ScheduleAction("y"), CatchupWindow: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	env.RunFor(25 * time.Minute) // to 02:00
+	sameIDs(t, "update", env.ScheduleRuns("u"), []string{"u@2026-03-02T01:00:00Z", "u@2026-03-02T01:40:00Z",
+		"u@2026-03-02T01:50:00Z", "u@2026-03-02T02:00:00Z"})
+	if got := dxtest.Result[string](env, "u@2026-03-02T01:40:00Z"); got != "y" {
+		t.Fatalf("the updated input: %q", got)
+	}
+}
