@@ -313,6 +313,9 @@ func runSchedule(ctx Context, st scheduleState) (scheduleState, error) {
 		// One dequeue stays open across wake-ups (a timer that wins does not cancel it).
 		var timer Future[struct{}]
 		if !wakeAt.IsZero() {
+			// Timers fire at whole milliseconds: round up, so that the plan at the wake-up finds
+			// the fire time due.
+			wakeAt = wakeAt.Add(time.Millisecond - 1).Truncate(time.Millisecond)
 			timer = ctx.Timer(wakeAt.Sub(e.clock()))
 		}
 		m, replan, err := s.await(e, &ctl, timer)

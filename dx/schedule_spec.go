@@ -118,15 +118,15 @@ func (f *fireSpec) next(t time.Time) (time.Time, bool) {
 	return n.UTC(), true
 }
 
-// at is when the run of fire time t starts: t plus its jitter, a fixed fraction of Jitter drawn
-// from the schedule and the fire time (the same on every host and replay).
+// at is when the run of fire time t starts: t plus its jitter, a whole number of milliseconds up
+// to Jitter drawn from the schedule and the fire time (the same on every host and replay).
 func (f *fireSpec) at(t time.Time) time.Time {
-	if f.jitter <= 0 {
+	if f.jitter < time.Millisecond {
 		return t
 	}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s@%d", f.seed, t.UnixNano())
-	return t.Add(time.Duration(h.Sum64() % uint64(f.jitter)))
+	return t.Add(time.Duration(h.Sum64() % uint64(f.jitter/time.Millisecond) * uint64(time.Millisecond)))
 }
 
 // wallOf is t's wall clock in loc, written as a UTC time.

@@ -461,3 +461,27 @@ func TestScheduleUpdateCountsFromNow(t *testing.T) {
 		t.Fatalf("the updated input: %q", got)
 	}
 }
+
+// Jitter delays each run by a fixed amount under Jitter; the run id keeps the fire time.
+func TestScheduleJitter(t *testing.T) {
+	env := dxtest.New(t, dxtest.WithStartTime(schedStart))
+	registerTick(t, env)
+	env.CreateSchedule("j", dx.Schedule{Spec: dx.ScheduleSpec{Every: time.Hour, Jitter: 10 * time.Minute},
+		Action: tick.ScheduleAction("x")})
+	env.RunFor(6*time.Hour + 10*time.Minute)
+	runs := env.ScheduleRuns("j")
+	sameIDs(t, "jitter", runs, runIDs("j", schedStart.Add(time.Hour), time.Hour, 6))
+	delays := map[time.Duration]bool{}
+	for i, id := range runs {
+		fire := schedStart.Add(time.Duration(i+1) * time.Hour)
+		start, _ := span(t, env, id)
+		if d := start.Sub(fire); d < 0 || d >= 10*time.Minute {
+			t.Fatalf("%s started %v after its fire time", id, d)
+		} else {
+			delays[d] = true
+		}
+	}
+	if len(delays) < 2 {
+		t.Fatalf("every run got the same delay: %v", delays)
+	}
+}
