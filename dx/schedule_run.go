@@ -121,9 +121,15 @@ type schedulePlan struct {
 	Running  []scheduleRunning
 }
 
+// schedulePlanHook, when set (tests), runs at the start of each plan activity.
+var schedulePlanHook func()
+
 // schedulePlanActivity computes fire times (the host's time-zone data and clock are read here,
 // and the result recorded) and which of the runs the overlap policy waits for still run.
 func (rt *Runtime) schedulePlan(ctx context.Context, input string) (string, error) {
+	if schedulePlanHook != nil {
+		schedulePlanHook()
+	}
 	in, err := decode[schedulePlanIn](input)
 	if err != nil {
 		return "", err
@@ -260,8 +266,11 @@ func runSchedule(ctx Context, st scheduleState) (scheduleState, error) {
 			}
 			continue
 		}
-		if wake >= scheduleWakeups {
-			// This turn began with the plan's result and started nothing yet: nothing to lose.
+		if wake >= scheduleWakeups && (ctl.f == nil || !ctl.f.ready()) {
+			// This turn began with the plan's result and started nothing yet, and the open dequeue
+			// holds no message (one it took would end with this execution; a message it has not
+			// taken is carried to the next): nothing to lose.
+			ctl.Cancel()
 			return st, ContinueAsNew(ctx, st)
 		}
 		st.Backfills, st.Resumed, st.Updated = nil, false, false
@@ -285,12 +294,16 @@ func runSchedule(ctx Context, st scheduleState) (scheduleState, error) {
 				return st, err
 			}
 		}
-		for i := range st.Triggers { // triggers handled together get fire times a millisecond apart
-			if err := s.fire(plan.Now.Add(time.Duration(i)*time.Millisecond), "trigger", plan.Now); err != nil {
+		for t := plan.Now; st.Triggers > 0; st.Triggers-- {
+			// A trigger's fire time is now, moved on by a millisecond while it is the fire time of
+			// a run just started (a trigger at a scheduled instant, several triggers at once).
+			for s.recent(t) {
+				t = t.Add(time.Millisecond)
+			}
+			if err := s.fire(t, "trigger", plan.Now); err != nil {
 				return st, err
 			}
 		}
-		st.Triggers = 0
 		st.Next = plan.Next
 		if len(st.Running) == 0 || len(st.Buffered) == 0 {
 			st.Poll = 0
@@ -447,6 +460,21 @@ func (s *scheduler) fire(t time.Time, why string, now time.Time) error {
 	}
 	s.start(t, why, now)
 	return nil
+}
+
+// recent reports whether a recent run (or a buffered fire time) has fire time t.
+func (s *scheduler) recent(t time.Time) bool {
+	for _, r := range s.st.Recent {
+		if r.FireTime.Equal(t) {
+			return true
+		}
+	}
+	for _, b := range s.st.Buffered {
+		if b.T.Equal(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // start starts the run of fire time t.
