@@ -485,3 +485,19 @@ func TestScheduleJitter(t *testing.T) {
 		t.Fatalf("every run got the same delay: %v", delays)
 	}
 }
+
+// A catch-up larger than one plan hands out (50 fire times) is fired in batches, all of it.
+func TestScheduleCatchupInBatches(t *testing.T) {
+	env := dxtest.New(t, dxtest.WithStartTime(schedStart), dxtest.WithTimeout(60*time.Second))
+	registerTick(t, env)
+	env.CreateSchedule("c", dx.Schedule{Spec: dx.ScheduleSpec{Every: time.Minute}, Action: tick.ScheduleAction("x"),
+		Overlap: dx.OverlapAllowAll, CatchupWindow: 2 * time.Hour})
+	env.RunFor(0)
+	env.Advance(5 * time.Hour)
+	env.RunFor(0)
+	now := schedStart.Add(5 * time.Hour)
+	sameIDs(t, "catch-up in batches", env.ScheduleRuns("c"), runIDs("c", now.Add(-2*time.Hour), time.Minute, 121))
+	if info := env.Schedule("c"); info.SkippedTotal != 179 || info.Fired != 121 {
+		t.Fatalf("fired %d, skipped %d: %+v", info.Fired, info.SkippedTotal, info.Skipped)
+	}
+}
