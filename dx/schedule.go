@@ -130,7 +130,8 @@ type ScheduleSkip struct {
 type ScheduleInfo struct {
 	ID       string   `json:"id"`
 	Schedule Schedule `json:"schedule"`
-	// State is "active", "paused" or "deleted".
+	// State is "active", "paused", "deleted" or "failed" (its instance failed, or was cancelled:
+	// PausedReason then holds the error; CreateSchedule may create it again).
 	State        string `json:"state"`
 	PausedReason string `json:"paused_reason,omitempty"`
 	// Next are the next fire times (at most three; none after End).
@@ -381,8 +382,14 @@ func (c *Client) readSchedule(ctx context.Context, id string) (ScheduleInfo, err
 	}
 	info := s.info()
 	info.ID, info.Execution = id, st.ExecutionID
-	if st.Terminal() {
+	switch st.State {
+	case StateCompleted:
 		info.State, info.Next = "deleted", nil
+	case StateFailed: // a schedule does not fail by itself: a bug, or a cancel of its instance
+		info.State, info.Next = "failed", nil
+		if st.Err != nil {
+			info.PausedReason = st.Err.Error()
+		}
 	}
 	return info, nil
 }

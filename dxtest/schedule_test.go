@@ -3,6 +3,7 @@ package dxtest_test
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -436,9 +437,16 @@ func TestScheduleTriggerBackfillEndDelete(t *testing.T) {
 	if err := env.Client.TriggerSchedule(ctx, "b"); !errors.Is(err, dx.ErrNotFound) {
 		t.Fatalf("trigger after delete: %v", err)
 	}
+	env.CreateSchedule("x", dx.Schedule{Spec: dx.ScheduleSpec{Cron: "@hourly"}, Action: tick.ScheduleAction("x")})
+	env.WaitUntil("x's first turn", func() bool { return env.Status(dx.ScheduleInstancePrefix+"x").State == dx.StateRunning })
+	env.Cancel(dx.ScheduleInstancePrefix+"x", "by hand")
+	env.Wait(dx.ScheduleInstancePrefix + "x")
+	if info := env.Schedule("x"); info.State != "failed" || !strings.Contains(info.PausedReason, "by hand") {
+		t.Fatalf("a cancelled schedule instance: %s %q", info.State, info.PausedReason)
+	}
 	env.CreateSchedule("b", dx.Schedule{Spec: dx.ScheduleSpec{Cron: "@hourly"}, Action: tick.ScheduleAction("again")})
 	env.WaitUntil("the schedule's first turn", func() bool { return env.Status(dx.ScheduleInstancePrefix+"b").State == dx.StateRunning })
-	if list, err := env.Client.ListSchedules(ctx); err != nil || len(list) != 1 || list[0].State != "active" {
+	if list, err := env.Client.ListSchedules(ctx); err != nil || len(list) != 2 || list[0].ID != "b" || list[0].State != "active" {
 		t.Fatalf("list after re-create: %+v, %v", list, err)
 	}
 }
