@@ -247,7 +247,7 @@ Options.Partitions 0 or N (docs/operations.md, "Changing the partition count").`
 			return func(ctx context.Context, a *app, _ []string) error { return a.migrate(ctx, *partitions) }
 		},
 	},
-}, clientCommands...)
+}, append(clientCommands, scheduleCommand)...)
 
 // statusPending is the status dxctl gives an instance whose start is queued but not run yet (it
 // has no instance record; redisprovider.ListPendingStarts).
