@@ -444,6 +444,15 @@ func (a *app) show(ctx context.Context, id string, exec uint64) error {
 		return err
 	}
 	info, err := a.p.GetInstanceInfo(ctx, id)
+	if errors.Is(err, provider.ErrNotFound) {
+		ps, ok, perr := a.p.PendingStartOf(ctx, id)
+		if perr != nil {
+			return perr
+		}
+		if ok {
+			return a.showPending(ps)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -581,6 +590,29 @@ func (a *app) show(ctx context.Context, id string, exec uint64) error {
 	for _, e := range history {
 		t.row(fmt.Sprintf("#%d", e.EventID), eventTime(e.TimestampMs), e.Kind.EventType(), eventDetails(e))
 	}
+	return t.flush()
+}
+
+// showPending shows an instance whose start is queued and has not run yet (no instance record).
+func (a *app) showPending(ps redisprovider.PendingStart) error {
+	row := web.Instance{ID: ps.InstanceID, Status: statusPending, Orchestration: ps.Orchestration,
+		Version: ps.Version, CreatedAt: ps.QueuedAt, Parent: ps.ParentInstanceID}
+	if a.json {
+		return a.printJSON(struct {
+			Instance web.Instance `json:"instance"`
+			Locked   bool         `json:"locked"`
+		}{row, ps.Locked})
+	}
+	t := newTable(a.stdout)
+	t.row("Instance:", ps.InstanceID)
+	t.row("Orchestration:", dash(strings.TrimSpace(ps.Orchestration+" "+ps.Version)))
+	note := "its start is queued; no runtime has run its first turn yet"
+	if ps.Locked {
+		note = "a runtime is running its first turn now"
+	}
+	t.row("Status:", statusPending+" ("+note+")")
+	t.row("Parent:", dash(ps.ParentInstanceID))
+	t.row("Queued:", msTime(ps.QueuedAt))
 	return t.flush()
 }
 

@@ -404,6 +404,22 @@ func TestShow(t *testing.T) {
 	}
 
 	f.fails(`instance "nope" not found in namespace "ctl"`, "show", "nope")
+
+	// A start queued and not run yet is shown as Pending, not as not found.
+	out = f.ok("show", "queued-1")
+	if !regexpLine(out, `^Status:\s+Pending \(its start is queued`) || !regexpLine(out, `^Orchestration:\s+Report 1.0.0$`) {
+		t.Fatalf("show queued-1:\n%s", out)
+	}
+	var pending struct {
+		Instance struct {
+			ID     string `json:"instance_id"`
+			Status string `json:"status"`
+		} `json:"instance"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("show", "queued-1", "--json")), &pending); err != nil ||
+		pending.Instance.ID != "queued-1" || pending.Instance.Status != "Pending" {
+		t.Fatalf("show queued-1 --json: %+v %v", pending, err)
+	}
 	f.fails(`execution 9 of instance "order-1" not found`, "show", "order-1", "--exec", "9")
 }
 
