@@ -345,7 +345,7 @@ func classify(rest string, atRoot bool) (keyRole, string) {
 			return roleKeep, ""
 		}
 		return roleDrop, ""
-	case "oq:pins", "oq:gate", "chores", "wake:orch", "wake:filters", "wq:waiting", "ob:seq", "ob:dirty", "ib:hwm", "wq:tks":
+	case "oq:pins", "oq:gate", "chores", "wake:orch", "wake:filters", "wq:waiting", "ob:seq", "ob:dirty", "ib:hwm", "wq:tks", "stats":
 		return roleDrop, ""
 	case "oq:due", "oq:locked", "oq:parked", "idx:instances", "idx:expiry", "idx:reap":
 		return roleByInst, ""

@@ -389,11 +389,14 @@ func (p *Provider) workAckArgs(op, lockToken string, completion *provider.WorkIt
 		return 0, nil, err
 	}
 	if completion == nil {
-		args, err := argsOf(op, luascripts.WorkAck, "token", lockToken, "completed", "0", "target", "", "completion", "", "tpart", "")
+		args, err := argsOf(op, luascripts.WorkAck, "token", lockToken, "completed", "0", "target", "", "completion", "", "tpart", "", "failed", "0")
 		return part, args, err
 	}
+	failed := "0"
 	switch completion.Kind.(type) {
-	case provider.ActivityCompleted, provider.ActivityFailed:
+	case provider.ActivityCompleted:
+	case provider.ActivityFailed:
+		failed = "1"
 	default:
 		return 0, nil, invalid(op, "completion must be ActivityCompleted or ActivityFailed, got %q", completion.Variant())
 	}
@@ -407,7 +410,7 @@ func (p *Provider) workAckArgs(op, lockToken string, completion *provider.WorkIt
 	if t := p.keys.PartitionOf(completion.TargetInstance()); t != part {
 		tpart = strconv.Itoa(t)
 	}
-	args, err := argsOf(op, luascripts.WorkAck, "token", lockToken, "completed", "1", "target", completion.TargetInstance(), "completion", js, "tpart", tpart)
+	args, err := argsOf(op, luascripts.WorkAck, "token", lockToken, "completed", "1", "target", completion.TargetInstance(), "completion", js, "tpart", tpart, "failed", failed)
 	return part, args, err
 }
 

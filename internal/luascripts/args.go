@@ -37,7 +37,7 @@ var (
 		S("token"), N("lock_ms"), S("owner"), N("slock_ms"), N("wait_ms"), S("mode"), S("any"), All("tks", "tag_key"),
 	}}
 	WorkAck = &Schema{Op: "work_ack", Args: []Arg{
-		S("token"), F("completed"), S("target"), S("completion"), S("tpart"),
+		S("token"), F("completed"), S("target"), S("completion"), S("tpart"), F("failed"),
 	}}
 	WorkAckFetch   = &Schema{Op: "work_ack_fetch", Parts: []*Schema{WorkAck, WorkFetch}}
 	WorkAbandon    = &Schema{Op: "work_abandon", Args: []Arg{S("token"), N("delay"), F("ignore")}}
