@@ -96,6 +96,23 @@ items), walked in short scripts.`,
 		},
 	},
 	{
+		name:    "stats",
+		usage:   "",
+		summary: "Orchestrations and activities completed and failed, per minute, over the last day at most.",
+		details: `The acks count what finishes as they commit: an instance whose current execution completes or
+fails (a continue-as-new is not counted), an activity result or failure a worker acknowledges. The
+counts are kept per minute for 24 hours in the namespace, so they survive restarts of dxctl web,
+of the runtimes and, with persistence, of Redis (docs/operations.md, "Outcome counts"). --last
+picks the range (whole minutes up to 24h), --step sums minutes into rows; rows without outcomes
+are left out of the table (not of --json). Times are the server's, UTC. Cost: one HMGET per
+partition.`,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			last := fs.Duration("last", time.Hour, "the range, up to 24h")
+			step := fs.Duration("step", time.Minute, "minutes per row; must divide --last")
+			return func(ctx context.Context, a *app, _ []string) error { return a.stats(ctx, *last, *step) }
+		},
+	},
+	{
 		name:    "partitions",
 		usage:   "",
 		summary: "The namespace's partitions: slot, node, instances, queue depths, outbox backlog, node load.",
@@ -662,6 +679,36 @@ func (a *app) queues(ctx context.Context) error {
 	}
 	fmt.Fprintf(a.stdout, "\nLocked instances: %d (%d expired, reclaimed by the next fetch)\n", o.LockedInstances, o.ExpiredLocks)
 	return nil
+}
+
+func (a *app) stats(ctx context.Context, last, step time.Duration) error {
+	minutes, stepMinutes, err := web.OutcomeRange(last, step)
+	if err != nil {
+		return usagef("stats: %v", err)
+	}
+	if err := a.open(ctx); err != nil {
+		return err
+	}
+	o, err := web.ReadOutcomes(ctx, a.p, minutes, stepMinutes)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(o)
+	}
+	t := newTable(a.stdout, "FROM (UTC)", "ORCH COMPLETED", "ORCH FAILED", "ACT COMPLETED", "ACT FAILED")
+	for _, b := range o.Buckets {
+		if b.OutcomeCounts != (web.OutcomeCounts{}) {
+			t.row(b.At.Format("2006-01-02 15:04"), b.OrchestrationsCompleted, b.OrchestrationsFailed, b.ActivitiesCompleted, b.ActivitiesFailed)
+		}
+	}
+	c := o.Totals
+	t.row("total", c.OrchestrationsCompleted, c.OrchestrationsFailed, c.ActivitiesCompleted, c.ActivitiesFailed)
+	if err := t.flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(a.stdout, "\nLast %v from %s, %v per row.\n", last, o.From.Format("2006-01-02 15:04"), step)
+	return err
 }
 
 func (a *app) partitions(ctx context.Context) error {

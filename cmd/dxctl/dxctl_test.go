@@ -1346,3 +1346,31 @@ func TestMigratePartitions(t *testing.T) {
 		t.Fatalf("instances after the move back:\n%s\nbefore:\n%s", got, before)
 	}
 }
+
+// dxctl stats prints the outcome counts the acks keep in the namespace.
+func TestStats(t *testing.T) {
+	f := newFixture(t)
+	f.populate() // order-1 completed, report-7 failed
+	out := f.ok("stats")
+	if !regexpLine(out, `^total\s+1\s+1\s+0\s+0$`) || !strings.Contains(out, "Last 1h0m0s from ") {
+		t.Fatalf("stats:\n%s", out)
+	}
+	var js struct {
+		StepMs  int64 `json:"step_ms"`
+		Buckets []struct {
+			OrchestrationsCompleted uint64 `json:"orchestrations_completed"`
+		} `json:"buckets"`
+		Totals struct {
+			OrchestrationsCompleted uint64 `json:"orchestrations_completed"`
+			OrchestrationsFailed    uint64 `json:"orchestrations_failed"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("stats", "--last", "24h", "--step", "1h", "--json")), &js); err != nil {
+		t.Fatal(err)
+	}
+	if len(js.Buckets) != 24 || js.StepMs != 3_600_000 || js.Totals.OrchestrationsCompleted != 1 || js.Totals.OrchestrationsFailed != 1 {
+		t.Fatalf("stats --json: %+v", js)
+	}
+	f.fails("the range must be whole minutes from 1m to 24h", "stats", "--last", "48h")
+	f.fails("the step must be whole minutes that divide the range", "stats", "--step", "7m")
+}

@@ -177,6 +177,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/instances/{id}", s.apiInstance)
 	m.HandleFunc("GET /api/instances/{id}/history", s.apiHistory)
 	m.HandleFunc("GET /api/partitions", s.apiPartitions)
+	m.HandleFunc("GET /api/stats", s.apiStats)
 	m.HandleFunc("GET /versions", s.pageVersions)
 	m.HandleFunc("GET /api/versions", s.apiVersions)
 	for _, a := range actionNames {

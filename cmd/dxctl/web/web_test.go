@@ -194,13 +194,15 @@ func TestOverviewPageAndAPI(t *testing.T) {
 		t.Fatalf("overview %+v", o)
 	}
 	body := e.ok("/")
-	for _, want := range []string{`data-field="by_status.Running">2<`, `data-field="instances">4<`, "starts empty", `src="/chart.svg"`, `id="pause"`} {
+	for _, want := range []string{`data-field="by_status.Running">2<`, `data-field="instances">4<`, "kept 24 hours", `src="/chart.svg?range=hour"`, `id="pause"`} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("overview page lacks %q:\n%s", want, body)
 		}
 	}
-	if svg := e.ok("/chart.svg"); !strings.Contains(svg, "no samples yet") {
-		t.Fatalf("empty chart: %s", svg)
+	// The fixture's fan-out and its child completed: the chart shows them from the start.
+	if svg := e.ok("/chart.svg"); !strings.Contains(svg, "the last hour, one bar per minute: 2 completed, 0 failed") ||
+		!strings.Contains(svg, `class="c"`) {
+		t.Fatalf("chart: %s", svg)
 	}
 	for _, a := range []string{"/static/app.js", "/static/style.css"} {
 		if e.ok(a) == "" {
@@ -265,7 +267,7 @@ func TestChartSamples(t *testing.T) {
 	if len(o.Samples) != 1 || o.Samples[0].Completed != 1 || o.Samples[0].Failed != 0 {
 		t.Fatalf("samples %+v", o.Samples)
 	}
-	if svg := e.ok("/chart.svg"); strings.Contains(svg, "no samples yet") || strings.Count(svg, `class="c"`) != 1 {
+	if svg := e.ok("/chart.svg"); !strings.Contains(svg, "3 completed, 0 failed") {
 		t.Fatalf("chart: %s", svg)
 	}
 }
@@ -913,5 +915,35 @@ func TestPartitionsPageAndAPI(t *testing.T) {
 	e.getJSON("/api/overview", &o)
 	if o.Instances != 20 || o.ByStatus["Completed"] != 20 {
 		t.Fatalf("overview of a namespace of 12 partitions: %d instances, %v", o.Instances, o.ByStatus)
+	}
+}
+
+// The outcome counts live in the namespace: a console started afterwards serves them and draws
+// them at once (GET /api/stats, the chart), over the last hour or day.
+func TestStatsSurviveConsoleRestart(t *testing.T) {
+	e := newEnv(t, Config{})
+	var first Outcomes
+	e.getJSON("/api/stats", &first)
+	// The fixture: the fan-out and its child completed; the fan-out's activities ran, one failed.
+	if first.Totals.OrchestrationsCompleted != 2 || first.Totals.OrchestrationsFailed != 0 ||
+		first.Totals.ActivitiesCompleted == 0 || first.Totals.ActivitiesFailed != 1 || len(first.Buckets) != 60 || first.StepMs != 60_000 {
+		t.Fatalf("stats %+v", first)
+	}
+	again := serve(t, e.p, Config{}) // a new console on the same namespace
+	var second Outcomes
+	again.getJSON("/api/stats?last=24h&step=15m", &second)
+	if second.Totals != first.Totals || len(second.Buckets) != 96 || second.StepMs != 15*60_000 {
+		t.Fatalf("after a console restart: %+v, want the totals %+v", second, first.Totals)
+	}
+	if svg := again.ok("/chart.svg?range=day"); !strings.Contains(svg, "the last 24 hours, one bar per 15 minutes: 2 completed, 0 failed") {
+		t.Fatalf("day chart: %s", svg)
+	}
+	if body := again.ok("/?chart=day"); !strings.Contains(body, `src="/chart.svg?range=day"`) {
+		t.Fatalf("overview with the day chart:\n%s", body)
+	}
+	for _, q := range []string{"last=2d", "last=90s", "last=1h&step=7m", "step=x", "last=0"} {
+		if r := again.get("/api/stats?" + q); r.code != http.StatusBadRequest || !strings.Contains(r.body, `"error"`) {
+			t.Fatalf("/api/stats?%s: %d %s", q, r.code, r.body)
+		}
 	}
 }
