@@ -101,8 +101,13 @@ func runChild() int {
 		return 1
 	}
 	defer p.Close()
-	rt := dx.NewRuntime(p, faultOptions())
-	faultProgram(rt)
+	var rt *dx.Runtime
+	if os.Getenv("DX_CHILD") == "caps" { // caps_test.go
+		rt = capsRuntime(p)
+	} else {
+		rt = dx.NewRuntime(p, faultOptions())
+		faultProgram(rt)
+	}
 	if err := rt.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
@@ -162,10 +167,13 @@ func waitLockedWork(t *testing.T, p *redisprovider.Provider) {
 	})
 }
 
-func startChild(t *testing.T, addr, ns string) *exec.Cmd {
+func startChild(t *testing.T, addr, ns string) *exec.Cmd { return startChildOf(t, "1", addr, ns) }
+
+// startChildOf starts a child running program ("1": faultProgram, "caps": capsRuntime).
+func startChildOf(t *testing.T, program, addr, ns string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "DX_CHILD=1", "DX_ADDR="+addr, "DX_NS="+ns)
+	cmd.Env = append(os.Environ(), "DX_CHILD="+program, "DX_ADDR="+addr, "DX_NS="+ns)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -29,6 +29,9 @@ func (p *Provider) workPartition(r route) int {
 	if r.session != "" {
 		return p.keys.SessionPartition(r.session)
 	}
+	if p.keys.Partitions() > 1 && p.cappedTags()[dxredis.WorkTagKey(r.tag)] {
+		return 0 // a capped tag's items live with its caps, so that a fetch checks them atomically (caps.go)
+	}
 	return p.keys.PartitionOf(r.instance)
 }
 
@@ -258,6 +261,7 @@ func (p *Provider) workFetchArgs(op string, part int, lockTimeout, pollTimeout t
 	e.Set("slock_ms", ms(sessionLock))
 	e.Set("wait_ms", ms(waitRegistration(pollTimeout, rescan)))
 	e.Set("mode", mode)
+	e.Flag("caps", part == 0 && len(p.cappedTags()) > 0)
 	if tags.Mode() == provider.TagModeAny {
 		e.Set("any", "*")
 	} else {

@@ -28,6 +28,6 @@ elseif completed then
 end
 if completed then stats_count(failed and 'af' or 'ac') end
 WQ.touch_session(it[3], now)
-WQ.delete(id, false, { it[6], it[7], it[8], it[3], it[4], it[1], it[9] })
+WQ.delete(id, false, { it[6], it[7], it[8], it[3], it[4], it[1], it[9], it[11] })
 if OB_WRITTEN then return 2 end
 return 1

@@ -34,7 +34,7 @@ var (
 		S("item"), S("instance"), S("execution"), S("activity"), S("session"), S("tag"),
 	}}
 	WorkFetch = &Schema{Op: "work_fetch", Args: []Arg{
-		S("token"), N("lock_ms"), S("owner"), N("slock_ms"), N("wait_ms"), S("mode"), S("any"), All("tks", "tag_key"),
+		S("token"), N("lock_ms"), S("owner"), N("slock_ms"), N("wait_ms"), S("mode"), F("caps"), S("any"), All("tks", "tag_key"),
 	}}
 	WorkAck = &Schema{Op: "work_ack", Args: []Arg{
 		S("token"), F("completed"), S("target"), S("completion"), S("tpart"), F("failed"),
