@@ -96,6 +96,36 @@ items), walked in short scripts.`,
 		},
 	},
 	{
+		name:    "limits",
+		usage:   "",
+		summary: "The caps per tag: concurrency (running / cap) and rate limits set on the namespace.",
+		details: `Set with "dxctl set-limit TAG". Running counts the tag's activities locked by a worker now
+(unexpired locks); an activity over a cap waits in its queue, "dxctl queues" shows how many.`,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(ctx context.Context, a *app, _ []string) error { return a.limits(ctx) }
+		},
+	},
+	{
+		name:    "set-limit",
+		usage:   "TAG [--concurrency K] [--rate R] [--burst B]",
+		summary: "Cap a tag's activities over all workers: at most K running at once, at most R starts a second.",
+		details: `Sets the tag's limits, enforced atomically by the worker fetch script across every worker
+process (docs/operations.md, "Caps per tag"): --concurrency K allows at most K of the tag's
+activities to run at once, --rate R at most R starts a second with bursts of up to --burst B
+(default 1). An activity over a cap waits; it is never failed or lost. A worker that dies frees
+its slots when its locks expire. Every limit 0 removes the tag's caps. TAG "" is the untagged
+activities. Processes apply a change within about a second; session activities are not capped.`,
+		nargs: 1,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			k := fs.Int("concurrency", 0, "at most `K` running at once (0: no cap)")
+			r := fs.Float64("rate", 0, "at most `R` starts a second (0: no limit)")
+			b := fs.Int("burst", 0, "bursts of up to `B` starts (with --rate; default 1)")
+			return func(ctx context.Context, a *app, args []string) error {
+				return a.limit(ctx, args[0], redisprovider.TagLimits{Concurrency: *k, Rate: *r, Burst: *b})
+			}
+		},
+	},
+	{
 		name:    "stats",
 		usage:   "",
 		summary: "Orchestrations and activities completed and failed, per minute, over the last day at most.",
@@ -651,8 +681,14 @@ func (a *app) queues(ctx context.Context) error {
 		return err
 	}
 	o, wq := qs.Orchestrator, qs.Worker
+	ls, err := a.p.GetTagLimits(ctx)
+	if err != nil {
+		return err
+	}
+	caps := web.TagCapsOf(ls, wq.Tags)
 	if a.json {
 		return a.printJSON(struct {
+			Caps                  []web.TagCap    `json:"caps"`
 			Orchestrator          queuesOut       `json:"orchestrator"`
 			LockedInstances       uint64          `json:"locked_instances"`
 			ExpiredLocks          uint64          `json:"expired_locks"`
@@ -661,7 +697,7 @@ func (a *app) queues(ctx context.Context) error {
 			WorkerOldestVisibleMs int64           `json:"worker_oldest_visible_age_ms"`
 			WorkerTags            []web.WorkerTag `json:"worker_tags"`
 			ServerTime            time.Time       `json:"server_time"`
-		}{queuesOut{"orchestrator", o.Visible, o.Delayed, o.Visible + o.Delayed, o.Locked, o.OldestVisibleAge.Milliseconds()},
+		}{caps, queuesOut{"orchestrator", o.Visible, o.Delayed, o.Visible + o.Delayed, o.Locked, o.OldestVisibleAge.Milliseconds()},
 			o.LockedInstances, o.ExpiredLocks, wq.Unlocked, wq.Locked, wq.OldestVisibleAge.Milliseconds(), web.WorkerTagsOf(wq.Tags), qs.ServerTime.UTC()})
 	}
 	t := newTable(a.stdout, "QUEUE", "UNLOCKED", "VISIBLE", "DELAYED", "LOCKED", "OLDEST VISIBLE")
@@ -678,7 +714,76 @@ func (a *app) queues(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "\nLocked instances: %d (%d expired, reclaimed by the next fetch)\n", o.LockedInstances, o.ExpiredLocks)
-	return nil
+	if len(caps) == 0 {
+		return nil
+	}
+	fmt.Fprintln(a.stdout)
+	t = newTable(a.stdout, "CAPPED TAG", "RUNNING", "CONCURRENCY", "RATE/S", "WAITING")
+	for _, c := range caps {
+		waiting := "-"
+		if c.Waiting > 0 {
+			waiting = fmt.Sprintf("%d (capped)", c.Waiting)
+		}
+		t.row(tagName(c.Tag), c.Running, capText(c.Concurrency), rateText(c.Rate), waiting)
+	}
+	return t.flush()
+}
+
+func (a *app) limits(ctx context.Context) error {
+	if err := a.open(ctx); err != nil {
+		return err
+	}
+	ls, err := a.p.GetTagLimits(ctx)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(struct {
+			Limits []web.TagCap `json:"limits"`
+		}{web.TagCapsOf(ls, nil)})
+	}
+	t := newTable(a.stdout, "TAG", "RUNNING", "CONCURRENCY", "RATE/S", "BURST")
+	for _, l := range ls {
+		t.row(tagName(l.Tag), l.Running, capText(l.Concurrency), rateText(l.Rate), l.Burst)
+	}
+	return t.flush()
+}
+
+func (a *app) limit(ctx context.Context, tag string, l redisprovider.TagLimits) error {
+	if err := a.open(ctx); err != nil {
+		return err
+	}
+	if err := a.p.SetTagLimits(ctx, tag, l); err != nil {
+		return err
+	}
+	if l == (redisprovider.TagLimits{}) {
+		_, err := fmt.Fprintf(a.stdout, "%s: no caps\n", tagName(tag))
+		return err
+	}
+	_, err := fmt.Fprintf(a.stdout, "%s: concurrency %s, rate %s/s, burst %d\n", tagName(tag), capText(l.Concurrency), rateText(l.Rate), max(l.Burst, 1))
+	return err
+}
+
+// tagName is how dxctl names a tag ("" the untagged activities).
+func tagName(tag string) string {
+	if tag == "" {
+		return "untagged"
+	}
+	return fmt.Sprintf("tag %q", tag)
+}
+
+func capText(k int) string {
+	if k == 0 {
+		return "-"
+	}
+	return strconv.Itoa(k)
+}
+
+func rateText(r float64) string {
+	if r == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64)
 }
 
 func (a *app) stats(ctx context.Context, last, step time.Duration) error {

@@ -1374,3 +1374,51 @@ func TestStats(t *testing.T) {
 	f.fails("the range must be whole minutes from 1m to 24h", "stats", "--last", "48h")
 	f.fails("the step must be whole minutes that divide the range", "stats", "--step", "7m")
 }
+
+// dxctl set-limit sets a tag's caps, limits lists them, queues shows running against the cap and the
+// items waiting because of it.
+func TestLimits(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	ctx := context.Background()
+	if out := f.ok("set-limit", "api", "--concurrency", "2", "--rate", "5", "--burst", "3"); !strings.Contains(out, `tag "api": concurrency 2, rate 5/s, burst 3`) {
+		t.Fatalf("limit: %s", out)
+	}
+	for i := range 3 {
+		tag := "api"
+		it := provider.WorkItem{Kind: provider.ActivityExecute{Instance: "order-2", ExecutionID: 1, ID: uint64(50 + i), Name: "Call", Input: "{}", Tag: &tag}}
+		if err := f.p.EnqueueForWorker(ctx, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api, _ := provider.TagFilterTags("api")
+	for range 3 {
+		if _, err := f.p.FetchWorkItem(ctx, time.Minute, 0, nil, api); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := f.ok("limits"); !regexpLine(out, `^tag "api"\s+2\s+2\s+5\s+3$`) {
+		t.Fatalf("limits:\n%s", out)
+	}
+	if out := f.ok("queues"); !regexpLine(out, `^tag "api"\s+2\s+2\s+5\s+1 \(capped\)$`) {
+		t.Fatalf("queues:\n%s", out)
+	}
+	var js struct {
+		Caps []struct {
+			Tag     string `json:"tag"`
+			Running int    `json:"running"`
+			Waiting int    `json:"waiting_capped"`
+		} `json:"caps"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("queues", "--json")), &js); err != nil || len(js.Caps) != 1 || js.Caps[0].Running != 2 || js.Caps[0].Waiting != 1 {
+		t.Fatalf("queues --json caps: %+v %v", js, err)
+	}
+	if out := f.ok("set-limit", "api"); !strings.Contains(out, `tag "api": no caps`) {
+		t.Fatalf("limit without limits: %s", out)
+	}
+	if out := f.ok("limits"); strings.Contains(out, "api") {
+		t.Fatalf("limits after the removal:\n%s", out)
+	}
+	f.fails("a burst needs a rate", "set-limit", "api", "--burst", "2")
+	f.fails("must not be negative", "set-limit", "api", "--concurrency", "-1")
+}

@@ -947,3 +947,32 @@ func TestStatsSurviveConsoleRestart(t *testing.T) {
 		}
 	}
 }
+
+// The overview shows the caps per tag: running against the cap, items waiting because of it.
+func TestOverviewCaps(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	if err := e.p.SetTagLimits(ctx, "gpu", redisprovider.TagLimits{Concurrency: 1, Rate: 2.5}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		tag := "gpu"
+		it := provider.WorkItem{Kind: provider.ActivityExecute{Instance: webfixture.Waiter, ExecutionID: 1, ID: uint64(200 + i),
+			Name: "Work", Input: "1", Tag: &tag}}
+		if err := e.p.EnqueueForWorker(ctx, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gpu, _ := provider.TagFilterTags("gpu")
+	if it, err := e.p.FetchWorkItem(ctx, time.Minute, 0, nil, gpu); err != nil || it == nil {
+		t.Fatalf("fetch: %+v %v", it, err)
+	}
+	var o Overview
+	e.getJSON("/api/overview", &o)
+	if want := []TagCap{{Tag: "gpu", Concurrency: 1, Rate: 2.5, Running: 1, Waiting: 1}}; !slices.Equal(o.Queues.Caps, want) {
+		t.Fatalf("caps %+v, want %+v", o.Queues.Caps, want)
+	}
+	if body := e.ok("/"); !strings.Contains(body, `<tr><td>gpu</td><td>1</td><td>1</td><td>2.5</td><td>1</td></tr>`) {
+		t.Fatalf("overview page lacks the caps row:\n%s", body)
+	}
+}
