@@ -45,6 +45,10 @@ import "strconv"
 //	                                fetch registers its lists; a wake-up pushes a token only to lists
 //	                                registered until now or later (stale members: removed when a new
 //	                                one is added; the set expires once nobody registered for a while)
+//	P wq:dead               ZSET    dead letters: items parked by a runtime that holds poison
+//	                                (dx.Options.OnPoison), score = when parked (ms); the item keeps
+//	                                its hash, with field d "<ms> <ErrorDetails JSON>", and is in no
+//	                                schedule or group (work_dead; redisprovider, dead.go)
 //	P caps                  HASH    caps per tag (partition 0 only): tk -> "<concurrency> <rate/s> <burst>"
 //	                                (0: none); redisprovider.SetTagLimits
 //	P cap:run:<tk>          ZSET    items of tk counted against its concurrency cap, score = their lock's
@@ -75,7 +79,8 @@ import "strconv"
 // competes with the schedules' due heads by sequence number.
 //
 // Invariants (admin_fsck.lua checks them; codes in brackets, keys.go lists the others):
-//   - A worker item is in exactly one place: wq:q:<its tk> when session-less; else its session
+//   - A worker item is in exactly one place: wq:dead when it is a dead letter (field d); else
+//     wq:q:<its tk> when session-less; else its session
 //     group wq:sitems:<tk>:<sid> when ready, wq:shold when locked or delayed (so a locked
 //     session item is in wq:shold) [item_placement]; a held lock is scored at its u
 //     [item_lock_expiry_mismatch]; wq:inst:<inst> lists it under its execution and activity

@@ -28,6 +28,7 @@ setup_hooks[#setup_hooks + 1] = function()
   WQ.K_SIDLE = P .. 'wq:sidle'
   WQ.K_WAITING = P .. 'wq:waiting'
   WQ.K_CAPS = P .. 'caps'
+  WQ.K_DEAD = P .. 'wq:dead'
 end
 function WQ.k_item(id) return P .. 'wq:m:' .. id end
 function WQ.k_inst(id) return P .. 'wq:inst:' .. id end
@@ -273,12 +274,13 @@ end
 
 -- Delete worker item id wherever it stands; a held lock token stops working. keep_inst skips the
 -- instance index (the caller drops that entry itself). it, when the caller read them already, are
--- the item's fields {i, e, a, s, t, k, x, r}. Returns true when the item existed.
+-- the item's fields {i, e, a, s, t, k, x, r, d}. Returns true when the item existed.
 function WQ.delete(id, keep_inst, it)
   local ki = WQ.k_item(id)
-  it = it or redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'x', 'r')
+  it = it or redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'x', 'r', 'd')
   local inst, sid, tk, tok = it[1], it[4], it[5], it[6]
   if not inst then return false end
+  if it[9] then redis.call('ZREM', WQ.K_DEAD, id) end -- a dead letter (work_dead)
   if sid == '' then
     redis.call('ZREM', WQ.k_q(tk), id)
     if it[8] == '1' then WQ.cap_release(tk, id) end

@@ -1,0 +1,157 @@
+package dx_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
+)
+
+// deadProgram registers "Charge" calling the activity "Pay" twice; with pay, "Pay" is registered
+// (the fixed build), else it is missing (the bad deploy: every delivery is abandoned, then poison).
+func deadProgram(rt *dx.Runtime, pay bool) {
+	if pay {
+		dx.RegisterActivity(rt, "Pay", func(_ context.Context, n int) (int, error) { return n * 2, nil })
+	}
+	dx.Register(rt, "Charge", func(ctx dx.Context, n int) (int, error) {
+		a, err := dx.Call[int](ctx, "Pay", n).Await(ctx)
+		if err != nil {
+			return 0, err
+		}
+		b, err := dx.Call[int](ctx, "Pay", a).Await(ctx)
+		return b, err
+	})
+}
+
+func deadRuntime(t *testing.T, p *redisprovider.Provider, pay bool) *dx.Runtime {
+	opts := testOptions()
+	opts.MaxAttempts, opts.OnPoison = 2, dx.HoldPoison
+	rt := dx.NewRuntime(p, opts)
+	deadProgram(rt, pay)
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+func stopRuntime(t *testing.T, rt *dx.Runtime) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rt.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitDead(t *testing.T, p *redisprovider.Provider, n int) []redisprovider.DeadLetter {
+	t.Helper()
+	var ds []redisprovider.DeadLetter
+	waitFor(t, fmt.Sprintf("%d dead letters", n), func() bool {
+		var err error
+		ds, err = p.ListDeadLetters(context.Background(), 100)
+		return err == nil && len(ds) == n
+	})
+	return ds
+}
+
+// TestDeadLettersRedrive: a build without the activity's handler parks every instance's activity
+// (HoldPoison) instead of failing it; the instances keep running with nothing written; the fixed
+// build runs the redriven activities and each instance completes with the history a correct build
+// writes.
+func TestDeadLettersRedrive(t *testing.T) {
+	p := newProvider(t)
+	ctx := context.Background()
+	bad := deadRuntime(t, p, false)
+	c := dx.NewClient(p)
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, mustStart(t, c, ctx, "Charge", i+1, dx.WithInstanceID(fmt.Sprintf("charge-%d", i))))
+	}
+	ds := waitDead(t, p, 3)
+	stopRuntime(t, bad)
+	checkFsck(t, p) // dead letters keep the keyspace's invariants
+	for _, d := range ds {
+		if d.Name != "Pay" || d.Attempts != 3 || !strings.HasPrefix(d.Instance, "charge-") {
+			t.Fatalf("dead letter %+v", d)
+		}
+		if _, ok := d.Failure.Kind.(provider.PoisonError); !ok {
+			t.Fatalf("dead letter failure %+v, want a poison error", d.Failure)
+		}
+		if got, err := p.GetDeadLetter(ctx, d.ID); err != nil || got.Instance != d.Instance {
+			t.Fatalf("GetDeadLetter(%s): %+v %v", d.ID, got, err)
+		}
+	}
+	for _, id := range ids {
+		st, err := c.Status(ctx, id)
+		if err != nil || st.State != dx.StateRunning {
+			t.Fatalf("%s while parked: %+v %v", id, st, err)
+		}
+		h, _ := p.Read(ctx, id)
+		for _, e := range h {
+			if e.EventType() == "ActivityFailed" {
+				t.Fatalf("%s: a parked activity wrote %s", id, e.EventType())
+			}
+		}
+	}
+	// The fixed build, then redrive.
+	good := deadRuntime(t, p, true)
+	defer stopRuntime(t, good)
+	for _, d := range ds {
+		if err := p.RedriveDeadLetter(ctx, d.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.RedriveDeadLetter(ctx, ds[0].ID); !errors.Is(err, provider.ErrNotFound) {
+		t.Fatalf("a second redrive: %v, want ErrNotFound", err)
+	}
+	waitAll(t, c, ids, 30*time.Second)
+	for i, id := range ids {
+		st, err := c.Status(ctx, id)
+		if err != nil || st.State != dx.StateCompleted || st.Output != fmt.Sprint((i+1)*4) {
+			t.Fatalf("%s after the redrive: %+v %v", id, st, err)
+		}
+		var types []string
+		h, _ := p.Read(ctx, id)
+		for _, e := range h {
+			types = append(types, e.EventType())
+		}
+		want := "OrchestrationStarted ActivityScheduled ActivityCompleted ActivityScheduled ActivityCompleted OrchestrationCompleted"
+		if strings.Join(types, " ") != want {
+			t.Fatalf("%s history %v, want a correct build's: %s", id, types, want)
+		}
+	}
+	if ds, err := p.ListDeadLetters(ctx, 10); err != nil || len(ds) != 0 {
+		t.Fatalf("dead letters left: %+v %v", ds, err)
+	}
+}
+
+// TestDeadLettersDiscard: discarding applies the default rule: the activity fails with the poison
+// error it was parked with, and the orchestration sees that failure.
+func TestDeadLettersDiscard(t *testing.T) {
+	p := newProvider(t)
+	ctx := context.Background()
+	bad := deadRuntime(t, p, false)
+	defer stopRuntime(t, bad)
+	c := dx.NewClient(p)
+	id := mustStart(t, c, ctx, "Charge", 1, dx.WithInstanceID("charge-discard"))
+	ds := waitDead(t, p, 1)
+	if err := p.DiscardDeadLetter(ctx, ds[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, c, []string{id}, 30*time.Second)
+	st, err := c.Status(ctx, id)
+	if err != nil || st.State != dx.StateFailed || st.Err == nil || !strings.Contains(st.Err.Error(), "poison: activity Pay#") {
+		t.Fatalf("after the discard: %+v %v", st, err)
+	}
+	if err := p.DiscardDeadLetter(ctx, ds[0].ID); !errors.Is(err, provider.ErrNotFound) {
+		t.Fatalf("a second discard: %v, want ErrNotFound", err)
+	}
+	if _, err := p.GetDeadLetter(ctx, "nope"); !errors.Is(err, provider.ErrInvalidInput) {
+		t.Fatalf("a bad id: %v", err)
+	}
+}
