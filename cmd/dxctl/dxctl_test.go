@@ -1422,3 +1422,65 @@ func TestLimits(t *testing.T) {
 	f.fails("a burst needs a rate", "set-limit", "api", "--burst", "2")
 	f.fails("must not be negative", "set-limit", "api", "--concurrency", "-1")
 }
+
+// dxctl dead lists, shows, redrives and discards dead letters.
+func TestDead(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	ctx := context.Background()
+	for i := range 3 {
+		it := provider.WorkItem{Kind: provider.ActivityExecute{Instance: "order-2", ExecutionID: 1, ID: uint64(60 + i), Name: "Pay", Input: "{}"}}
+		if err := f.p.EnqueueForWorker(ctx, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		it, err := f.p.FetchWorkItem(ctx, time.Minute, 0, nil, provider.TagFilterDefaultOnly())
+		if err != nil || it == nil {
+			t.Fatalf("fetch: %v %v", it, err)
+		}
+		a := it.Item.Kind.(provider.ActivityExecute)
+		if a.Name != "Pay" { // the fixture's own item (Label) stays queued
+			if err := f.p.AbandonWorkItem(ctx, it.LockToken, time.Hour, true); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: 11, MaxAttempts: 10,
+			MessageType: provider.PoisonMessageType{Kind: provider.PoisonActivity{Instance: a.Instance, ExecutionID: 1, ActivityName: a.Name, ActivityID: a.ID}},
+			Message: "{}"}}
+		if err := f.p.ParkWorkItem(ctx, it.LockToken, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := f.ok("dead", "list")
+	if strings.Count(out, "Pay#") < 2 || !strings.Contains(out, "poison: activity Pay#") {
+		t.Fatalf("dead list:\n%s", out)
+	}
+	var js struct {
+		DeadLetters []struct {
+			ID string `json:"id"`
+		} `json:"dead_letters"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("dead", "list", "--json")), &js); err != nil || len(js.DeadLetters) < 2 {
+		t.Fatalf("dead list --json: %+v %v", js, err)
+	}
+	n := len(js.DeadLetters)
+	first := js.DeadLetters[0].ID
+	if out := f.ok("dead", "show", first); !regexpLine(out, `^Failure:\s+poison: activity Pay#`) || !regexpLine(out, `^Instance:\s+order-2$`) {
+		t.Fatalf("dead show:\n%s", out)
+	}
+	if out := f.ok("dead", "redrive", first); !strings.Contains(out, "1 dead letter(s) redriven") {
+		t.Fatalf("dead redrive: %s", out)
+	}
+	f.fails("not a dead letter", "dead", "redrive", first)
+	f.fails("pass --yes", "dead", "discard", "--all")
+	if out := f.ok("dead", "discard", "--all", "--yes"); !strings.Contains(out, fmt.Sprintf("%d dead letter(s) discarded", n-1)) {
+		t.Fatalf("dead discard --all: %s", out)
+	}
+	if out := f.ok("dead", "list"); strings.Contains(out, "Pay#") {
+		t.Fatalf("dead letters left:\n%s", out)
+	}
+	f.fails("unknown action", "dead", "bury")
+	f.fails("want IDs or --all", "dead", "redrive")
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
+)
+
+// deadOut is a dead letter in dxctl's JSON.
+type deadOut struct {
+	ID          string          `json:"id"`
+	Instance    string          `json:"instance_id"`
+	ExecutionID uint64          `json:"execution_id"`
+	ActivityID  uint64          `json:"activity_id"`
+	Name        string          `json:"activity_name"`
+	Tag         string          `json:"tag,omitempty"`
+	Session     string          `json:"session_id,omitempty"`
+	Attempts    uint32          `json:"attempts"`
+	ParkedAt    time.Time       `json:"parked_at"`
+	Error       string          `json:"error"`
+	Failure     json.RawMessage `json:"failure"`
+}
+
+func deadOf(d redisprovider.DeadLetter) deadOut {
+	f, _ := json.Marshal(d.Failure)
+	return deadOut{d.ID, d.Instance, d.ExecutionID, d.ActivityID, d.Name, d.Tag, d.Session, d.Attempts, d.ParkedAt,
+		(&dx.Error{Details: d.Failure}).Error(), f}
+}
+
+func (a *app) dead(ctx context.Context, verb string, ids []string, all, yes bool, limit int) error {
+	if limit <= 0 {
+		return usagef("dead: --limit must be positive")
+	}
+	switch verb {
+	case "list":
+		if len(ids) > 0 || all {
+			return usagef("dead list: takes no ID and no --all")
+		}
+	case "show":
+		if len(ids) != 1 || all {
+			return usagef("dead show: want one ID")
+		}
+	case "redrive", "discard":
+		if all == (len(ids) > 0) {
+			return usagef("dead %s: want IDs or --all", verb)
+		}
+		if verb == "discard" && all && !yes {
+			return usagef("dead discard --all fails every dead letter's activity: pass --yes to do it")
+		}
+	default:
+		return usagef("dead: unknown action %q: want list, show, redrive or discard", verb)
+	}
+	if err := a.open(ctx); err != nil {
+		return err
+	}
+	switch verb {
+	case "list":
+		ds, err := a.p.ListDeadLetters(ctx, limit)
+		if err != nil {
+			return err
+		}
+		if a.json {
+			out := make([]deadOut, len(ds))
+			for i, d := range ds {
+				out[i] = deadOf(d)
+			}
+			return a.printJSON(struct {
+				DeadLetters []deadOut `json:"dead_letters"`
+			}{out})
+		}
+		t := newTable(a.stdout, "ID", "INSTANCE", "ACTIVITY", "TAG", "DELIVERIES", "PARKED", "FAILURE")
+		for _, d := range ds {
+			t.row(d.ID, shorten(d.Instance, 40), fmt.Sprintf("%s#%d", d.Name, d.ActivityID), dash(d.Tag), d.Attempts,
+				d.ParkedAt.Format(time.RFC3339), shorten((&dx.Error{Details: d.Failure}).Error(), 60))
+		}
+		return t.flush()
+	case "show":
+		d, err := a.p.GetDeadLetter(ctx, ids[0])
+		if err != nil {
+			return err
+		}
+		o := deadOf(d)
+		if a.json {
+			return a.printJSON(o)
+		}
+		t := newTable(a.stdout)
+		t.row("Dead letter:", o.ID)
+		t.row("Instance:", o.Instance)
+		t.row("Execution:", o.ExecutionID)
+		t.row("Activity:", fmt.Sprintf("%s (id %d)", o.Name, o.ActivityID))
+		t.row("Tag:", dash(o.Tag))
+		t.row("Session:", dash(o.Session))
+		t.row("Deliveries:", o.Attempts)
+		t.row("Parked:", o.ParkedAt.Format(time.RFC3339))
+		t.row("Failure:", o.Error)
+		return t.flush()
+	}
+	if all {
+		ds, err := a.p.ListDeadLetters(ctx, limit)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			ids = append(ids, d.ID)
+		}
+	}
+	act := a.p.RedriveDeadLetter
+	if verb == "discard" {
+		act = a.p.DiscardDeadLetter
+	}
+	done := 0
+	for _, id := range ids {
+		if err := act(ctx, id); err != nil {
+			if all && isNotFound(err) {
+				continue // redriven or discarded by someone else meanwhile
+			}
+			return fmt.Errorf("%s %s after %d done: %w", verb, id, done, err)
+		}
+		done++
+	}
+	past := map[string]string{"redrive": "redriven", "discard": "discarded"}[verb]
+	_, err := fmt.Fprintf(a.stdout, "%d dead letter(s) %s\n", done, past)
+	return err
+}
+
+func isNotFound(err error) bool { return errors.Is(err, provider.ErrNotFound) }
