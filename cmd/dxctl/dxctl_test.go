@@ -1448,7 +1448,7 @@ func TestDead(t *testing.T) {
 		}
 		d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: 11, MaxAttempts: 10,
 			MessageType: provider.PoisonMessageType{Kind: provider.PoisonActivity{Instance: a.Instance, ExecutionID: 1, ActivityName: a.Name, ActivityID: a.ID}},
-			Message: "{}"}}
+			Message:     "{}"}}
 		if err := f.p.ParkWorkItem(ctx, it.LockToken, d); err != nil {
 			t.Fatal(err)
 		}
