@@ -88,7 +88,7 @@ func TestDeadLettersRedrive(t *testing.T) {
 	}
 	for _, id := range ids {
 		st, err := c.Status(ctx, id)
-		if err != nil || st.State != dx.StateRunning {
+		if err != nil || st.State != dx.StateRunning || !strings.Contains(st.Held, "parked as a dead letter") {
 			t.Fatalf("%s while parked: %+v %v", id, st, err)
 		}
 		h, _ := p.Read(ctx, id)
@@ -112,7 +112,7 @@ func TestDeadLettersRedrive(t *testing.T) {
 	waitAll(t, c, ids, 30*time.Second)
 	for i, id := range ids {
 		st, err := c.Status(ctx, id)
-		if err != nil || st.State != dx.StateCompleted || st.Output != fmt.Sprint((i+1)*4) {
+		if err != nil || st.State != dx.StateCompleted || st.Output != fmt.Sprint((i+1)*4) || st.Held != "" {
 			t.Fatalf("%s after the redrive: %+v %v", id, st, err)
 		}
 		var types []string
