@@ -2,36 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/duroxide-go/dxredis/cmd/dxctl/web"
 	"github.com/duroxide-go/dxredis/dx"
 	"github.com/duroxide-go/dxredis/provider"
-	"github.com/duroxide-go/dxredis/redisprovider"
 )
-
-// deadOut is a dead letter in dxctl's JSON.
-type deadOut struct {
-	ID          string          `json:"id"`
-	Instance    string          `json:"instance_id"`
-	ExecutionID uint64          `json:"execution_id"`
-	ActivityID  uint64          `json:"activity_id"`
-	Name        string          `json:"activity_name"`
-	Tag         string          `json:"tag,omitempty"`
-	Session     string          `json:"session_id,omitempty"`
-	Attempts    uint32          `json:"attempts"`
-	ParkedAt    time.Time       `json:"parked_at"`
-	Error       string          `json:"error"`
-	Failure     json.RawMessage `json:"failure"`
-}
-
-func deadOf(d redisprovider.DeadLetter) deadOut {
-	f, _ := json.Marshal(d.Failure)
-	return deadOut{d.ID, d.Instance, d.ExecutionID, d.ActivityID, d.Name, d.Tag, d.Session, d.Attempts, d.ParkedAt,
-		(&dx.Error{Details: d.Failure}).Error(), f}
-}
 
 func (a *app) dead(ctx context.Context, verb string, ids []string, all, yes bool, limit int) error {
 	if limit <= 0 {
@@ -66,12 +44,12 @@ func (a *app) dead(ctx context.Context, verb string, ids []string, all, yes bool
 			return err
 		}
 		if a.json {
-			out := make([]deadOut, len(ds))
+			out := make([]web.DeadLetter, len(ds))
 			for i, d := range ds {
-				out[i] = deadOf(d)
+				out[i] = web.DeadLetterOf(d)
 			}
 			return a.printJSON(struct {
-				DeadLetters []deadOut `json:"dead_letters"`
+				DeadLetters []web.DeadLetter `json:"dead_letters"`
 			}{out})
 		}
 		t := newTable(a.stdout, "ID", "INSTANCE", "ACTIVITY", "TAG", "DELIVERIES", "PARKED", "FAILURE")
@@ -85,7 +63,7 @@ func (a *app) dead(ctx context.Context, verb string, ids []string, all, yes bool
 		if err != nil {
 			return err
 		}
-		o := deadOf(d)
+		o := web.DeadLetterOf(d)
 		if a.json {
 			return a.printJSON(o)
 		}

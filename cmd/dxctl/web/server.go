@@ -184,6 +184,12 @@ func (s *Server) routes() {
 		m.HandleFunc("POST /api/instances/{id}/"+a, s.apiAction(a))
 		m.HandleFunc("POST /instances/{id}/"+a, s.pageAction(a))
 	}
+	m.HandleFunc("GET /dead", s.pageDead)
+	m.HandleFunc("GET /api/dead", s.apiDead)
+	for _, a := range deadActions {
+		m.HandleFunc("POST /api/dead/{id}/"+a, s.apiDeadAction(a))
+		m.HandleFunc("POST /dead/{id}/"+a, s.pageDeadAction(a))
+	}
 	m.HandleFunc("/", s.notFound)
 	s.mux = m
 }

@@ -976,3 +976,68 @@ func TestOverviewCaps(t *testing.T) {
 		t.Fatalf("overview page lacks the caps row:\n%s", body)
 	}
 }
+
+// parkOne enqueues an activity of the fixture's waiter, fetches it and parks it as a dead letter.
+func parkOne(t *testing.T, p *redisprovider.Provider, id uint64) {
+	t.Helper()
+	ctx := context.Background()
+	tag := "pay"
+	if err := p.EnqueueForWorker(ctx, provider.WorkItem{Kind: provider.ActivityExecute{Instance: webfixture.Waiter,
+		ExecutionID: 1, ID: id, Name: "Pay", Input: "1", Tag: &tag}}); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := provider.TagFilterTags("pay")
+	it, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, f)
+	if err != nil || it == nil {
+		t.Fatalf("fetch: %+v %v", it, err)
+	}
+	d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: 11, MaxAttempts: 10, Message: "{}",
+		MessageType: provider.PoisonMessageType{Kind: provider.PoisonActivity{Instance: webfixture.Waiter, ExecutionID: 1, ActivityName: "Pay", ActivityID: id}}}}
+	if err := p.ParkWorkItem(ctx, it.LockToken, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The dead letters page and API list the parked activities; redrive and discard are POSTs with the
+// CSRF token, refused by a read-only console.
+func TestDeadLettersPage(t *testing.T) {
+	e := newEnv(t, Config{})
+	parkOne(t, e.p, 300)
+	parkOne(t, e.p, 301)
+	var d DeadLetters
+	e.getJSON("/api/dead", &d)
+	if len(d.DeadLetters) != 2 || d.DeadLetters[0].Name != "Pay" || !strings.Contains(d.DeadLetters[0].Error, "poison: activity Pay#300") {
+		t.Fatalf("dead letters %+v", d)
+	}
+	first, second := d.DeadLetters[0].ID, d.DeadLetters[1].ID
+	body := e.ok("/dead")
+	if !strings.Contains(body, `action="/dead/`+first+`/redrive"`) || !strings.Contains(body, "Pay#301") {
+		t.Fatalf("dead letters page:\n%s", body)
+	}
+	if r := e.post("/dead/"+first+"/redrive", url.Values{}, false); r.code != http.StatusForbidden {
+		t.Fatalf("redrive without the CSRF token: %d", r.code)
+	}
+	if r := e.post("/dead/"+first+"/redrive", url.Values{}, true); r.code != http.StatusSeeOther || !strings.Contains(r.hdr.Get("Location"), "redriven") {
+		t.Fatalf("redrive: %d %v", r.code, r.hdr)
+	}
+	r := e.do("POST", "/api/dead/"+second+"/discard", nil, map[string]string{"X-Csrf-Token": e.s.CSRFToken()})
+	if r.code != http.StatusOK || !strings.Contains(r.body, "discarded") {
+		t.Fatalf("discard: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/api/dead/"+second+"/discard", nil, map[string]string{"X-Csrf-Token": e.s.CSRFToken()}); r.code != http.StatusNotFound {
+		t.Fatalf("a second discard: %d %s", r.code, r.body)
+	}
+	e.getJSON("/api/dead", &d)
+	if len(d.DeadLetters) != 0 {
+		t.Fatalf("left: %+v", d)
+	}
+	parkOne(t, e.p, 302)
+	ro := serve(t, e.p, Config{ReadOnly: true})
+	if body := ro.ok("/dead"); strings.Contains(body, "<form") || !strings.Contains(body, "Pay#302") {
+		t.Fatalf("read-only dead letters page:\n%s", body)
+	}
+	e.getJSON("/api/dead", &d)
+	if r := ro.post("/dead/"+d.DeadLetters[0].ID+"/redrive", url.Values{}, true); r.code != http.StatusForbidden {
+		t.Fatalf("read-only redrive: %d", r.code)
+	}
+}
