@@ -127,7 +127,7 @@ activities. Processes apply a change within about a second; session activities a
 	},
 	{
 		name:    "dead",
-		usage:   "list | show ID | redrive ID... | redrive --all | discard ID... | discard --all --yes",
+		usage:   "list | show ID | redrive ID... | redrive --all [--activity NAME] [--instance PREFIX] | discard ID... | discard --all --yes",
 		summary: "Dead letters: activities parked past their attempts (dx.Options.OnPoison HoldPoison).",
 		details: `A runtime with OnPoison HoldPoison parks an activity delivered more often than MaxAttempts
 instead of failing it: nothing is written to its instance's history, which waits (docs/operations.md,
@@ -135,15 +135,18 @@ instead of failing it: nothing is written to its instance's history, which waits
 the failure); show prints one with its failure in full; redrive puts them back with a fresh
 delivery count, run by the next worker that takes them (deploy the fix first); discard applies
 the default rule: the activity fails with the poison error it was parked with. --all acts on every
-dead letter (at most --limit); discard --all needs --yes.`,
+dead letter (at most --limit), or those --activity and --instance select; discard --all needs
+--yes.`,
 		nargs: 1,
 		more:  true,
 		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
-			all := fs.Bool("all", false, "redrive or discard every dead letter (at most --limit)")
+			all := fs.Bool("all", false, "redrive or discard every dead letter (at most --limit; --activity and --instance narrow it)")
 			yes := fs.Bool("yes", false, "discard --all without refusing")
 			limit := fs.Int("limit", 100, "list or act on at most `N`")
+			activity := fs.String("activity", "", "with --all or list: only the activities named `NAME`")
+			instance := fs.String("instance", "", "with --all or list: only the activities of instances whose id starts with `PREFIX`")
 			return func(ctx context.Context, a *app, args []string) error {
-				return a.dead(ctx, args[0], args[1:], *all, *yes, *limit)
+				return a.dead(ctx, args[0], args[1:], *all, *yes, *limit, deadFilter{*activity, *instance})
 			}
 		},
 	},

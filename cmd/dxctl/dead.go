@@ -4,16 +4,47 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/duroxide-go/dxredis/cmd/dxctl/web"
 	"github.com/duroxide-go/dxredis/dx"
 	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
 )
 
-func (a *app) dead(ctx context.Context, verb string, ids []string, all, yes bool, limit int) error {
+// deadFilter selects dead letters by activity name and instance id prefix ("" any).
+type deadFilter struct{ activity, instance string }
+
+func (f deadFilter) keep(d redisprovider.DeadLetter) bool {
+	return (f.activity == "" || d.Name == f.activity) && strings.HasPrefix(d.Instance, f.instance)
+}
+
+// listDead lists up to limit dead letters that f keeps (reading at most 10,000).
+func (a *app) listDead(ctx context.Context, limit int, f deadFilter) ([]redisprovider.DeadLetter, error) {
+	n := limit
+	if f != (deadFilter{}) {
+		n = 10_000
+	}
+	ds, err := a.p.ListDeadLetters(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	out := ds[:0]
+	for _, d := range ds {
+		if f.keep(d) && len(out) < limit {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+func (a *app) dead(ctx context.Context, verb string, ids []string, all, yes bool, limit int, filter deadFilter) error {
 	if limit <= 0 {
 		return usagef("dead: --limit must be positive")
+	}
+	if filter != (deadFilter{}) && !all && verb != "list" {
+		return usagef("dead %s: --activity and --instance go with --all", verb)
 	}
 	switch verb {
 	case "list":
@@ -39,7 +70,7 @@ func (a *app) dead(ctx context.Context, verb string, ids []string, all, yes bool
 	}
 	switch verb {
 	case "list":
-		ds, err := a.p.ListDeadLetters(ctx, limit)
+		ds, err := a.listDead(ctx, limit, filter)
 		if err != nil {
 			return err
 		}
@@ -80,7 +111,7 @@ func (a *app) dead(ctx context.Context, verb string, ids []string, all, yes bool
 		return t.flush()
 	}
 	if all {
-		ds, err := a.p.ListDeadLetters(ctx, limit)
+		ds, err := a.listDead(ctx, limit, filter)
 		if err != nil {
 			return err
 		}

@@ -1474,6 +1474,13 @@ func TestDead(t *testing.T) {
 		t.Fatalf("dead redrive: %s", out)
 	}
 	f.fails("not a dead letter", "dead", "redrive", first)
+	if out := f.ok("dead", "redrive", "--all", "--activity", "Other"); !strings.Contains(out, "0 dead letter(s) redriven") {
+		t.Fatalf("dead redrive --all --activity Other: %s", out)
+	}
+	if out := f.ok("dead", "list", "--instance", "nope"); strings.Contains(out, "Pay#") {
+		t.Fatalf("dead list --instance nope:\n%s", out)
+	}
+	f.fails("go with --all", "dead", "redrive", first, "--activity", "Pay")
 	f.fails("pass --yes", "dead", "discard", "--all")
 	if out := f.ok("dead", "discard", "--all", "--yes"); !strings.Contains(out, fmt.Sprintf("%d dead letter(s) discarded", n-1)) {
 		t.Fatalf("dead discard --all: %s", out)
