@@ -123,3 +123,38 @@ func TestTagRateLimit(t *testing.T) {
 		t.Fatalf("the rate-limited long poll took %v", took)
 	}
 }
+
+// TestDeadLetterSurvivesRepartition: a dead letter moves with its item to its new partition and
+// can be redriven there; the caps are dropped (set them again).
+func TestDeadLetterSurvivesRepartition(t *testing.T) {
+	t.Parallel()
+	p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 1})
+	ctx := t.Context()
+	if err := p.SetTagLimits(ctx, "api", redisprovider.TagLimits{Concurrency: 3}); err != nil {
+		t.Fatal(err)
+	}
+	wEnqueue(t, p, wAct("parked", 1, "api", ""))
+	it := capFetch(t, p, "api", wLongLock)
+	if it == nil {
+		t.Fatal("nothing fetched")
+	}
+	if err := p.ParkWorkItem(ctx, it.LockToken, provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: 2, MaxAttempts: 1,
+		MessageType: provider.PoisonMessageType{Kind: provider.PoisonActivity{Instance: "parked", ExecutionID: 1, ActivityName: "A1", ActivityID: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	q := repartitionTo(t, p, 12)
+	ds, err := q.ListDeadLetters(ctx, 10)
+	if err != nil || len(ds) != 1 || ds[0].Instance != "parked" || ds[0].Attempts != 1 {
+		t.Fatalf("dead letters after the move: %+v %v", ds, err)
+	}
+	if ls, err := q.GetTagLimits(ctx); err != nil || len(ls) != 0 {
+		t.Fatalf("caps after the move: %+v %v", ls, err)
+	}
+	checkFsck(t, q)
+	if err := q.RedriveDeadLetter(ctx, ds[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if it := capFetch(t, q, "api", wLongLock); it == nil || it.AttemptCount != 1 {
+		t.Fatalf("after the redrive: %+v", it)
+	}
+}

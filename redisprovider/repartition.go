@@ -349,7 +349,7 @@ func classify(rest string, atRoot bool) (keyRole, string) {
 		return roleDrop, ""
 	case "oq:due", "oq:locked", "oq:parked", "idx:instances", "idx:expiry", "idx:reap":
 		return roleByInst, ""
-	case "wq:shold":
+	case "wq:shold", "wq:dead":
 		return roleByItem, ""
 	case "wq:sowned", "wq:sidle", "wq:scount":
 		return roleBySess, ""
