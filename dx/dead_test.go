@@ -29,6 +29,22 @@ func deadProgram(rt *dx.Runtime, pay bool) {
 	})
 }
 
+// deadChildRuntime is the "dead" children's runtime: the fixed build, whose Pay takes 10 s (it is
+// killed while it runs).
+func deadChildRuntime(p *redisprovider.Provider) *dx.Runtime {
+	rt := dx.NewRuntime(p, dx.Options{WorkerLockTimeout: time.Second, PollTimeout: 200 * time.Millisecond,
+		MinPollInterval: 5 * time.Millisecond, Logger: quietLogger, MaxAttempts: 2, OnPoison: dx.HoldPoison})
+	dx.RegisterActivity(rt, "Pay", func(ctx context.Context, n int) (int, error) {
+		select {
+		case <-time.After(10 * time.Second):
+		case <-ctx.Done():
+		}
+		return n * 2, nil
+	})
+	deadProgram(rt, false)
+	return rt
+}
+
 func deadRuntime(t *testing.T, p *redisprovider.Provider, pay bool) *dx.Runtime {
 	opts := testOptions()
 	opts.MaxAttempts, opts.OnPoison = 2, dx.HoldPoison
@@ -153,5 +169,34 @@ func TestDeadLettersDiscard(t *testing.T) {
 	}
 	if _, err := p.GetDeadLetter(ctx, "nope"); !errors.Is(err, provider.ErrInvalidInput) {
 		t.Fatalf("a bad id: %v", err)
+	}
+}
+
+// TestDeadLetterRedriveSurvivesAKilledRuntime: the runtime running a redriven activity is
+// SIGKILLed; the activity's lock expires, another runtime runs it, and the instance completes with
+// a correct build's history (each activity answered once).
+func TestDeadLetterRedriveSurvivesAKilledRuntime(t *testing.T) {
+	addr, ns, p := faultBackend(t)
+	ctx := context.Background()
+	bad := deadRuntime(t, p, false)
+	c := dx.NewClient(p)
+	id := mustStart(t, c, ctx, "Charge", 5, dx.WithInstanceID("charge-killed"))
+	ds := waitDead(t, p, 1)
+	stopRuntime(t, bad)
+	victim := startChildOf(t, "dead", addr, ns)
+	if err := p.RedriveDeadLetter(ctx, ds[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	waitLockedWork(t, p) // the child runs the redriven activity
+	if err := victim.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = victim.Wait()
+	good := deadRuntime(t, p, true)
+	defer stopRuntime(t, good)
+	waitAll(t, c, []string{id}, 30*time.Second)
+	checkExactlyOnce(t, p, []string{id}, func(int) string { return "20" })
+	if ds, err := p.ListDeadLetters(ctx, 10); err != nil || len(ds) != 0 {
+		t.Fatalf("dead letters left: %+v %v", ds, err)
 	}
 }

@@ -102,9 +102,12 @@ func runChild() int {
 	}
 	defer p.Close()
 	var rt *dx.Runtime
-	if os.Getenv("DX_CHILD") == "caps" { // caps_test.go
+	switch os.Getenv("DX_CHILD") {
+	case "caps": // caps_test.go
 		rt = capsRuntime(p)
-	} else {
+	case "dead": // dead_test.go
+		rt = deadChildRuntime(p)
+	default:
 		rt = dx.NewRuntime(p, faultOptions())
 		faultProgram(rt)
 	}
