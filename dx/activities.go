@@ -74,14 +74,13 @@ func (rt *Runtime) processActivity(fetchCtx, workCtx context.Context, locked *pr
 				ActivityName: act.Name, ActivityID: act.ID}},
 			Message: poisonMessage(provider.WorkItem{Kind: act})}}
 		if pk, ok := rt.p.(deadLetters); ok && rt.opts.OnPoison == HoldPoison {
-			if err := pk.ParkWorkItem(bg, token, d); err == nil {
-				log().Warn("dx: activity parked as a dead letter instead of failing (OnPoison: HoldPoison); redrive or discard it (dxctl dead)")
-				rt.opts.Metrics.Count(MetricPoison, 1, Labels{Queue: "worker", Activity: act.Name, Result: "held"})
-				return nil, time.Time{}
-			} else {
+			if err := pk.ParkWorkItem(bg, token, d); err != nil {
 				log().Warn("dx: parking the poison activity failed; its lock expires and it comes back", "error", err)
 				return nil, time.Time{}
 			}
+			log().Warn("dx: activity parked as a dead letter instead of failing (OnPoison: HoldPoison); redrive or discard it (dxctl dead)")
+			rt.opts.Metrics.Count(MetricPoison, 1, Labels{Queue: "worker", Activity: act.Name, Result: "held"})
+			return nil, time.Time{}
 		}
 		rt.opts.Metrics.Count(MetricPoison, 1, pl)
 		return rt.ackActivity(fetchCtx, log, held, nil, token, act, "", &d, labels)
