@@ -200,3 +200,50 @@ func TestDeadLetterRedriveSurvivesAKilledRuntime(t *testing.T) {
 		t.Fatalf("dead letters left: %+v %v", ds, err)
 	}
 }
+
+// TestDeadLetterHeldOrchestration: a build without the orchestration holds its start past
+// MaxAttempts (HoldPoison) instead of failing it: nothing is written, Status says why, dxctl
+// dead lists it; redriven once the fixed build runs, it completes.
+func TestDeadLetterHeldOrchestration(t *testing.T) {
+	p := newProvider(t)
+	ctx := context.Background()
+	opts := testOptions()
+	opts.MaxAttempts, opts.OnPoison, opts.HoldRetryDelay = 2, dx.HoldPoison, 100*time.Millisecond
+	bad := dx.NewRuntime(p, opts) // registers nothing
+	if err := bad.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := dx.NewClient(p)
+	id := mustStart(t, c, ctx, "Charge", 3, dx.WithInstanceID("charge-held"))
+	ds := waitDead(t, p, 1)
+	if d := ds[0]; !d.Orchestration || d.Instance != id || !strings.HasPrefix(d.Reason, "poison: orchestration item delivered 3 times (max 2)") {
+		t.Fatalf("dead letter %+v", d)
+	}
+	if st, err := c.Status(ctx, id); err != nil || !strings.HasPrefix(st.Held, "poison: orchestration") {
+		t.Fatalf("status while held: %+v %v", st, err)
+	}
+	if err := p.DiscardDeadLetter(ctx, ds[0].ID); !errors.Is(err, provider.ErrInvalidInput) {
+		t.Fatalf("discarding a held orchestration: %v", err)
+	}
+	stopRuntime(t, bad)
+	good := dx.NewRuntime(p, opts)
+	deadProgram(good, true)
+	if err := good.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer stopRuntime(t, good)
+	time.Sleep(300 * time.Millisecond) // deliberate: the fixed build keeps holding it (its deliveries count) until the redrive
+	if st, err := c.Status(ctx, id); err != nil || st.Held == "" {
+		t.Fatalf("status before the redrive: %+v %v", st, err)
+	}
+	if err := p.RedriveDeadLetter(ctx, ds[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, c, []string{id}, 30*time.Second)
+	if st, err := c.Status(ctx, id); err != nil || st.State != dx.StateCompleted || st.Output != "12" || st.Held != "" {
+		t.Fatalf("after the redrive: %+v %v", st, err)
+	}
+	if ds, err := p.ListDeadLetters(ctx, 10); err != nil || len(ds) != 0 {
+		t.Fatalf("dead letters left: %+v %v", ds, err)
+	}
+}
