@@ -182,6 +182,9 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	if o.panic != nil {
 		log().Error("dx: orchestration panicked", "error", displayMessage(o.details), "stack", string(o.panic))
 	}
+	if o.result == turnCompleted || o.result == turnFailed || o.result == turnCancelled {
+		out.ack.OrchestratorItems = append(out.ack.OrchestratorItems, scheduleRunEnded(item.Instance)...)
+	}
 	next, nextAt, ok := rt.ackTurn(ctx, log(), held, fl, token, out.ack, labels)
 	if !ok {
 		return nil, time.Time{}
