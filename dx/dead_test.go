@@ -80,6 +80,7 @@ func waitDead(t *testing.T, p *redisprovider.Provider, n int) []redisprovider.De
 // build runs the redriven activities and each instance completes with the history a correct build
 // writes.
 func TestDeadLettersRedrive(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	ctx := context.Background()
 	bad := deadRuntime(t, p, false)
@@ -149,6 +150,7 @@ func TestDeadLettersRedrive(t *testing.T) {
 // TestDeadLettersDiscard: discarding applies the default rule: the activity fails with the poison
 // error it was parked with, and the orchestration sees that failure.
 func TestDeadLettersDiscard(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	ctx := context.Background()
 	bad := deadRuntime(t, p, false)
@@ -176,6 +178,7 @@ func TestDeadLettersDiscard(t *testing.T) {
 // SIGKILLed; the activity's lock expires, another runtime runs it, and the instance completes with
 // a correct build's history (each activity answered once).
 func TestDeadLetterRedriveSurvivesAKilledRuntime(t *testing.T) {
+	t.Parallel()
 	addr, ns, p := faultBackend(t)
 	ctx := context.Background()
 	bad := deadRuntime(t, p, false)
@@ -205,6 +208,7 @@ func TestDeadLetterRedriveSurvivesAKilledRuntime(t *testing.T) {
 // MaxAttempts (HoldPoison) instead of failing it: nothing is written, Status says why, dxctl
 // dead lists it; redriven once the fixed build runs, it completes.
 func TestDeadLetterHeldOrchestration(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	ctx := context.Background()
 	opts := testOptions()
