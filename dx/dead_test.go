@@ -46,8 +46,13 @@ func deadChildRuntime(p *redisprovider.Provider) *dx.Runtime {
 }
 
 func deadRuntime(t *testing.T, p *redisprovider.Provider, pay bool) *dx.Runtime {
+	return deadRuntimeCache(t, p, pay, 0)
+}
+
+// deadRuntimeCache is deadRuntime with Options.ExecutorCacheSize cache (negative: off).
+func deadRuntimeCache(t *testing.T, p *redisprovider.Provider, pay bool, cache int) *dx.Runtime {
 	opts := testOptions()
-	opts.MaxAttempts, opts.OnPoison = 2, dx.HoldPoison
+	opts.MaxAttempts, opts.OnPoison, opts.ExecutorCacheSize = 2, dx.HoldPoison, cache
 	rt := dx.NewRuntime(p, opts)
 	deadProgram(rt, pay)
 	if err := rt.Start(context.Background()); err != nil {
@@ -81,9 +86,21 @@ func waitDead(t *testing.T, p *redisprovider.Provider, n int) []redisprovider.De
 // writes.
 func TestDeadLettersRedrive(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		cache int
+	}{{"cache on", 0}, {"cache off", -1}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			testDeadLettersRedrive(t, c.cache)
+		})
+	}
+}
+
+func testDeadLettersRedrive(t *testing.T, cache int) {
 	p := newProvider(t)
 	ctx := context.Background()
-	bad := deadRuntime(t, p, false)
+	bad := deadRuntimeCache(t, p, false, cache)
 	c := dx.NewClient(p)
 	var ids []string
 	for i := range 3 {
@@ -116,7 +133,7 @@ func TestDeadLettersRedrive(t *testing.T) {
 		}
 	}
 	// The fixed build, then redrive.
-	good := deadRuntime(t, p, true)
+	good := deadRuntimeCache(t, p, true, cache)
 	defer stopRuntime(t, good)
 	for _, d := range ds {
 		if err := p.RedriveDeadLetter(ctx, d.ID); err != nil {
