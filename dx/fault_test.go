@@ -109,10 +109,18 @@ func runChild() int {
 		return 1
 	}
 	defer p.Close()
-	rt := dx.NewRuntime(p, faultOptions())
-	faultProgram(rt)
-	for _, reg := range faultExtra {
-		reg(rt)
+	var rt *dx.Runtime
+	switch os.Getenv("DX_CHILD") {
+	case "caps": // caps_test.go
+		rt = capsRuntime(p)
+	case "dead": // dead_test.go
+		rt = deadChildRuntime(p)
+	default:
+		rt = dx.NewRuntime(p, faultOptions())
+		faultProgram(rt)
+		for _, reg := range faultExtra {
+			reg(rt)
+		}
 	}
 	if err := rt.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
@@ -173,10 +181,13 @@ func waitLockedWork(t *testing.T, p *redisprovider.Provider) {
 	})
 }
 
-func startChild(t *testing.T, addr, ns string) *exec.Cmd {
+func startChild(t *testing.T, addr, ns string) *exec.Cmd { return startChildOf(t, "1", addr, ns) }
+
+// startChildOf starts a child running program ("1": faultProgram, "caps": capsRuntime).
+func startChildOf(t *testing.T, program, addr, ns string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "DX_CHILD=1", "DX_ADDR="+addr, "DX_NS="+ns)
+	cmd.Env = append(os.Environ(), "DX_CHILD="+program, "DX_ADDR="+addr, "DX_NS="+ns)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -42,6 +42,7 @@ type Provider struct {
 	once     sync.Once
 	hub      statusHub // WatchStatus's subscriber
 	parts    partHub   // fetches across partitions (namespaces of several, hub.go)
+	caps     capsCache // the tags with caps (caps.go)
 	closeCtx context.Context
 	cancel   context.CancelFunc // ends closeCtx (Close)
 }

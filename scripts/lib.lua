@@ -260,6 +260,31 @@ local function call_chunked(cmd, key, args)
   return out
 end
 
+-- Per-minute outcome counts (keys.go, P stats; redisprovider's OutcomeStats): field
+-- '<minute>:<kind>' (minute = ms / 60000; kind oc/of orchestrations completed/failed, ac/af
+-- activities completed/failed) counts the outcomes of that minute, field 't' the minute of the
+-- last trim. One HINCRBY per outcome; the first count of a kind in a minute (the reply is 1) also
+-- deletes the minutes that left the window of STATS_MINUTES: every field is deleted once, so the
+-- cost is O(1) amortized and the hash holds at most STATS_MINUTES + 1 minutes. Between the last
+-- trim t and this minute no outcome was counted (it would have trimmed), so the minutes to delete
+-- are t-STATS_MINUTES+1 .. min(t, m-STATS_MINUTES).
+local STATS_MINUTES = 1440
+local STATS_KINDS = { 'oc', 'of', 'ac', 'af' }
+local function stats_count(kind)
+  local m = math.floor(now_ms() / 60000)
+  local key, ms = P .. 'stats', d(m)
+  if redis.call('HINCRBY', key, ms .. ':' .. kind, '1') ~= 1 then return end
+  local t = tonumber(redis.call('HGET', key, 't') or '')
+  if t and t >= m then return end
+  redis.call('HSET', key, 't', ms)
+  if not t then return end
+  local dead = {}
+  for x = t - STATS_MINUTES + 1, math.min(t, m - STATS_MINUTES) do
+    for _, k in ipairs(STATS_KINDS) do dead[#dead + 1] = d(x) .. ':' .. k end
+  end
+  call_chunked('HDEL', key, dead)
+end
+
 -- Wake up to n long-polling fetchers waiting on key. The list is capped and expires, so tokens
 -- nobody takes cost at most a few spurious wakes, never a spin. The expiry is set when a push
 -- creates the list (every push that creates one sets it), not on every push.
