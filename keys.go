@@ -96,6 +96,8 @@ import (
 //	P ob:seq                HASH    d -> the last sequence number written to ob:<d>
 //	P ob:dirty              ZSET    d -> when ob:<d>'s oldest unforwarded entry was written (ms)
 //	P ib:hwm                HASH    source partition -> the last of its entries applied here
+//	P repl:mark             STRING  written (10 s TTL) by forwarding with WaitReplicas right before
+//	                                WAIT, so that WAIT covers other connections' writes
 //	P wake:x:<process>      LIST    a process's control list: pushed to re-arm its partition watcher
 //
 // # Outboxes
