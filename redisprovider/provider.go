@@ -419,6 +419,62 @@ func (p *Provider) callKeys(ctx context.Context, op, script string, keys []strin
 	if p.opts.WaitReplicas > 0 {
 		waits = replicaWait(script)
 	}
+	res, err = p.callMoving(ctx, op, script, keys, argv, waits)
+	if errors.Is(err, redis.Nil) {
+		err = nil
+	}
+	return res, err
+}
+
+// Slot migrations (resharding, keys.go "Slot migrations"). While a Redis Cluster moves a
+// partition's slot, every script on it fails before its first write (the slot probe in lib.lua,
+// dx_setup: "Script attempted to access a non local key", or TRYAGAIN for the call's own keys), and
+// a call sent to a node that no longer serves the slot gets MOVED or ASK (the cluster client
+// follows those itself, except in the pipelines of callAndWait, which go to one node). callMoving
+// retries such a call, with a backoff from 5 ms to 200 ms and a fresh slot map, for up to
+// slotMoveWindow: a slot's move takes milliseconds to a few seconds (its keys, 10 per MIGRATE with
+// redis-cli's default --cluster-pipeline), during which its partition waits. After the window the
+// error is returned, retryable.
+const slotMoveWindow = 10 * time.Second
+
+// slotMoving reports whether err says that the call's slot is being migrated, or served elsewhere:
+// nothing ran.
+func slotMoving(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "attempted to access a non local key") || strings.HasPrefix(msg, "TRYAGAIN") ||
+		strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
+}
+
+// callMoving is callScript, retried while the partition's slot moves (see slotMoveWindow).
+func (p *Provider) callMoving(ctx context.Context, op, script string, keys []string, argv []any, waits int) (any, error) {
+	var start time.Time
+	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
+		res, err := p.callScript(ctx, op, script, keys, argv, waits)
+		if err == nil || !slotMoving(err) || ctx.Err() != nil || p.isClosed() {
+			if !start.IsZero() {
+				p.opts.Logger.Debug("dxredis: call retried while its slot moved", "op", op, "took", time.Since(start), "err", err)
+			}
+			return res, err
+		}
+		if start.IsZero() {
+			start = time.Now()
+		} else if time.Since(start) > slotMoveWindow {
+			return res, err
+		}
+		if cc, ok := p.rdb.(*redis.ClusterClient); ok {
+			cc.ReloadState(ctx)
+		}
+		p.sleep(ctx, backoff)
+	}
+}
+
+// callScript sends a script once, again after NOSCRIPT or a missing Functions library, and WAITs
+// for replicas as waits says (replicaWait).
+func (p *Provider) callScript(ctx context.Context, op, script string, keys []string, argv []any, waits int) (res any, err error) {
 	for try := 0; ; try++ {
 		full := try > 0 && !p.fcall.Load() // EVAL after NOSCRIPT
 		if waits != waitNone {
@@ -445,9 +501,6 @@ func (p *Provider) callKeys(ctx context.Context, op, script string, keys []strin
 			continue
 		}
 		break
-	}
-	if errors.Is(err, redis.Nil) {
-		err = nil
 	}
 	return res, err
 }
@@ -507,6 +560,9 @@ func (p *Provider) mapErr(op string, err error) error {
 		return provider.NewRetryableError(op, msg).WithCause(err)
 	}
 	if errors.As(err, &rerr) {
+		if slotMoving(err) {
+			return provider.NewRetryableError(op, "the partition's slot is being migrated: "+msg).WithCause(err)
+		}
 		for _, transient := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "OOM"} {
 			if strings.HasPrefix(msg, transient) {
 				return provider.NewRetryableError(op, msg).WithCause(err)
