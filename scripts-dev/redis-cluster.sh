@@ -16,6 +16,7 @@ set -euo pipefail
 # shellcheck source=scripts-dev/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+# DXREDIS_CLUSTER_NODES=N sets the number of primaries (default 3; bench/scaleout.sh uses 1-3).
 # DXREDIS_CLUSTER_NODES=1 makes a one-node cluster holding every slot: nothing can fail over,
 # but every script runs with the cluster's checks, so one that touches a key of another slot
 # (another partition) fails loudly ("Script attempted to access keys that do not hash to the
@@ -91,9 +92,15 @@ start() {
 		addrs+=("127.0.0.1:$port")
 	done
 	log "creating cluster of ${addrs[*]}"
-	if ((NODES == 1)); then
-		redis-cli -h 127.0.0.1 -p "${ports[0]}" cluster addslotsrange 0 16383 >"$dir/create.log" 2>&1 ||
-			{ cat "$dir/create.log" >&2; false; }
+	if ((NODES < 3)); then
+		# redis-cli --cluster create wants 3 primaries: give each node an even share of the slots
+		# and introduce them to each other by hand.
+		for ((node = 0; node < NODES; node++)); do
+			redis-cli -h 127.0.0.1 -p "${ports[node]}" cluster addslotsrange \
+				$((16384 * node / NODES)) $((16384 * (node + 1) / NODES - 1)) >>"$dir/create.log" 2>&1 &&
+				redis-cli -h 127.0.0.1 -p "${ports[node]}" cluster meet 127.0.0.1 "${ports[0]}" >>"$dir/create.log" 2>&1 ||
+				{ cat "$dir/create.log" >&2; false; }
+		done
 	else
 		redis-cli --cluster create "${addrs[@]}" --cluster-replicas "$REPLICAS" --cluster-yes >"$dir/create.log" 2>&1 ||
 			{ cat "$dir/create.log" >&2; false; }
