@@ -23,6 +23,7 @@ N=${N:-600}                # orchestrations per run
 WORKLOADS=${WORKLOADS:-"hello fanout children"}
 REPLICAS=${REPLICAS:-0}
 WAITS=${WAITS:-0}          # WaitReplicas values to run (needs REPLICAS >= the value)
+NAMED=${NAMED:-0}          # 1: children named explicitly (placed by their own ids: starts and completions cross partitions)
 CONC=${CONC:-8}             # dispatcher goroutines (orchestration and worker each) per shard: the load grows with N
 OUT=${OUT:-bench/scaleout-$(date -u +%Y%m%dT%H%M%S).jsonl}
 
@@ -74,7 +75,7 @@ go build -o "${TMPDIR:-/tmp}/partbench.$$" ./bench/partbench
 bin=${TMPDIR:-/tmp}/partbench.$$
 trap 'cleanup; rm -f "$bin"' EXIT
 
-log "redis $(redis-server --version | grep -o 'v=[0-9.]*'), P=$P, quota ${QUOTA}% per server, N=$N, replicas $REPLICAS, $CONC dispatchers per shard, load $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores; results in $OUT"
+log "redis $(redis-server --version | grep -o 'v=[0-9.]*'), P=$P, quota ${QUOTA}% per server, N=$N, replicas $REPLICAS, named children $NAMED, $CONC dispatchers per shard, load $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores; results in $OUT"
 printf '%-9s %-7s %-5s %10s %12s %9s %9s %8s  %s\n' workload shards wait orch/s 'activities/s' 'ack p50' 'ack p99' 'app CPU%' 'CPU % of each primary'
 
 declare -A base
@@ -86,8 +87,8 @@ for shards in $SHARDS; do
 	addrs=$(<"$dir/addrs")
 	for wait in $WAITS; do
 		for w in $WORKLOADS; do
-			line=$("$bin" -addrs "$addrs" -partitions "$P" -workload "$w" -n "$N" -concurrency $((CONC * shards)) -wait-replicas "$wait" | tail -1)
-			echo "{\"shards\":$shards,\"quota_pct\":$QUOTA,\"replicas\":$REPLICAS,\"run\":$line}" >>"$OUT"
+			line=$("$bin" -addrs "$addrs" -partitions "$P" -workload "$w" -n "$N" -concurrency $((CONC * shards)) -wait-replicas "$wait" -named-children="$((NAMED == 1))" | tail -1)
+			echo "{\"named\":$NAMED,\"shards\":$shards,\"quota_pct\":$QUOTA,\"replicas\":$REPLICAS,\"run\":$line}" >>"$OUT"
 			read -r ops cpu app p50 p99 < <(python3 -c '
 import json,sys
 r=json.loads(sys.argv[1])

@@ -261,17 +261,41 @@ func BenchmarkWaitReplicas(b *testing.B) {
 			b.Fatal("the replica did not sync")
 		}
 	}
-	for _, replicas := range []int{0, 1} {
-		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
-			p, err := redisprovider.New(ctx, redisprovider.Options{Addr: primary.Addr(), Logger: quietLogger,
-				Namespace: fmt.Sprintf("wait%d-%d", replicas, time.Now().UnixNano()), WaitReplicas: replicas})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer p.Close()
-			b.ResetTimer()
+	for _, cross := range []bool{false, true} {
+		for _, replicas := range []int{0, 1} {
+			benchWaitReplicas(b, primary.Addr(), replicas, cross)
+		}
+	}
+}
+
+// benchWaitReplicas is one case of BenchmarkWaitReplicas; with cross, in a namespace of 12
+// partitions, the ack also starts a child in another partition (forwarded: two more waits).
+func benchWaitReplicas(b *testing.B, addr string, replicas int, cross bool) {
+	ctx := context.Background()
+	b.Run(fmt.Sprintf("cross=%v/replicas=%d", cross, replicas), func(b *testing.B) {
+		parts := 1
+		if cross {
+			parts = 12
+		}
+		p, err := redisprovider.New(ctx, redisprovider.Options{Addr: addr, Logger: quietLogger, Partitions: parts,
+			Namespace: fmt.Sprintf("wait%d-%d", replicas, time.Now().UnixNano()), WaitReplicas: replicas})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		b.ResetTimer()
+		{
 			for i := range b.N {
 				id := fmt.Sprint("w-", i)
+				var kids []provider.WorkItem
+				if cross {
+					kid := id + "-kid"
+					for j := 0; p.Keyspace().PartitionOf(kid) == p.Keyspace().PartitionOf(id); j++ {
+						kid = fmt.Sprintf("%s-kid%d", id, j)
+					}
+					kids = []provider.WorkItem{{Kind: provider.StartOrchestration{Instance: kid, Orchestration: "O", Input: "{}",
+						ParentInstance: &id, ParentID: ptrU64(2), ExecutionID: 1}}}
+				}
 				if err := p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.StartOrchestration{
 					Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}}, 0); err != nil {
 					b.Fatal(err)
@@ -282,13 +306,13 @@ func BenchmarkWaitReplicas(b *testing.B) {
 				}
 				if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
 					HistoryDelta: []provider.Event{{EventID: 1, InstanceID: id, ExecutionID: 1, DuroxideVersion: "0.1.30",
-						Kind: provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}}},
+						Kind: provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}}}, OrchestratorItems: kids,
 					Metadata: provider.ExecutionMetadata{Status: provider.StatusCompleted, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}); err != nil {
 					b.Fatal(err)
 				}
 			}
-		})
-	}
+		}
+	})
 }
 
 // TestForwardWaitsForReplicas: with Options.WaitReplicas, a cross-partition message is forwarded
