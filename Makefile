@@ -74,6 +74,7 @@ test-partitions:
 SCALE_RUN := DXREDIS_TEST_CLUSTER_DISPOSABLE=1 scripts-dev/redis-cluster.sh run -- $(GO) test $(TEST_FLAGS) -v ./dx/ -run
 test-scale:
 	$(SCALE_RUN) '^TestReshardUnderLoad$$'
+	DXREDIS_TEST_CLUSTER_DISPOSABLE=1 scripts-dev/redis-cluster.sh run -- $(GO) test $(TEST_FLAGS) -v -run '^TestScriptWaitsForSlotMigration$$' ./redisprovider/
 	DXREDIS_CLUSTER_REPLICAS=1 DXREDIS_CLUSTER_NODE_TIMEOUT=2000 $(SCALE_RUN) '^TestClusterFailover$$'
 	DXREDIS_FAILOVER_WAIT=0 DXREDIS_CLUSTER_REPLICAS=1 DXREDIS_CLUSTER_NODE_TIMEOUT=2000 $(SCALE_RUN) '^TestClusterFailover$$'
 
