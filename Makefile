@@ -70,13 +70,15 @@ test-partitions:
 	DXREDIS_CLUSTER_NODES=1 DXREDIS_TEST_PARTITIONS=12 scripts-dev/redis-cluster.sh run -- $(GO) test $(TEST_FLAGS) -run 'TestConformance|TestPartition|TestForward|TestCrossSlot' ./redisprovider/
 
 # Each test changes its cluster (moves slots, kills a primary): one throw-away cluster each
-# (DXREDIS_TEST_CLUSTER_DISPOSABLE). DXREDIS_LONG_TESTS=1 lengthens the resharding run.
+# (DXREDIS_TEST_CLUSTER_DISPOSABLE). DXREDIS_LONG_TESTS=1 lengthens the resharding run and adds the
+# soak (TestSoak: 10 minutes, DXREDIS_SOAK_FOR to change it).
 SCALE_RUN := DXREDIS_TEST_CLUSTER_DISPOSABLE=1 scripts-dev/redis-cluster.sh run -- $(GO) test $(TEST_FLAGS) -v ./dx/ -run
 test-scale:
 	$(SCALE_RUN) '^TestReshardUnderLoad$$'
 	DXREDIS_TEST_CLUSTER_DISPOSABLE=1 scripts-dev/redis-cluster.sh run -- $(GO) test $(TEST_FLAGS) -v -run '^TestScriptWaitsForSlotMigration$$' ./redisprovider/
 	DXREDIS_CLUSTER_REPLICAS=1 DXREDIS_CLUSTER_NODE_TIMEOUT=2000 $(SCALE_RUN) '^TestClusterFailover$$'
 	DXREDIS_FAILOVER_WAIT=0 DXREDIS_CLUSTER_REPLICAS=1 DXREDIS_CLUSTER_NODE_TIMEOUT=2000 $(SCALE_RUN) '^TestClusterFailover$$'
+	if [ -n "$$DXREDIS_LONG_TESTS" ]; then DXREDIS_CLUSTER_REPLICAS=1 DXREDIS_CLUSTER_NODE_TIMEOUT=2000 $(SCALE_RUN) '^TestSoak$$' -timeout 30m; fi
 
 lint:
 	@echo '== gofmt -l'

@@ -113,6 +113,7 @@ func (e *callErrors) report(t *testing.T) {
 // (Tree: five children, four of them named, so their starts and completions cross partitions)
 // until stopped.
 type scaleRun struct {
+	ns     string
 	p      *redisprovider.Provider
 	c      *dx.Client
 	errs   *callErrors
@@ -135,7 +136,7 @@ func startScaleRun(t *testing.T, addrs []string, opts redisprovider.Options) *sc
 		_ = cc.Close()
 		t.Fatal(err)
 	}
-	r.p, r.c = p, dx.NewClient(p)
+	r.p, r.c, r.ns = p, dx.NewClient(p), opts.Namespace
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -145,18 +146,6 @@ func startScaleRun(t *testing.T, addrs []string, opts redisprovider.Options) *sc
 	})
 	rt := dx.NewRuntime(p, faultOptions())
 	faultProgram(rt)
-	dx.Register(rt, "Fan", func(ctx dx.Context, n int) (int, error) {
-		fs := make([]dx.Future[int], 10)
-		for i := range fs {
-			fs[i] = dx.Call[int](ctx, "Step", n+i)
-		}
-		vs, err := dx.All(ctx, fs...)
-		sum := 0
-		for _, v := range vs {
-			sum += v
-		}
-		return sum, err
-	})
 	rctx, cancel := context.WithCancel(ctx)
 	r.cancel = cancel
 	r.errs.counting.Store(true)
@@ -344,6 +333,41 @@ func TestClusterFailover(t *testing.T) {
 	if len(masters(t, addrs)) < 3 {
 		t.Skip("needs 3 primaries")
 	}
+	waitFor(t, "the load to run", func() bool { return r.started() >= 30 })
+	failPrimary(t, addrs, victim, r.started)
+	if wait > 0 {
+		r.finish(t, 120*time.Second)
+		return
+	}
+	// WaitReplicas 0: report what the failover lost (no assertion: this is the documented risk).
+	r.mu.Lock()
+	fans, trees := r.fans, r.trees
+	r.fans, r.trees = nil, nil
+	r.mu.Unlock()
+	lost := 0
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for _, id := range append(fans, trees...) {
+		if st, err := r.c.Wait(wctx, id); err != nil || !st.Terminal() {
+			lost++
+		}
+	}
+	r.cancel()
+	r.wg.Wait()
+	r.errs.report(t)
+	t.Logf("WaitReplicas 0: %d of %d instances did not complete within 60 s of the failover", lost, len(fans)+len(trees))
+	if rep, err := r.p.Fsck(ctx); err == nil {
+		t.Logf("WaitReplicas 0: fsck after the failover: %d violations %v", len(rep.Violations), rep.Violations)
+	}
+}
+
+// failPrimary SIGKILLs the primary at victim, waits until the cluster promoted its replica, and
+// brings the killed node back with its configuration (its nodes.conf makes it rejoin as a replica
+// of the promoted one, which WaitReplicas needs): a failover as an operator lives it. It skips
+// the test when victim has no replica.
+func failPrimary(t *testing.T, addrs []string, victim string, started func() int) {
+	t.Helper()
+	ctx := context.Background()
 	vc := redis.NewClient(&redis.Options{Addr: victim})
 	info, err := vc.Info(ctx, "server", "replication").Result()
 	_ = vc.Close()
@@ -373,12 +397,11 @@ func TestClusterFailover(t *testing.T) {
 		"repl-diskless-sync", "repl-diskless-sync-delay", "maxmemory-policy"} {
 		argv = append(argv, "--"+k, conf[k])
 	}
-	waitFor(t, "the load to run", func() bool { return r.started() >= 30 })
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	t.Logf("SIGKILLed primary %s (pid %d) with %d trees started", victim, pid, r.started())
+	t.Logf("SIGKILLed primary %s (pid %d) with %d trees started", victim, pid, started())
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ms := masters(t, addrs[1:])
@@ -401,28 +424,49 @@ func TestClusterFailover(t *testing.T) {
 		return strings.Contains(info, "master_link_status:up")
 	})
 	t.Logf("the old primary is a replica again %v after the kill", time.Since(killed).Round(time.Millisecond))
-	if wait > 0 {
-		r.finish(t, 120*time.Second)
-		return
+}
+
+// TestSoak (DXREDIS_LONG_TESTS=1, a throw-away cluster of 3 primaries with a replica each):
+// DXREDIS_SOAK_FOR (default 10m) of trees and fan-outs at P = 12 with WaitReplicas 1, run by this
+// process and two worker processes; every 20 s one worker process is SIGKILLed and replaced, and
+// a third of the way in a primary is SIGKILLed (its replica promoted, the node brought back).
+// Then every instance completes exactly as expected and fsck is clean.
+func TestSoak(t *testing.T) {
+	addrs := disposableCluster(t)
+	if !longTests() {
+		t.Skip("a long run: DXREDIS_LONG_TESTS=1")
 	}
-	// WaitReplicas 0: report what the failover lost (no assertion: this is the documented risk).
-	r.mu.Lock()
-	fans, trees := r.fans, r.trees
-	r.fans, r.trees = nil, nil
-	r.mu.Unlock()
-	lost := 0
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	for _, id := range append(fans, trees...) {
-		if st, err := r.c.Wait(wctx, id); err != nil || !st.Terminal() {
-			lost++
+	soak := 10 * time.Minute
+	if v := os.Getenv("DXREDIS_SOAK_FOR"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		soak = d
+	}
+	t.Setenv("DX_WAIT_REPLICAS", "1") // the worker processes wait too
+	r := startScaleRun(t, addrs, redisprovider.Options{WaitReplicas: 1, WaitTimeout: 500 * time.Millisecond})
+	stats, err := r.p.GetPartitionStats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.Join(addrs, ",")
+	workers := []*exec.Cmd{startChild(t, addr, r.ns), startChild(t, addr, r.ns)}
+	start, kills, failed := time.Now(), 0, false
+	tick := time.NewTicker(20 * time.Second) // the soak's pace, not a wait for a condition
+	defer tick.Stop()
+	for time.Since(start) < soak {
+		<-tick.C
+		victim := workers[kills%len(workers)]
+		_ = victim.Process.Signal(syscall.SIGKILL)
+		_ = victim.Wait()
+		workers[kills%len(workers)] = startChild(t, addr, r.ns)
+		kills++
+		if !failed && time.Since(start) > soak/3 {
+			failPrimary(t, addrs, stats[0].Node, r.started)
+			failed = true
 		}
 	}
-	r.cancel()
-	r.wg.Wait()
-	r.errs.report(t)
-	t.Logf("WaitReplicas 0: %d of %d instances did not complete within 60 s of the failover", lost, len(fans)+len(trees))
-	if rep, err := r.p.Fsck(ctx); err == nil {
-		t.Logf("WaitReplicas 0: fsck after the failover: %d violations %v", len(rep.Violations), rep.Violations)
-	}
+	t.Logf("soak of %v: %d worker processes SIGKILLed, a primary failed over: %v", soak, kills, failed)
+	r.finish(t, 5*time.Minute)
 }

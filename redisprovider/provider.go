@@ -561,7 +561,7 @@ func (p *Provider) mapErr(op string, err error) error {
 	}
 	if errors.As(err, &rerr) {
 		if slotMoving(err) {
-			return provider.NewRetryableError(op, "the partition's slot is being migrated: "+msg).WithCause(err)
+			return provider.NewRetryableError(op, "the partition's slot moved or is moving (resharding, failover): "+msg).WithCause(err)
 		}
 		for _, transient := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "OOM"} {
 			if strings.HasPrefix(msg, transient) {
