@@ -137,6 +137,7 @@ func run() error {
 	conc := flag.Int("concurrency", 8, "orchestration and worker dispatcher goroutines each")
 	idle := flag.Duration("idle", 0, "instead of a workload: observe an idle runtime this long")
 	waitReplicas := flag.Int("wait-replicas", 0, "Options.WaitReplicas")
+	rate := flag.Float64("rate", 0, "orchestrations started per second (0: all at once, as fast as possible)")
 	flag.Parse()
 	ctx := context.Background()
 	list := strings.Split(*addrs, ",")
@@ -166,7 +167,19 @@ func run() error {
 	rt := dx.NewRuntime(p, dx.Options{OrchestrationConcurrency: *conc, WorkerConcurrency: *conc, Metrics: completed,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	dx.RegisterActivity(rt, "Work", func(_ context.Context, in input) (int, error) { return in.N, nil })
-	dx.Register(rt, "Hello", func(ctx dx.Context, in input) (int, error) { return dx.Call[int](ctx, "Work", in).Await(ctx) })
+	// Latency: from the start call to the turn that completes the orchestration (its ack, about a
+	// millisecond, not included), noted by the orchestration's code the first time it gets there.
+	var startedAt, doneAt sync.Map
+	finished := func(ctx dx.Context) {
+		if !ctx.IsReplaying() {
+			doneAt.LoadOrStore(ctx.InstanceID(), time.Now())
+		}
+	}
+	dx.Register(rt, "Hello", func(ctx dx.Context, in input) (int, error) {
+		v, err := dx.Call[int](ctx, "Work", in).Await(ctx)
+		finished(ctx)
+		return v, err
+	})
 	dx.Register(rt, "Child", func(ctx dx.Context, in input) (int, error) { return dx.Call[int](ctx, "Work", in).Await(ctx) })
 	dx.Register(rt, "FanOut", func(ctx dx.Context, in input) (int, error) {
 		fs := make([]dx.Future[int], *width)
@@ -174,6 +187,7 @@ func run() error {
 			fs[i] = dx.Call[int](ctx, "Work", input{i})
 		}
 		_, err := dx.All(ctx, fs...)
+		finished(ctx)
 		return len(fs), err
 	})
 	dx.Register(rt, "Children", func(ctx dx.Context, in input) (int, error) {
@@ -186,6 +200,7 @@ func run() error {
 			fs[i] = dx.CallSub[int](ctx, "Child", input{i}, opts...)
 		}
 		_, err := dx.All(ctx, fs...)
+		finished(ctx)
 		return len(fs), err
 	})
 	c := dx.NewClient(p)
@@ -225,10 +240,19 @@ func run() error {
 	cpu0 := appCPU()
 	var started atomic.Int64
 	var wg sync.WaitGroup
-	for w := range 8 {
+	starters := 8
+	if *rate > 0 {
+		starters = 1
+	}
+	for w := range starters {
 		wg.Go(func() {
-			for i := w; i < *n; i += 8 {
-				if _, err := c.Start(ctx, name, input{i}, dx.WithInstanceID(fmt.Sprintf("pb-%d", i))); err != nil {
+			for i := w; i < *n; i += starters {
+				if *rate > 0 {
+					time.Sleep(time.Until(start.Add(time.Duration(float64(i) / *rate * float64(time.Second)))))
+				}
+				id := fmt.Sprintf("pb-%d", i)
+				startedAt.Store(id, time.Now())
+				if _, err := c.Start(ctx, name, input{i}, dx.WithInstanceID(id)); err != nil {
 					fmt.Fprintln(os.Stderr, "start:", err)
 					return
 				}
@@ -266,6 +290,14 @@ func run() error {
 	ops := maps(obs.ops)
 	ackP50, ackP99 := quantile(obs.acks, 0.5), quantile(obs.acks, 0.99)
 	obs.mu.Unlock()
+	var lat []time.Duration
+	startedAt.Range(func(id, at any) bool {
+		if d, ok := doneAt.Load(id); ok {
+			lat = append(lat, d.(time.Time).Sub(at.(time.Time)))
+		}
+		return true
+	})
+	latP50, latP99 := quantile(lat, 0.5), quantile(lat, 0.99)
 	acks := ops["ack_orchestration_item"] + ops["ack_orchestration_item_and_fetch"]
 	fmt.Printf("%s: P=%d, %d orchestrations in %v (%.0f/s) over %d node(s)\n", *workload, *parts, *n, elapsed.Round(time.Millisecond),
 		float64(*n)/elapsed.Seconds(), len(rows))
@@ -279,11 +311,13 @@ func run() error {
 	fmt.Printf("  sum: %.1f commands and %.1f us per orchestration; max/min per node: commands %.2f, us %.2f\n",
 		float64(calls)/float64(*n), float64(usec)/float64(*n), float64(maxC)/float64(minC), float64(maxU)/float64(minU))
 	fmt.Printf("  forwards (ob_take calls) %d for %d turn acks: %.2f per ack\n", ops["forward"], acks, float64(ops["forward"])/float64(max(acks, 1)))
+	fmt.Printf("  start -> completing turn: p50 %v, p99 %v (%d samples, rate %.0f/s)\n", latP50, latP99, len(lat), *rate)
 	fmt.Printf("  orchestration ack calls: p50 %v, p99 %v (WaitReplicas %d); partbench itself used %.0f%% of a core\n", ackP50, ackP99, *waitReplicas, appPct)
 	return json.NewEncoder(os.Stdout).Encode(map[string]any{"workload": *workload, "partitions": *parts, "n": *n, "named_children": *named,
 		"commands_per_orch": float64(calls) / float64(*n), "usec_per_orch": float64(usec) / float64(*n),
 		"max_min_commands": float64(maxC) / float64(minC), "max_min_usec": float64(maxU) / float64(minU), "ops": ops, "seconds": elapsed.Seconds(),
 		"orch_per_s": float64(*n) / elapsed.Seconds(), "app_cpu_pct": appPct, "node_cpu_pct": cpus, "wait_replicas": *waitReplicas,
+		"rate": *rate, "latency_p50_ms": latP50.Seconds() * 1000, "latency_p99_ms": latP99.Seconds() * 1000,
 		"ack_p50_ms": ackP50.Seconds() * 1000, "ack_p99_ms": ackP99.Seconds() * 1000})
 }
 
