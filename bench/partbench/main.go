@@ -143,9 +143,10 @@ func run() error {
 	list := strings.Split(*addrs, ",")
 	var client redis.UniversalClient
 	if len(list) > 1 {
-		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: list, MaxRetries: -1, ReadTimeout: 5 * time.Second})
+		// Pools big enough for every dispatcher's long poll (at P = 1 they share this client's pool).
+		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: list, MaxRetries: -1, ReadTimeout: 5 * time.Second, PoolSize: 4**conc + 16})
 	} else {
-		client = redis.NewClient(&redis.Options{Addr: list[0], MaxRetries: -1})
+		client = redis.NewClient(&redis.Options{Addr: list[0], MaxRetries: -1, PoolSize: 4**conc + 16})
 	}
 	defer client.Close()
 	ns := fmt.Sprintf("partbench-%d", time.Now().UnixNano())
