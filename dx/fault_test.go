@@ -80,6 +80,19 @@ func faultProgram(rt *dx.Runtime) {
 		}
 		return sum, err
 	})
+	// Fan: ten parallel activities (W2; the scale tests).
+	dx.Register(rt, "Fan", func(ctx dx.Context, n int) (int, error) {
+		fs := make([]dx.Future[int], 10)
+		for i := range fs {
+			fs[i] = dx.Call[int](ctx, "Step", n+i)
+		}
+		vs, err := dx.All(ctx, fs...)
+		sum := 0
+		for _, v := range vs {
+			sum += v
+		}
+		return sum, err
+	})
 }
 
 // SchedTick is what TestSigkillSchedule's schedule starts.
@@ -132,6 +145,7 @@ func runChild() int {
 // faultProvider opens a provider on addr: comma-separated addresses are a cluster's nodes.
 func faultProvider(ctx context.Context, addr, ns string, partitions int) (*redisprovider.Provider, error) {
 	opts := redisprovider.Options{Namespace: ns, Logger: quietLogger, Partitions: partitions}
+	opts.WaitReplicas, _ = strconv.Atoi(os.Getenv("DX_WAIT_REPLICAS")) // TestSoak
 	if nodes := strings.Split(addr, ","); len(nodes) > 1 {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: nodes, MaxRetries: -1})
 		p, err := redisprovider.NewFromClient(ctx, c, opts)

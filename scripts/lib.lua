@@ -37,6 +37,13 @@ local function dx_setup(prefix, writes)
     K_ORPHANS = P .. 'oq:parked'
     for _, hook in ipairs(setup_hooks) do hook() end
   end
+  -- The slot probe (keys.go, "Slot migrations"): while a Redis Cluster migrates this partition's
+  -- slot, some of its keys may be on each node, and a script would fail at its first key that
+  -- moved (after writes) or, on the importing node, not see the keys still on the other. The
+  -- probe key never exists: on a slot in migration this two-key read fails (TRYAGAIN or ASK, as
+  -- "Script attempted to access a non local key"), before anything is read or written, and the
+  -- caller retries until the slot has moved. Off a cluster, or on a settled slot, it reads nothing.
+  redis.call('EXISTS', K_META, P .. 'slot:probe')
   if writes and not format_checked[P] then return format_check() end
   return nil
 end
