@@ -104,7 +104,7 @@ import (
 //	P ob:seq                HASH    d -> the last sequence number written to ob:<d>
 //	P ob:dirty              ZSET    d -> when ob:<d>'s oldest unforwarded entry was written (ms)
 //	P ib:hwm                HASH    source partition -> the last of its entries applied here
-//	P slot:probe            never written: every script reads it first (lib.lua, dx_setup), so that
+//	P slot:probe            never written: every script on a cluster node reads it first (lib.lua, dx_setup), so that
 //	                                a script on a slot in migration fails before its first write
 //	P repl:mark             STRING  written (10 s TTL) by forwarding with WaitReplicas right before
 //	                                WAIT, so that WAIT covers other connections' writes
@@ -128,8 +128,9 @@ import (
 // A partition is one slot, so moving it to another primary (redis-cli --cluster reshard or
 // rebalance) moves all its keys, a batch per MIGRATE. Meanwhile a script could find some of its
 // keys gone (Redis fails the script at that key, after the writes it made) or, on the importing
-// node, miss the keys still on the other. So every script reads two keys first, the meta key and
-// slot:probe, which never exists (lib.lua, dx_setup): on a slot in migration that read fails
+// node, miss the keys still on the other. So every script on a cluster node (elsewhere no slot
+// moves, and the probe is skipped) reads two keys first, the meta key and slot:probe, which never
+// exists (lib.lua, dx_setup): on a slot in migration that read fails
 // before anything is written, on either node, and redisprovider retries the call until the slot
 // has moved (provider.go, callMoving). No script runs on a half-moved partition.
 //

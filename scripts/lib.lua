@@ -14,6 +14,7 @@ local LOCK_UNTIL -- the expiry (ms) of the lock this call's token holds, once ch
 -- recomputed only when the prefix differs from the previous call's (about 25 string
 -- concatenations and internings per call saved, most calls use one prefix); per-call state is
 -- reset every time.
+local IN_CLUSTER -- whether the server is a Redis Cluster node, once asked (dx_setup's slot probe)
 local format_checked = {} -- prefixes whose format record this library load has checked (see format_check)
 local format_check
 local function dx_setup(prefix, writes)
@@ -43,7 +44,9 @@ local function dx_setup(prefix, writes)
   -- probe key never exists: on a slot in migration this two-key read fails (TRYAGAIN or ASK, as
   -- "Script attempted to access a non local key"), before anything is read or written, and the
   -- caller retries until the slot has moved. Off a cluster, or on a settled slot, it reads nothing.
-  redis.call('EXISTS', K_META, P .. 'slot:probe')
+  -- Only a cluster node migrates slots: elsewhere the probe would be a command per call for nothing.
+  if IN_CLUSTER == nil then IN_CLUSTER = type(redis.pcall('CLUSTER', 'MYID')) == 'string' end
+  if IN_CLUSTER then redis.call('EXISTS', K_META, P .. 'slot:probe') end
   if writes and not format_checked[P] then return format_check() end
   return nil
 end
