@@ -6,6 +6,8 @@
 #   make test-cluster  Redis-dependent packages against a throw-away 3-primary Redis Cluster
 #   make test-partitions  the conformance suite, the golden histories and the dx suite on namespaces of
 #                      12 partitions, on miniredis, a real server and the 3-primary cluster
+#   make test-scale    resharding and failover under load (issue 34), each on a throw-away cluster:
+#                      a third of the slots moved; a primary SIGKILLed with WaitReplicas 1 and 0
 #   make lint          gofmt, go vet, staticcheck (when installed)
 #   make bench         benchmarks against a real server, results in bench/results-{go,dxbench}.txt
 #   make fuzz          fuzz the wire decoders (FUZZTIME per target, default 60s)
@@ -34,7 +36,7 @@ export BENCH_FLAGS
 # Packages that talk to Redis; ./cmd/... only once cmd/ exists.
 REDIS_PKGS  := ./redisprovider/... ./dx/... $(if $(wildcard cmd/*),./cmd/...)
 
-.PHONY: all test test-redis test-cluster test-partitions test-contrib test-browser lint bench fuzz
+.PHONY: all test test-redis test-cluster test-partitions test-scale test-contrib test-browser lint bench fuzz
 
 all: lint test
 
@@ -66,6 +68,17 @@ test-partitions:
 	DXREDIS_TEST_PARTITIONS=12 scripts-dev/redis-server.sh run -- $(GO) test $(TEST_FLAGS) ./redisprovider/ ./dx/
 	DXREDIS_TEST_PARTITIONS=12 scripts-dev/redis-cluster.sh run -- bash -c '$(GO) test $(TEST_FLAGS) ./redisprovider/... && $(GO) test $(TEST_FLAGS) -run "TestSigkill" ./dx/'
 	DXREDIS_CLUSTER_NODES=1 DXREDIS_TEST_PARTITIONS=12 scripts-dev/redis-cluster.sh run -- $(GO) test $(TEST_FLAGS) -run 'TestConformance|TestPartition|TestForward|TestCrossSlot' ./redisprovider/
+
+# Each test changes its cluster (moves slots, kills a primary): one throw-away cluster each
+# (DXREDIS_TEST_CLUSTER_DISPOSABLE). DXREDIS_LONG_TESTS=1 lengthens the resharding run and adds the
+# soak (TestSoak: 10 minutes, DXREDIS_SOAK_FOR to change it).
+SCALE_RUN := DXREDIS_TEST_CLUSTER_DISPOSABLE=1 scripts-dev/redis-cluster.sh run -- $(GO) test $(TEST_FLAGS) -v ./dx/ -run
+test-scale:
+	$(SCALE_RUN) '^TestReshardUnderLoad$$'
+	DXREDIS_TEST_CLUSTER_DISPOSABLE=1 scripts-dev/redis-cluster.sh run -- $(GO) test $(TEST_FLAGS) -v -run '^TestScriptWaitsForSlotMigration$$' ./redisprovider/
+	DXREDIS_CLUSTER_REPLICAS=1 DXREDIS_CLUSTER_NODE_TIMEOUT=2000 $(SCALE_RUN) '^TestClusterFailover$$'
+	DXREDIS_FAILOVER_WAIT=0 DXREDIS_CLUSTER_REPLICAS=1 DXREDIS_CLUSTER_NODE_TIMEOUT=2000 $(SCALE_RUN) '^TestClusterFailover$$'
+	if [ -n "$$DXREDIS_LONG_TESTS" ]; then DXREDIS_CLUSTER_REPLICAS=1 DXREDIS_CLUSTER_NODE_TIMEOUT=2000 $(SCALE_RUN) '^TestSoak$$' -timeout 30m; fi
 
 lint:
 	@echo '== gofmt -l'

@@ -40,7 +40,15 @@ import (
 //	P wake:filters          ZSET    filters of waiting orchestration fetchers ("*" none, else "lo hi lo hi..."
 //	                                in pin keys), score = ms until which one may still be waiting
 //	P oq:parked             ZSET    instances whose messages are parked orphans, score = their expiry ms
+//	P oq:dead               ZSET    instances held as poison (orch_abandon with a "poison:" reason:
+//	                                dx.Options.OnPoison), score = when held (ms); an entry whose q:<id>
+//	                                h is gone is stale (listing drops it); work_dead 'oredrive' ends one
 //	P att:<attempt>         STRING  reply of a write call that ran, kept 20 s (its retries return it)
+//	P stats                 HASH    per-minute outcome counts: "<minute>:<kind>" -> count (minute = ms /
+//	                                60000; kind oc/of orchestrations completed/failed, ac/af activities
+//	                                completed/failed), t -> the minute of the last trim; counted by the
+//	                                acks, 1440 minutes kept (lib.lua, stats_count; redisprovider,
+//	                                OutcomeStats); dropped by dxctl migrate --partitions
 //	P idx:instances         ZSET    instance id, score = created_at ms
 //	P idx:expiry            ZSET    retained (settled) roots, score = when their keys expire
 //	P idx:reap              SET     descendants of expired roots, deleted by the next fetches
@@ -96,6 +104,10 @@ import (
 //	P ob:seq                HASH    d -> the last sequence number written to ob:<d>
 //	P ob:dirty              ZSET    d -> when ob:<d>'s oldest unforwarded entry was written (ms)
 //	P ib:hwm                HASH    source partition -> the last of its entries applied here
+//	P slot:probe            never written: every script on a cluster node reads it first (lib.lua, dx_setup), so that
+//	                                a script on a slot in migration fails before its first write
+//	P repl:mark             STRING  written (10 s TTL) by forwarding with WaitReplicas right before
+//	                                WAIT, so that WAIT covers other connections' writes
 //	P wake:x:<process>      LIST    a process's control list: pushed to re-arm its partition watcher
 //
 // # Outboxes
@@ -110,6 +122,17 @@ import (
 // process that fetches forward it. The destination applies each source's entries once and in order
 // (their sequence numbers against ib:hwm), so a forward repeated by a crash or raced by another
 // process changes nothing, and messages between two partitions keep their order.
+//
+// # Slot migrations
+//
+// A partition is one slot, so moving it to another primary (redis-cli --cluster reshard or
+// rebalance) moves all its keys, a batch per MIGRATE. Meanwhile a script could find some of its
+// keys gone (Redis fails the script at that key, after the writes it made) or, on the importing
+// node, miss the keys still on the other. So every script on a cluster node (elsewhere no slot
+// moves, and the probe is skipped) reads two keys first, the meta key and slot:probe, which never
+// exists (lib.lua, dx_setup): on a slot in migration that read fails
+// before anything is written, on either node, and redisprovider retries the call until the slot
+// has moved (provider.go, callMoving). No script runs on a half-moved partition.
 //
 // Worker-queue keys are listed in keys_worker.go.
 //

@@ -12,7 +12,8 @@ import "strconv"
 //	P wq:m:<id>             HASH    item: j (ActivityExecute JSON) i (instance) e (execution) a (activity id)
 //	                                s (session id, "" none) t (tag key) n (attempts) c (enqueued ms)
 //	                                k (lock token "<nonce>.<id>") u (locked_until ms) — k, u only while locked
-//	                                x ("1": the item's wq:inst entry lists it alone)
+//	                                x ("1": the item's wq:inst entry lists it alone) r ("1": counted in
+//	                                cap:run:<t>, see Caps)
 //	P wq:q:<tk>             ZSET    the schedule of session-less items with tag key tk, whatever their
 //	                                state: score = when a fetch may take the item: its visible time
 //	                                while unlocked (enqueue ms, or the end of an abandon's delay), its
@@ -44,6 +45,28 @@ import "strconv"
 //	                                fetch registers its lists; a wake-up pushes a token only to lists
 //	                                registered until now or later (stale members: removed when a new
 //	                                one is added; the set expires once nobody registered for a while)
+//	P wq:dead               ZSET    dead letters: items parked by a runtime that holds poison
+//	                                (dx.Options.OnPoison), score = when parked (ms); the item keeps
+//	                                its hash, with field d "<ms> <ErrorDetails JSON>", and is in no
+//	                                schedule or group (work_dead; redisprovider, dead.go)
+//	P caps                  HASH    caps per tag (partition 0 only): tk -> "<concurrency> <rate/s> <burst>"
+//	                                (0: none); redisprovider.SetTagLimits
+//	P cap:run:<tk>          ZSET    items of tk counted against its concurrency cap, score = their lock's
+//	                                expiry (u): the running set (an expired member frees its slot)
+//	P cap:rate:<tk>         HASH    tk's token bucket: t (tokens) at (ms of the last start); expires once
+//	                                it would be full again
+//
+// # Caps
+//
+// A tag's caps are enforced by work_fetch in the partition that holds them, partition 0: with
+// several partitions redisprovider places the session-less items of a capped tag there
+// (workPartition), so one script sees the caps, the running set and the items, and a fetch
+// starts an item only while the running set (its unexpired members) is below the concurrency cap
+// and the bucket holds a token. A capped head is skipped like one not due yet (the reply's next
+// time is when a slot or a token comes free); ack, abandon and delete remove a counted item (field
+// r "1") from the running set and wake a fetcher of its tag; renew moves its score. A fetch loads
+// the caps hash only when redisprovider says caps exist (work_fetch's caps), so a namespace
+// without caps runs no command more. Session items are not capped.
 //
 // Worker fetchers long-poll on the wq:wake lists their tag filter and owner select, so the wake-up for an item reaches a fetcher that can take it.
 //
@@ -56,7 +79,8 @@ import "strconv"
 // competes with the schedules' due heads by sequence number.
 //
 // Invariants (admin_fsck.lua checks them; codes in brackets, keys.go lists the others):
-//   - A worker item is in exactly one place: wq:q:<its tk> when session-less; else its session
+//   - A worker item is in exactly one place: wq:dead when it is a dead letter (field d); else
+//     wq:q:<its tk> when session-less; else its session
 //     group wq:sitems:<tk>:<sid> when ready, wq:shold when locked or delayed (so a locked
 //     session item is in wq:shold) [item_placement]; a held lock is scored at its u
 //     [item_lock_expiry_mismatch]; wq:inst:<inst> lists it under its execution and activity

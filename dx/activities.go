@@ -69,11 +69,20 @@ func (rt *Runtime) processActivity(fetchCtx, workCtx context.Context, locked *pr
 			log().Error("dx: activity not registered: failing it as poison after max attempts (no runtime took it); register it, or check the name",
 				"max_deliveries", rt.opts.MaxAttempts)
 		}
-		rt.opts.Metrics.Count(MetricPoison, 1, pl)
 		d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: locked.AttemptCount, MaxAttempts: rt.opts.MaxAttempts,
 			MessageType: provider.PoisonMessageType{Kind: provider.PoisonActivity{Instance: act.Instance, ExecutionID: act.ExecutionID,
 				ActivityName: act.Name, ActivityID: act.ID}},
 			Message: poisonMessage(provider.WorkItem{Kind: act})}}
+		if pk, ok := rt.p.(deadLetters); ok && rt.opts.OnPoison == HoldPoison {
+			if err := pk.ParkWorkItem(bg, token, d); err != nil {
+				log().Warn("dx: parking the poison activity failed; its lock expires and it comes back", "error", err)
+				return nil, time.Time{}
+			}
+			log().Warn("dx: activity parked as a dead letter instead of failing (OnPoison: HoldPoison); redrive or discard it (dxctl dead)")
+			rt.opts.Metrics.Count(MetricPoison, 1, Labels{Queue: "worker", Activity: act.Name, Result: "held"})
+			return nil, time.Time{}
+		}
+		rt.opts.Metrics.Count(MetricPoison, 1, pl)
 		return rt.ackActivity(fetchCtx, log, held, nil, token, act, "", &d, labels)
 	}
 	fn, ok := rt.activityFunc(act.Name)
@@ -287,6 +296,11 @@ type panicError struct {
 
 func (p *panicError) Error() string { return fmt.Sprintf("activity panicked: %v", p.value) }
 
+// deadLetters is a provider that parks poison activities (redisprovider: Options.OnPoison HoldPoison).
+type deadLetters interface {
+	ParkWorkItem(ctx context.Context, lockToken string, failure provider.ErrorDetails) error
+}
+
 // poisonMessage is a Poison error's message: the poisoned work item as JSON, as duroxide writes it.
 func poisonMessage(item any) string {
 	b, _ := provider.Marshal(item)
@@ -337,6 +351,10 @@ func (rt *Runtime) activityFunc(name string) (activityFunc, bool) {
 		}, true
 	case syscallGetKVValue:
 		return rt.getKVValue, true
+	case schedulePlanActivity:
+		return rt.schedulePlan, true
+	case scheduleCancelActivity:
+		return rt.scheduleCancel, true
 	}
 	return nil, false
 }

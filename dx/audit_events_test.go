@@ -723,11 +723,13 @@ func TestAuditEvents(t *testing.T) {
 			name: "race-activity-wins-loser-timer-fires-later", instance: "race-act-late-timer", register: raceAct,
 			drive: func(a *eaEnv) {
 				a.startRuntime()
-				a.start("RaceAct", "race-act-late-timer", actIn{TimerMs: 300, AfterMs: 700})
+				// The activity must win a race against the timer, on a loaded CI machine too:
+				// 1.5 s, not the 300 ms that lost under load.
+				a.start("RaceAct", "race-act-late-timer", actIn{TimerMs: 1500, AfterMs: 2500})
 				a.wait("race-act-late-timer")
 			},
 			want: []string{
-				eaStarted("RaceAct", `{"timerMs":300,"afterMs":700}`),
+				eaStarted("RaceAct", `{"timerMs":1500,"afterMs":2500}`),
 				eaEv(2, 0, "ActivityScheduled", `"name":"Echo","input":"\"fast\""`),
 				eaEv(3, 0, "TimerCreated", ``),
 				eaEv(4, 2, "ActivityCompleted", `"result":"\"fast\""`),

@@ -174,7 +174,8 @@ type Status struct {
 	// its code no longer replays its history), "" when it is not held; the hold ends with the
 	// instance's next stored turn (after a rollback of the deploy). Read when the provider
 	// implements provider.Holder (redisprovider does). A hold at the first turn leaves the state
-	// NotFound, with Held set.
+	// NotFound, with Held set. redisprovider also reports an activity of the instance parked as a
+	// dead letter (Options.OnPoison HoldPoison) here, while the state stays Running.
 	Held string
 }
 

@@ -80,10 +80,31 @@ func faultProgram(rt *dx.Runtime) {
 		}
 		return sum, err
 	})
+	// Fan: ten parallel activities (W2; the scale tests).
+	dx.Register(rt, "Fan", func(ctx dx.Context, n int) (int, error) {
+		fs := make([]dx.Future[int], 10)
+		for i := range fs {
+			fs[i] = dx.Call[int](ctx, "Step", n+i)
+		}
+		vs, err := dx.All(ctx, fs...)
+		sum := 0
+		for _, v := range vs {
+			sum += v
+		}
+		return sum, err
+	})
+}
+
+// SchedTick is what TestSigkillSchedule's schedule starts.
+func init() {
+	faultExtra = append(faultExtra, func(rt *dx.Runtime) { dx.Register(rt, "SchedTick", schedTick) })
 }
 
 // treeWidth is how many children a Tree starts.
 const treeWidth = 5
+
+// faultExtra are further registrations of the children (other tests' workloads).
+var faultExtra []func(*dx.Runtime)
 
 func faultOptions() dx.Options {
 	return dx.Options{OrchestrationLockTimeout: time.Second, WorkerLockTimeout: time.Second,
@@ -101,8 +122,19 @@ func runChild() int {
 		return 1
 	}
 	defer p.Close()
-	rt := dx.NewRuntime(p, faultOptions())
-	faultProgram(rt)
+	var rt *dx.Runtime
+	switch os.Getenv("DX_CHILD") {
+	case "caps": // caps_test.go
+		rt = capsRuntime(p)
+	case "dead": // dead_test.go
+		rt = deadChildRuntime(p)
+	default:
+		rt = dx.NewRuntime(p, faultOptions())
+		faultProgram(rt)
+		for _, reg := range faultExtra {
+			reg(rt)
+		}
+	}
 	if err := rt.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
@@ -113,6 +145,7 @@ func runChild() int {
 // faultProvider opens a provider on addr: comma-separated addresses are a cluster's nodes.
 func faultProvider(ctx context.Context, addr, ns string, partitions int) (*redisprovider.Provider, error) {
 	opts := redisprovider.Options{Namespace: ns, Logger: quietLogger, Partitions: partitions}
+	opts.WaitReplicas, _ = strconv.Atoi(os.Getenv("DX_WAIT_REPLICAS")) // TestSoak
 	if nodes := strings.Split(addr, ","); len(nodes) > 1 {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: nodes, MaxRetries: -1})
 		p, err := redisprovider.NewFromClient(ctx, c, opts)
@@ -162,10 +195,13 @@ func waitLockedWork(t *testing.T, p *redisprovider.Provider) {
 	})
 }
 
-func startChild(t *testing.T, addr, ns string) *exec.Cmd {
+func startChild(t *testing.T, addr, ns string) *exec.Cmd { return startChildOf(t, "1", addr, ns) }
+
+// startChildOf starts a child running program ("1": faultProgram, "caps": capsRuntime).
+func startChildOf(t *testing.T, program, addr, ns string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "DX_CHILD=1", "DX_ADDR="+addr, "DX_NS="+ns)
+	cmd.Env = append(os.Environ(), "DX_CHILD="+program, "DX_ADDR="+addr, "DX_NS="+ns)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,8 @@ type Labels struct {
 	Activity      string
 	// Result: for turns "continue", "completed", "failed", "continued_as_new", "cancelled"; for
 	// activities "ok", "failed", "panicked", "dropped" (lock lost); for MetricPoison
-	// "not_registered" when this runtime has no handler for the item's name (or version); for
+	// "not_registered" when this runtime has no handler for the item's name (or version), "held"
+	// when an activity is parked as a dead letter instead (Options.OnPoison HoldPoison); for
 	// MetricNondeterminism "failed" or "held" (Options.OnNondeterminism); for MetricReplayChecks
 	// "ok" or "mismatch".
 	Result string
@@ -35,7 +36,7 @@ const (
 	MetricActivityDuration = "dx_activity_seconds"            // Observe: time an activity ran
 	MetricFetchWait        = "dx_fetch_wait_seconds"          // Observe: time a fetch took (long poll included)
 	MetricAckFailures      = "dx_ack_failures_total"          // Count: failed acknowledgements
-	MetricPoison           = "dx_poison_total"                // Count: items failed as poison
+	MetricPoison           = "dx_poison_total"                // Count: items failed (or parked) as poison
 	MetricUnregistered     = "dx_unregistered_abandons_total" // Count: items abandoned for want of a handler here
 	MetricCacheHits        = "dx_executor_cache_hits_total"   // Count: turns that found their instance kept (resumed, or dropped as stale)
 	// Count: external events (RaiseEvent) that no wait received, so were dropped: raised before the

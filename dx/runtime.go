@@ -90,6 +90,14 @@ type Options struct {
 	// history (or a replay check catches it): FailOnNondeterminism (the default, duroxide's
 	// behaviour) or HoldOnNondeterminism.
 	OnNondeterminism NondeterminismPolicy
+	// OnPoison is what happens to an activity fetched more often than MaxAttempts:
+	// FailPoison (the default, duroxide's rule: it fails with a poison error) or HoldPoison: it is
+	// parked as a dead letter (with the failure it would have recorded) and nothing is written to
+	// its instance's history until an operator redrives or discards it (dxctl dead; the provider
+	// must support it: redisprovider does, others fail it). An orchestration item past
+	// MaxAttempts is held instead (provider.Holder, as HoldOnNondeterminism holds: nothing
+	// written, looked at again every HoldRetryDelay without running its code) until redriven.
+	OnPoison PoisonPolicy
 	// HoldRetryDelay is how long a turn held for nondeterminism waits before it is tried again
 	// (default 30 s).
 	HoldRetryDelay time.Duration
@@ -160,6 +168,9 @@ func (o Options) withDefaults() Options {
 func (o Options) validate() error {
 	if o.ReplayCheckRate > 1 || math.IsNaN(o.ReplayCheckRate) {
 		return fmt.Errorf("dx: Options.ReplayCheckRate is %v: it is a fraction of turns, from 0 (none) to 1 (every turn) (%w)", o.ReplayCheckRate, ErrInvalidInput)
+	}
+	if o.OnPoison != FailPoison && o.OnPoison != HoldPoison {
+		return fmt.Errorf("dx: Options.OnPoison is %d: use FailPoison or HoldPoison (%w)", o.OnPoison, ErrInvalidInput)
 	}
 	if o.OnNondeterminism != FailOnNondeterminism && o.OnNondeterminism != HoldOnNondeterminism {
 		return fmt.Errorf("dx: Options.OnNondeterminism is %d: use FailOnNondeterminism or HoldOnNondeterminism (%w)", o.OnNondeterminism, ErrInvalidInput)

@@ -411,7 +411,7 @@ func (f *fsck) call(ctx context.Context, mode, subject string, vals []string) er
 // isWorkReadySet reports whether a key (after the prefix) is a worker set that lists items: a
 // schedule wq:q:<tk>, wq:shold or a session's wq:sitems:<tk>:<sid>.
 func isWorkReadySet(rest string) bool {
-	return strings.HasPrefix(rest, "wq:q:") || strings.HasPrefix(rest, "wq:sitems:") || rest == "wq:shold"
+	return strings.HasPrefix(rest, "wq:q:") || strings.HasPrefix(rest, "wq:sitems:") || rest == "wq:shold" || rest == "wq:dead"
 }
 
 // workReadySets are the worker sets the key scan saw.

@@ -19,8 +19,9 @@ type PartitionStats struct {
 	Partition int
 	Tag       string
 	Slot      int
-	// Node is the address of the primary serving the slot (on a cluster, as the cluster client's
-	// slot map has it: CLUSTER SHARDS or SLOTS; the server's address otherwise).
+	// Node is the address of the primary serving the slot (on a cluster, as CLUSTER SLOTS reports
+	// it at the call, so that slots moved since show on their new node; the server's address
+	// otherwise).
 	Node string
 	// Instances is the number of instances the partition holds (created ones, as in
 	// GetSystemMetrics).
@@ -113,14 +114,26 @@ func (p *Provider) partOutbox(ctx context.Context, part int, now time.Time, s *P
 func (p *Provider) placePartitions(ctx context.Context, out []PartitionStats) error {
 	ops := map[string]int64{}
 	if cc, ok := p.rdb.(*redis.ClusterClient); ok {
+		// The cluster's slot map read now (CLUSTER SLOTS): the client's own map may not know yet
+		// of slots moved since (resharding), and is told to reload.
+		cc.ReloadState(ctx)
+		slots, err := cc.ClusterSlots(ctx).Result()
+		if err != nil {
+			return err
+		}
 		for i := range out {
-			// The cluster client's slot map (CLUSTER SHARDS, or SLOTS), which routes the
-			// partition's commands.
-			n, err := cc.MasterForKey(ctx, p.keys.Meta(i))
-			if err != nil {
-				return err
+			for _, r := range slots {
+				if out[i].Slot >= int(r.Start) && out[i].Slot <= int(r.End) && len(r.Nodes) > 0 {
+					out[i].Node = r.Nodes[0].Addr
+				}
 			}
-			out[i].Node = n.Options().Addr
+			if out[i].Node == "" {
+				n, err := cc.MasterForKey(ctx, p.keys.Meta(i))
+				if err != nil {
+					return err
+				}
+				out[i].Node = n.Options().Addr
+			}
 		}
 	} else {
 		addr := "?"

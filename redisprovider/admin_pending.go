@@ -109,32 +109,61 @@ func (p *Provider) pendingStarts(ctx context.Context, op string, part int) ([]pe
 		if exists[i].Val() > 0 {
 			continue
 		}
-		for field, typ := range msgs[i].Val() {
-			// t<s> is the type code and the ms the message becomes visible (scripts/lib.lua, oq_messages).
-			if !strings.HasPrefix(field, "t") || !strings.HasPrefix(typ, "S") {
-				continue
-			}
-			seq := field[1:]
-			var w provider.WorkItem
-			if err := json.Unmarshal([]byte(msgs[i].Val()["m"+seq]), &w); err != nil {
-				continue
-			}
-			s, ok := w.Kind.(provider.StartOrchestration)
-			if !ok {
-				continue
-			}
-			ps := PendingStart{InstanceID: id, Orchestration: s.Orchestration, Locked: locked[id]}
-			if s.Version != nil {
-				ps.Version = *s.Version
-			}
-			if s.ParentInstance != nil {
-				ps.ParentInstanceID = *s.ParentInstance
-			}
-			ps.QueuedAt, _ = strconv.ParseUint(typ[1:], 10, 64)
-			n, _ := strconv.ParseUint(seq, 10, 64)
-			out = append(out, pendingStart{ps, n})
-			break
+		if ps, ok := pendingStartIn(id, msgs[i].Val(), locked[id]); ok {
+			out = append(out, ps)
 		}
 	}
 	return out, nil
+}
+
+// pendingStartIn finds the start message among an instance's orchestrator messages (q:<id>).
+func pendingStartIn(id string, msgs map[string]string, locked bool) (pendingStart, bool) {
+	for field, typ := range msgs {
+		// t<s> is the type code and the ms the message becomes visible (scripts/lib.lua, oq_messages).
+		if !strings.HasPrefix(field, "t") || !strings.HasPrefix(typ, "S") {
+			continue
+		}
+		seq := field[1:]
+		var w provider.WorkItem
+		if err := json.Unmarshal([]byte(msgs["m"+seq]), &w); err != nil {
+			continue
+		}
+		s, ok := w.Kind.(provider.StartOrchestration)
+		if !ok {
+			continue
+		}
+		ps := PendingStart{InstanceID: id, Orchestration: s.Orchestration, Locked: locked}
+		if s.Version != nil {
+			ps.Version = *s.Version
+		}
+		if s.ParentInstance != nil {
+			ps.ParentInstanceID = *s.ParentInstance
+		}
+		ps.QueuedAt, _ = strconv.ParseUint(typ[1:], 10, 64)
+		n, _ := strconv.ParseUint(seq, 10, 64)
+		return pendingStart{ps, n}, true
+	}
+	return pendingStart{}, false
+}
+
+// PendingStartOf says whether instance is a pending start (see PendingStart): no instance record,
+// and a start message in its orchestrator queue. ok is false for an instance with a record and for
+// an unknown one. One round trip, read without a lock.
+func (p *Provider) PendingStartOf(ctx context.Context, instance string) (ps PendingStart, ok bool, err error) {
+	const op = "pending_start_of"
+	if err := checkID(op, instance); err != nil {
+		return PendingStart{}, false, err
+	}
+	pipe := p.rdb.Pipeline()
+	exists := pipe.Exists(ctx, p.keys.Instance(instance))
+	msgs := pipe.HGetAll(ctx, p.keys.Messages(instance))
+	locked := pipe.Exists(ctx, p.keys.Lock(instance))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return PendingStart{}, false, p.mapErr(op, err)
+	}
+	if exists.Val() > 0 {
+		return PendingStart{}, false, nil
+	}
+	s, ok := pendingStartIn(instance, msgs.Val(), locked.Val() > 0)
+	return s.PendingStart, ok, nil
 }

@@ -19,6 +19,10 @@ func SetForwardHooks(before, beforeTrim func(source int) bool) {
 	testHookBeforeForward, testHookBeforeTrim = before, beforeTrim
 }
 
+// SetApplyHook sets a hook run before each apply of a forward (nil clears it). Not safe while
+// providers forward.
+func SetApplyHook(h func(source, dest int)) { testHookBeforeApply = h }
+
 // SetSweep sets how often fetching providers sweep the outboxes and how old an entry must be.
 func SetSweep(period, grace time.Duration) { sweepPeriod, forwardGrace = period, grace }
 

@@ -261,17 +261,41 @@ func BenchmarkWaitReplicas(b *testing.B) {
 			b.Fatal("the replica did not sync")
 		}
 	}
-	for _, replicas := range []int{0, 1} {
-		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
-			p, err := redisprovider.New(ctx, redisprovider.Options{Addr: primary.Addr(), Logger: quietLogger,
-				Namespace: fmt.Sprintf("wait%d-%d", replicas, time.Now().UnixNano()), WaitReplicas: replicas})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer p.Close()
-			b.ResetTimer()
+	for _, cross := range []bool{false, true} {
+		for _, replicas := range []int{0, 1} {
+			benchWaitReplicas(b, primary.Addr(), replicas, cross)
+		}
+	}
+}
+
+// benchWaitReplicas is one case of BenchmarkWaitReplicas; with cross, in a namespace of 12
+// partitions, the ack also starts a child in another partition (forwarded: two more waits).
+func benchWaitReplicas(b *testing.B, addr string, replicas int, cross bool) {
+	ctx := context.Background()
+	b.Run(fmt.Sprintf("cross=%v/replicas=%d", cross, replicas), func(b *testing.B) {
+		parts := 1
+		if cross {
+			parts = 12
+		}
+		p, err := redisprovider.New(ctx, redisprovider.Options{Addr: addr, Logger: quietLogger, Partitions: parts,
+			Namespace: fmt.Sprintf("wait%d-%d", replicas, time.Now().UnixNano()), WaitReplicas: replicas})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		b.ResetTimer()
+		{
 			for i := range b.N {
 				id := fmt.Sprint("w-", i)
+				var kids []provider.WorkItem
+				if cross {
+					kid := id + "-kid"
+					for j := 0; p.Keyspace().PartitionOf(kid) == p.Keyspace().PartitionOf(id); j++ {
+						kid = fmt.Sprintf("%s-kid%d", id, j)
+					}
+					kids = []provider.WorkItem{{Kind: provider.StartOrchestration{Instance: kid, Orchestration: "O", Input: "{}",
+						ParentInstance: &id, ParentID: ptrU64(2), ExecutionID: 1}}}
+				}
 				if err := p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.StartOrchestration{
 					Instance: id, Orchestration: "O", Input: "{}", ExecutionID: 1}}, 0); err != nil {
 					b.Fatal(err)
@@ -282,11 +306,107 @@ func BenchmarkWaitReplicas(b *testing.B) {
 				}
 				if err := p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
 					HistoryDelta: []provider.Event{{EventID: 1, InstanceID: id, ExecutionID: 1, DuroxideVersion: "0.1.30",
-						Kind: provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}}},
+						Kind: provider.OrchestrationStartedEvent{Name: "O", Version: "1.0.0", Input: "{}"}}}, OrchestratorItems: kids,
 					Metadata: provider.ExecutionMetadata{Status: provider.StatusCompleted, OrchestrationName: "O", OrchestrationVersion: "1.0.0"}}); err != nil {
 					b.Fatal(err)
 				}
 			}
-		})
+		}
+	})
+}
+
+// TestForwardWaitsForReplicas: with Options.WaitReplicas, a cross-partition message is forwarded
+// only once a replica has the commit that wrote it, and trimmed only once a replica has its apply.
+// A primary and a replica (SIGSTOPped to hold back its acknowledgements), 12 partitions on the one
+// primary. Not parallel: it sets the package's forwarding hooks.
+func TestForwardWaitsForReplicas(t *testing.T) {
+	fast := []string{"--repl-diskless-sync-delay", "0"}
+	primary := redistest.Start(t, fast...)
+	replica := redistest.Start(t, append(fast, "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port))...)
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, "the replica to sync", func() bool {
+		info := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+		defer info.Close()
+		return strings.Contains(info.Info(ctx, "replication").Val(), "master_link_status:up")
+	})
+	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: primary.Addr(), Namespace: "fwdwait", Partitions: 12,
+		Logger: quietLogger, WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer p.Close()
+	t.Cleanup(func() { redisprovider.SetForwardHooks(nil, nil); redisprovider.SetApplyHook(nil) })
+	queued := func(kids []string) (n int) {
+		for _, k := range kids {
+			if p.Keyspace().PartitionOf(k) != p.Keyspace().PartitionOf(kids[0][:strings.Index(kids[0], "-kid-")]) {
+				n += int(p.Client().Exists(ctx, p.Keyspace().Messages(k)).Val())
+			}
+		}
+		return n
+	}
+
+	// The replica acknowledges: the children are started when the parent's ack returns.
+	kids := partTree(t, p, "acked", 8)
+	if n := outboxEntries(t, p); n != 0 {
+		t.Fatalf("%d outbox entries left after an acknowledged turn", n)
+	}
+	finishKids(t, p, "acked", kids)
+
+	// A commit no replica acknowledged: the ack fails, and no forward sends its messages until a
+	// replica has it.
+	layoutEnqueue(t, p, layoutStart("unacked"))
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil {
+		t.Fatalf("fetch: %+v %v", it, err)
+	}
+	kids = nil
+	var items []provider.WorkItem
+	for i := range 8 {
+		root := "unacked"
+		kids = append(kids, fmt.Sprintf("%s-kid-%d", root, i))
+		items = append(items, provider.WorkItem{Kind: provider.StartOrchestration{Instance: kids[i], Orchestration: "O", Input: "{}",
+			ParentInstance: &root, ParentID: ptrU64(uint64(i + 2)), ExecutionID: 1}})
+	}
+	replica.Stop()
+	err = p.AckOrchestrationItem(ctx, it.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+		HistoryDelta: []provider.Event{layoutStarted("unacked", 1)}, OrchestratorItems: items, Metadata: layoutRunning()})
+	if !errors.Is(err, redisprovider.ErrNotReplicated) {
+		replica.Resume()
+		t.Fatalf("ack while the replica is frozen: %v, want ErrNotReplicated", err)
+	}
+	err = p.ForwardAll(ctx)
+	if !errors.Is(err, redisprovider.ErrNotReplicated) || queued(kids) != 0 {
+		replica.Resume()
+		t.Fatalf("forward while the replica is frozen: %v with %d children started, want ErrNotReplicated and none", err, queued(kids))
+	}
+	replica.Resume()
+	if err := p.ForwardAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := outboxEntries(t, p); n != 0 || queued(kids) == 0 {
+		t.Fatalf("after the replica came back: %d outbox entries, %d children started", n, queued(kids))
+	}
+	finishKids(t, p, "unacked", kids)
+
+	// An apply no replica acknowledged: applied on the primary, but not trimmed until a replica has
+	// it; the next forward trims without applying again.
+	redisprovider.SetForwardHooks(func(int) bool { return false }, nil) // the ack leaves its entries
+	kids = partTree(t, p, "applied", 8)
+	redisprovider.SetForwardHooks(nil, nil)
+	var once sync.Once
+	redisprovider.SetApplyHook(func(int, int) { once.Do(replica.Stop) })
+	err = p.ForwardAll(ctx)
+	replica.Resume()
+	redisprovider.SetApplyHook(nil)
+	if !errors.Is(err, redisprovider.ErrNotReplicated) || outboxEntries(t, p) == 0 {
+		t.Fatalf("forward whose apply was not replicated: %v with %d outbox entries, want ErrNotReplicated and entries kept", err, outboxEntries(t, p))
+	}
+	if err := p.ForwardAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := outboxEntries(t, p); n != 0 {
+		t.Fatalf("%d outbox entries left", n)
+	}
+	finishKids(t, p, "applied", kids)
+	checkFsck(t, p)
 }

@@ -17,6 +17,13 @@ import (
 // that stops between the commit and the trim leaves entries behind: every process that fetches
 // sweeps the outboxes (sweepOutboxes) and forwards entries older than forwardGrace. Forwarders may
 // race: the destination's high-water mark applies every entry once whatever the interleaving.
+//
+// With Options.WaitReplicas, the read of the outboxes is followed by WAIT covering every write the
+// source's node made before it, and each apply by WAIT covering every write the destination's node
+// made (replicaWait in provider.go): an entry is forwarded only once replicas have the commit that
+// wrote it, and trimmed only once they have its apply, so that a failover of either node neither
+// loses nor repeats a message. When too few replicas acknowledge, the forward stops with
+// ErrNotReplicated and the sweeps retry it.
 
 // forwardBatch is the most entries read per destination per round.
 const forwardBatch = 200
@@ -32,6 +39,9 @@ var (
 // testHookBeforeForward, when set, runs before a forward; returning false skips it (tests stop
 // here to leave entries in an outbox, as a crash between commit and forward would).
 var testHookBeforeForward func(source int) bool
+
+// testHookBeforeApply, when set, runs before each apply (after the read of the outboxes).
+var testHookBeforeApply func(source, dest int)
 
 // testHookBeforeTrim, when set, runs between the applies and the trim; returning false skips the
 // trim (a crash between forward and trim).
@@ -65,6 +75,14 @@ func (p *Provider) forwardOlder(ctx context.Context, source int, older time.Dura
 	const op = "forward"
 	if h := testHookBeforeForward; h != nil && !h(source) {
 		return nil
+	}
+	if p.opts.WaitReplicas > 0 && older > 0 {
+		// A sweep: ob_take waits for replicas (replicaWait), so look first whether there is
+		// anything to forward (rarely: only what a stopped process left).
+		n, err := p.rdb.ZCard(ctx, p.keys.Prefix(source)+"ob:dirty").Result()
+		if err != nil || n == 0 {
+			return p.mapErr(op, err)
+		}
 	}
 	for range 100 {
 		args, err := argsOf(op, luascripts.ObTake, "limit", strconv.Itoa(forwardBatch), "older", ms(older))
@@ -123,6 +141,9 @@ func (p *Provider) forwardOlder(ctx context.Context, source int, older time.Dura
 // apply applies entries of source's outbox at dest and returns dest's high-water mark for source.
 func (p *Provider) apply(ctx context.Context, source, dest int, entries []any) (int64, error) {
 	const op = "forward"
+	if h := testHookBeforeApply; h != nil {
+		h(source, dest)
+	}
 	e := luascripts.ObApply.Encoder(2 + len(entries))
 	e.Set("source", strconv.Itoa(source))
 	e.Set("retention", ms(p.opts.Retention))

@@ -42,6 +42,7 @@ type Provider struct {
 	once     sync.Once
 	hub      statusHub // WatchStatus's subscriber
 	parts    partHub   // fetches across partitions (namespaces of several, hub.go)
+	caps     capsCache // the tags with caps (caps.go)
 	closeCtx context.Context
 	cancel   context.CancelFunc // ends closeCtx (Close)
 }
@@ -415,11 +416,70 @@ func (p *Provider) callKeys(ctx context.Context, op, script string, keys []strin
 		start := time.Now()
 		defer func() { obs.ObserveCall(ctx, op, time.Since(start), err) }()
 	}
-	waits := p.opts.WaitReplicas > 0 && waitsForReplicas(script)
+	waits := waitNone
+	if p.opts.WaitReplicas > 0 {
+		waits = replicaWait(script)
+	}
+	res, err = p.callMoving(ctx, op, script, keys, argv, waits)
+	if errors.Is(err, redis.Nil) {
+		err = nil
+	}
+	return res, err
+}
+
+// Slot migrations (resharding, keys.go "Slot migrations"). While a Redis Cluster moves a
+// partition's slot, every script on it fails before its first write (the slot probe in lib.lua,
+// dx_setup: "Script attempted to access a non local key", or TRYAGAIN for the call's own keys), and
+// a call sent to a node that no longer serves the slot gets MOVED or ASK (the cluster client
+// follows those itself, except in the pipelines of callAndWait, which go to one node). callMoving
+// retries such a call, with a backoff from 5 ms to 200 ms and a fresh slot map, for up to
+// slotMoveWindow: a slot's move takes milliseconds to a few seconds (its keys, 10 per MIGRATE with
+// redis-cli's default --cluster-pipeline), during which its partition waits. After the window the
+// error is returned, retryable.
+const slotMoveWindow = 10 * time.Second
+
+// slotMoving reports whether err says that the call's slot is being migrated, or served elsewhere:
+// nothing ran.
+func slotMoving(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "attempted to access a non local key") || strings.HasPrefix(msg, "TRYAGAIN") ||
+		strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
+}
+
+// callMoving is callScript, retried while the partition's slot moves (see slotMoveWindow).
+func (p *Provider) callMoving(ctx context.Context, op, script string, keys []string, argv []any, waits int) (any, error) {
+	var start time.Time
+	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
+		res, err := p.callScript(ctx, op, script, keys, argv, waits)
+		if err == nil || !slotMoving(err) || ctx.Err() != nil || p.isClosed() {
+			if !start.IsZero() {
+				p.opts.Logger.Debug("dxredis: call retried while its slot moved", "op", op, "took", time.Since(start), "err", err)
+			}
+			return res, err
+		}
+		if start.IsZero() {
+			start = time.Now()
+		} else if time.Since(start) > slotMoveWindow {
+			return res, err
+		}
+		if cc, ok := p.rdb.(*redis.ClusterClient); ok {
+			cc.ReloadState(ctx)
+		}
+		p.sleep(ctx, backoff)
+	}
+}
+
+// callScript sends a script once, again after NOSCRIPT or a missing Functions library, and WAITs
+// for replicas as waits says (replicaWait).
+func (p *Provider) callScript(ctx context.Context, op, script string, keys []string, argv []any, waits int) (res any, err error) {
 	for try := 0; ; try++ {
 		full := try > 0 && !p.fcall.Load() // EVAL after NOSCRIPT
-		if waits {
-			res, err = p.callAndWait(ctx, op, script, keys, argv, full)
+		if waits != waitNone {
+			res, err = p.callAndWait(ctx, op, script, keys, argv, full, waits == waitAll)
 		} else {
 			res, err = p.send(ctx, p.rdb, script, keys, argv, full).Result()
 		}
@@ -442,9 +502,6 @@ func (p *Provider) callKeys(ctx context.Context, op, script string, keys []strin
 			continue
 		}
 		break
-	}
-	if errors.Is(err, redis.Nil) {
-		err = nil
 	}
 	return res, err
 }
@@ -504,6 +561,9 @@ func (p *Provider) mapErr(op string, err error) error {
 		return provider.NewRetryableError(op, msg).WithCause(err)
 	}
 	if errors.As(err, &rerr) {
+		if slotMoving(err) {
+			return provider.NewRetryableError(op, "the partition's slot moved or is moving (resharding, failover): "+msg).WithCause(err)
+		}
 		for _, transient := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "OOM"} {
 			if strings.HasPrefix(msg, transient) {
 				return provider.NewRetryableError(op, msg).WithCause(err)
@@ -541,16 +601,40 @@ func (p *Provider) send(ctx context.Context, c redis.Cmdable, script string, key
 // fails before a replica receives it.
 var ErrNotReplicated = errors.New("write not acknowledged by enough replicas")
 
-// waitsForReplicas says which scripts are followed by WAIT: every write that a caller is told
-// succeeded. Fetches are not: a lost fetch is a lost lock, and its work is delivered again.
-func waitsForReplicas(script string) bool {
-	return !luascripts.ReadOnly(script) && script != "orch_fetch" && script != "work_fetch"
+// replicaWait says how a script is followed by WAIT when Options.WaitReplicas is set: not at all
+// (waitNone), for the call's own writes (waitOwn: every write that a caller is told succeeded;
+// fetches are not, as a lost fetch is a lost lock and its work is delivered again), or for every
+// write the node made before the script ran, whoever made it (waitAll: a write of the partition's
+// repl:mark key between the script and WAIT moves the connection's replication offset to the
+// node's). Forwarding (outbox.go) needs waitAll: ob_take reads entries other connections wrote, and
+// a message is forwarded only once a replica has the commit that wrote it; ob_apply may find its
+// entries applied by another forwarder, and the trim follows only once a replica has the apply.
+// ob_trim does not wait: a trim a failover loses makes its entries forwarded again, and the
+// destination's high-water mark, replicated before the trim, drops them.
+func replicaWait(script string) int {
+	switch {
+	case script == luascripts.ObTake.Op || script == luascripts.ObApply.Op:
+		return waitAll
+	case luascripts.ReadOnly(script) || script == "orch_fetch" || script == "work_fetch" || script == luascripts.ObTrim.Op:
+		return waitNone
+	}
+	return waitOwn
 }
 
-// callAndWait runs a write script and WAIT in one pipeline, so that both use one connection (WAIT
-// counts the replicas that acknowledged the connection's writes). On a cluster the pipeline goes
-// to the primary of the partition's slot.
-func (p *Provider) callAndWait(ctx context.Context, op, script string, keys []string, argv []any, full bool) (any, error) {
+const (
+	waitNone = iota
+	waitOwn
+	waitAll
+)
+
+// replMarkTTL is how long the repl:mark key written before a waitAll WAIT lives.
+const replMarkTTL = 10 * time.Second
+
+// callAndWait runs a script and WAIT in one pipeline, so that both use one connection (WAIT
+// counts the replicas that acknowledged the connection's writes); with all, a write of the
+// partition's repl:mark key goes between them (replicaWait). On a cluster the pipeline goes to the
+// primary of the partition's slot.
+func (p *Provider) callAndWait(ctx context.Context, op, script string, keys []string, argv []any, full, all bool) (any, error) {
 	var c redis.Cmdable = p.rdb
 	if cc, ok := p.rdb.(*redis.ClusterClient); ok {
 		node, err := cc.MasterForKey(ctx, keys[0])
@@ -559,10 +643,13 @@ func (p *Provider) callAndWait(ctx context.Context, op, script string, keys []st
 		}
 		c = node
 	}
-	var call *redis.Cmd
-	var wait *redis.Cmd
+	var call, wait *redis.Cmd
+	var mark *redis.StatusCmd
 	_, _ = c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		call = p.send(ctx, pipe, script, keys, argv, full)
+		if all {
+			mark = pipe.Set(ctx, strings.TrimSuffix(keys[0], "meta")+"repl:mark", "1", replMarkTTL)
+		}
 		wait = pipe.Do(ctx, "WAIT", p.opts.WaitReplicas, p.opts.WaitTimeout.Milliseconds())
 		return nil
 	})
@@ -570,7 +657,11 @@ func (p *Provider) callAndWait(ctx context.Context, op, script string, keys []st
 	if err != nil {
 		return nil, err // a script error wrote nothing; a connection error is mapped by run
 	}
-	if n, werr := wait.Int64(); werr != nil || n < int64(p.opts.WaitReplicas) {
+	n, werr := wait.Int64()
+	if werr == nil && mark != nil {
+		werr = mark.Err() // without the mark, WAIT covers the connection's writes only
+	}
+	if werr != nil || n < int64(p.opts.WaitReplicas) {
 		msg := fmt.Sprintf("written on the primary, but %d of %d replicas acknowledged it within %v", n, p.opts.WaitReplicas, p.opts.WaitTimeout)
 		if werr != nil {
 			msg = "written on the primary, but WAIT failed: " + werr.Error()

@@ -345,16 +345,16 @@ func classify(rest string, atRoot bool) (keyRole, string) {
 			return roleKeep, ""
 		}
 		return roleDrop, ""
-	case "oq:pins", "oq:gate", "chores", "wake:orch", "wake:filters", "wq:waiting", "ob:seq", "ob:dirty", "ib:hwm", "wq:tks":
+	case "oq:pins", "oq:gate", "chores", "wake:orch", "wake:filters", "wq:waiting", "ob:seq", "ob:dirty", "ib:hwm", "wq:tks", "stats", "caps":
 		return roleDrop, ""
-	case "oq:due", "oq:locked", "oq:parked", "idx:instances", "idx:expiry", "idx:reap":
+	case "oq:due", "oq:locked", "oq:parked", "oq:dead", "idx:instances", "idx:expiry", "idx:reap":
 		return roleByInst, ""
-	case "wq:shold":
+	case "wq:shold", "wq:dead":
 		return roleByItem, ""
 	case "wq:sowned", "wq:sidle", "wq:scount":
 		return roleBySess, ""
 	}
-	for _, d := range []string{"wake:orch:f:", "wake:x:", "att:", "wq:wake:", "chx:"} {
+	for _, d := range []string{"wake:orch:f:", "wake:x:", "att:", "wq:wake:", "chx:", "cap:run:", "cap:rate:"} {
 		if strings.HasPrefix(rest, d) {
 			return roleDrop, ""
 		}

@@ -29,6 +29,9 @@ func (p *Provider) workPartition(r route) int {
 	if r.session != "" {
 		return p.keys.SessionPartition(r.session)
 	}
+	if p.keys.Partitions() > 1 && p.cappedTags()[dxredis.WorkTagKey(r.tag)] {
+		return 0 // a capped tag's items live with its caps, so that a fetch checks them atomically (caps.go)
+	}
 	return p.keys.PartitionOf(r.instance)
 }
 
@@ -258,6 +261,7 @@ func (p *Provider) workFetchArgs(op string, part int, lockTimeout, pollTimeout t
 	e.Set("slock_ms", ms(sessionLock))
 	e.Set("wait_ms", ms(waitRegistration(pollTimeout, rescan)))
 	e.Set("mode", mode)
+	e.Flag("caps", part == 0 && len(p.cappedTags()) > 0)
 	if tags.Mode() == provider.TagModeAny {
 		e.Set("any", "*")
 	} else {
@@ -389,11 +393,14 @@ func (p *Provider) workAckArgs(op, lockToken string, completion *provider.WorkIt
 		return 0, nil, err
 	}
 	if completion == nil {
-		args, err := argsOf(op, luascripts.WorkAck, "token", lockToken, "completed", "0", "target", "", "completion", "", "tpart", "")
+		args, err := argsOf(op, luascripts.WorkAck, "token", lockToken, "completed", "0", "target", "", "completion", "", "tpart", "", "failed", "0")
 		return part, args, err
 	}
+	failed := "0"
 	switch completion.Kind.(type) {
-	case provider.ActivityCompleted, provider.ActivityFailed:
+	case provider.ActivityCompleted:
+	case provider.ActivityFailed:
+		failed = "1"
 	default:
 		return 0, nil, invalid(op, "completion must be ActivityCompleted or ActivityFailed, got %q", completion.Variant())
 	}
@@ -407,7 +414,7 @@ func (p *Provider) workAckArgs(op, lockToken string, completion *provider.WorkIt
 	if t := p.keys.PartitionOf(completion.TargetInstance()); t != part {
 		tpart = strconv.Itoa(t)
 	}
-	args, err := argsOf(op, luascripts.WorkAck, "token", lockToken, "completed", "1", "target", completion.TargetInstance(), "completion", js, "tpart", tpart)
+	args, err := argsOf(op, luascripts.WorkAck, "token", lockToken, "completed", "1", "target", completion.TargetInstance(), "completion", js, "tpart", tpart, "failed", failed)
 	return part, args, err
 }
 

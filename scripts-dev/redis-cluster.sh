@@ -16,11 +16,19 @@ set -euo pipefail
 # shellcheck source=scripts-dev/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+# DXREDIS_CLUSTER_NODES=N sets the number of primaries (default 3; bench/scaleout.sh uses 1-3).
 # DXREDIS_CLUSTER_NODES=1 makes a one-node cluster holding every slot: nothing can fail over,
 # but every script runs with the cluster's checks, so one that touches a key of another slot
 # (another partition) fails loudly ("Script attempted to access keys that do not hash to the
 # same slot"): make test-partitions runs its suites there too.
 NODES=${DXREDIS_CLUSTER_NODES:-3}
+# DXREDIS_CLUSTER_REPLICAS=1 gives each primary that many replicas (NODES x (1 + REPLICAS) servers;
+# the failover tests SIGKILL a primary and wait for its replica's promotion); DIR/addrs lists the
+# primaries and replicas alike (the cluster client finds which is which).
+REPLICAS=${DXREDIS_CLUSTER_REPLICAS:-0}
+# DXREDIS_CLUSTER_NODE_TIMEOUT: cluster-node-timeout in ms (how long before a silent primary is
+# failed over). Default 5000.
+NODE_TIMEOUT=${DXREDIS_CLUSTER_NODE_TIMEOUT:-5000}
 
 # wait_cluster_ok SECONDS PORT...: waits until every node reports cluster_state:ok and knows all nodes.
 wait_cluster_ok() {
@@ -41,6 +49,26 @@ wait_cluster_ok() {
 	return 1
 }
 
+# wait_replicas_synced SECONDS PORT...: waits until every replica among the nodes has its link to
+# its primary up.
+wait_replicas_synced() {
+	local deadline=$((SECONDS + $1)) port info ok
+	shift
+	while ((SECONDS < deadline)); do
+		ok=1
+		for port in "$@"; do
+			info=$(redis-cli -h 127.0.0.1 -p "$port" info replication 2>/dev/null | tr -d '\r') || info=
+			if grep -qx 'role:slave' <<<"$info" && ! grep -qx 'master_link_status:up' <<<"$info"; then
+				ok=0
+				break
+			fi
+		done
+		((ok)) && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
 start() {
 	need_redis_server || exit 1
 	local dir node port try ports=() addrs=()
@@ -48,12 +76,14 @@ start() {
 	# From here on, a failure tears down what was started.
 	# shellcheck disable=SC2064 # expand dir now
 	trap "stop '$dir' >&2; exit 1" ERR
-	for ((node = 1; node <= NODES; node++)); do
+	((NODES > 1 || REPLICAS == 0)) || die "replicas need at least 3 primaries"
+	for ((node = 1; node <= NODES * (1 + REPLICAS); node++)); do
 		mkdir "$dir/node$node"
 		for ((try = 1; ; try++)); do
 			port=$(free_port 10000)
 			start_node "$dir/node$node" "$port" \
-				--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000 &&
+				--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout "$NODE_TIMEOUT" \
+				--repl-diskless-sync yes --repl-diskless-sync-delay 0 &&
 				break
 			log "node $node did not come up on port $port (try $try)"
 			((try < 5)) || false
@@ -62,16 +92,26 @@ start() {
 		addrs+=("127.0.0.1:$port")
 	done
 	log "creating cluster of ${addrs[*]}"
-	if ((NODES == 1)); then
-		redis-cli -h 127.0.0.1 -p "${ports[0]}" cluster addslotsrange 0 16383 >"$dir/create.log" 2>&1 ||
-			{ cat "$dir/create.log" >&2; false; }
+	if ((NODES < 3)); then
+		# redis-cli --cluster create wants 3 primaries: give each node an even share of the slots
+		# and introduce them to each other by hand.
+		for ((node = 0; node < NODES; node++)); do
+			redis-cli -h 127.0.0.1 -p "${ports[node]}" cluster addslotsrange \
+				$((16384 * node / NODES)) $((16384 * (node + 1) / NODES - 1)) >>"$dir/create.log" 2>&1 &&
+				redis-cli -h 127.0.0.1 -p "${ports[node]}" cluster meet 127.0.0.1 "${ports[0]}" >>"$dir/create.log" 2>&1 ||
+				{ cat "$dir/create.log" >&2; false; }
+		done
 	else
-		redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$dir/create.log" 2>&1 ||
+		redis-cli --cluster create "${addrs[@]}" --cluster-replicas "$REPLICAS" --cluster-yes >"$dir/create.log" 2>&1 ||
 			{ cat "$dir/create.log" >&2; false; }
 	fi
 	if ! wait_cluster_ok 30 "${ports[@]}"; then
 		log "cluster did not reach cluster_state:ok within 30 s"
 		redis-cli -h 127.0.0.1 -p "${ports[0]}" cluster info >&2 || true
+		false
+	fi
+	if ((REPLICAS > 0)) && ! wait_replicas_synced 30 "${ports[@]}"; then
+		log "the replicas did not sync within 30 s"
 		false
 	fi
 	(IFS=,; echo "${addrs[*]}") >"$dir/addrs"

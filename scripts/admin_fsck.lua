@@ -202,7 +202,7 @@ end
 
 local function check_item(id)
   local ki = WQ.k_item(id)
-  local it = redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'u', 'x')
+  local it = redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'u', 'x', 'd')
   if it[1] == false then return end -- entries of a missing item: 'wready' reports them, per set
   if WQ.seq(id) > (tonumber(redis.call('HGET', K_META, 'seq')) or 0) then
     bad('seq_behind', id, ki .. ' is numbered above ' .. K_META .. ' seq: the next enqueues would reuse its number ' ..
@@ -210,7 +210,9 @@ local function check_item(id)
   end
   local sid, tk = it[4] or '', it[5] or '-'
   local places, score = {}, nil
-  for _, key in ipairs(item_homes(sid, tk)) do
+  local homes = item_homes(sid, tk)
+  if it[9] then homes = { WQ.K_DEAD } end -- a dead letter is in wq:dead only (work_dead)
+  for _, key in ipairs(homes) do
     local sc = redis.call('ZSCORE', key, id)
     if sc then
       places[#places + 1] = key
@@ -270,13 +272,15 @@ elseif mode == 'wready' then
   for _, id in ipairs(list) do
     local ki = WQ.k_item(id)
     if redis.call('ZSCORE', subject, id) then
-      local it = redis.call('HMGET', ki, 's', 't')
+      local it = redis.call('HMGET', ki, 's', 't', 'd')
       if not it[2] then
         bad('item_index_without_item', id, subject .. ' lists item ' .. id .. ' but ' .. ki ..
           ' does not exist: a fetch would lock it')
       else
         local home = false
-        for _, key in ipairs(item_homes(it[1], it[2])) do home = home or key == subject end
+        local homes = item_homes(it[1], it[2])
+        if it[3] then homes = { WQ.K_DEAD } end -- a dead letter (work_dead)
+        for _, key in ipairs(homes) do home = home or key == subject end
         if not home then
           bad('item_placement', id, subject .. ' lists item ' .. id .. ' whose session and tag key (' .. ki ..
             ') place it elsewhere: fetches of that set would take it')

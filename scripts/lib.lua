@@ -14,6 +14,7 @@ local LOCK_UNTIL -- the expiry (ms) of the lock this call's token holds, once ch
 -- recomputed only when the prefix differs from the previous call's (about 25 string
 -- concatenations and internings per call saved, most calls use one prefix); per-call state is
 -- reset every time.
+local IN_CLUSTER -- whether the server is a Redis Cluster node, once asked (dx_setup's slot probe)
 local format_checked = {} -- prefixes whose format record this library load has checked (see format_check)
 local format_check
 local function dx_setup(prefix, writes)
@@ -37,6 +38,15 @@ local function dx_setup(prefix, writes)
     K_ORPHANS = P .. 'oq:parked'
     for _, hook in ipairs(setup_hooks) do hook() end
   end
+  -- The slot probe (keys.go, "Slot migrations"): while a Redis Cluster migrates this partition's
+  -- slot, some of its keys may be on each node, and a script would fail at its first key that
+  -- moved (after writes) or, on the importing node, not see the keys still on the other. The
+  -- probe key never exists: on a slot in migration this two-key read fails (TRYAGAIN or ASK, as
+  -- "Script attempted to access a non local key"), before anything is read or written, and the
+  -- caller retries until the slot has moved. Off a cluster, or on a settled slot, it reads nothing.
+  -- Only a cluster node migrates slots: elsewhere the probe would be a command per call for nothing.
+  if IN_CLUSTER == nil then IN_CLUSTER = type(redis.pcall('CLUSTER', 'MYID')) == 'string' end
+  if IN_CLUSTER then redis.call('EXISTS', K_META, P .. 'slot:probe') end
   if writes and not format_checked[P] then return format_check() end
   return nil
 end
@@ -258,6 +268,31 @@ local function call_chunked(cmd, key, args)
     end
   end
   return out
+end
+
+-- Per-minute outcome counts (keys.go, P stats; redisprovider's OutcomeStats): field
+-- '<minute>:<kind>' (minute = ms / 60000; kind oc/of orchestrations completed/failed, ac/af
+-- activities completed/failed) counts the outcomes of that minute, field 't' the minute of the
+-- last trim. One HINCRBY per outcome; the first count of a kind in a minute (the reply is 1) also
+-- deletes the minutes that left the window of STATS_MINUTES: every field is deleted once, so the
+-- cost is O(1) amortized and the hash holds at most STATS_MINUTES + 1 minutes. Between the last
+-- trim t and this minute no outcome was counted (it would have trimmed), so the minutes to delete
+-- are t-STATS_MINUTES+1 .. min(t, m-STATS_MINUTES).
+local STATS_MINUTES = 1440
+local STATS_KINDS = { 'oc', 'of', 'ac', 'af' }
+local function stats_count(kind)
+  local m = math.floor(now_ms() / 60000)
+  local key, ms = P .. 'stats', d(m)
+  if redis.call('HINCRBY', key, ms .. ':' .. kind, '1') ~= 1 then return end
+  local t = tonumber(redis.call('HGET', key, 't') or '')
+  if t and t >= m then return end
+  redis.call('HSET', key, 't', ms)
+  if not t then return end
+  local dead = {}
+  for x = t - STATS_MINUTES + 1, math.min(t, m - STATS_MINUTES) do
+    for _, k in ipairs(STATS_KINDS) do dead[#dead + 1] = d(x) .. ':' .. k end
+  end
+  call_chunked('HDEL', key, dead)
 end
 
 -- Wake up to n long-polling fetchers waiting on key. The list is capped and expires, so tokens

@@ -27,6 +27,8 @@ setup_hooks[#setup_hooks + 1] = function()
   WQ.K_SOWNED = P .. 'wq:sowned'
   WQ.K_SIDLE = P .. 'wq:sidle'
   WQ.K_WAITING = P .. 'wq:waiting'
+  WQ.K_CAPS = P .. 'caps'
+  WQ.K_DEAD = P .. 'wq:dead'
 end
 function WQ.k_item(id) return P .. 'wq:m:' .. id end
 function WQ.k_inst(id) return P .. 'wq:inst:' .. id end
@@ -37,6 +39,75 @@ function WQ.k_stags(sid) return P .. 'wq:stags:' .. sid end
 function WQ.k_sfree(tk) return P .. 'wq:sfree:' .. tk end
 function WQ.k_sown(tk, owner) return P .. 'wq:sown:' .. tk .. ':' .. owner end
 function WQ.k_owner(owner) return P .. 'wq:owner:' .. owner end
+function WQ.k_cap_run(tk) return P .. 'cap:run:' .. tk end
+function WQ.k_cap_rate(tk) return P .. 'cap:rate:' .. tk end
+
+-- Caps per tag (keys_worker.go, "Caps"): a fetch told to check them (work_fetch's caps) loads
+-- the caps hash once: WQ.CAPS[tk] = {concurrency, rate per s, burst}; nil when it does not check
+-- them (no cap is set: no command is added). Per call: work_fetch sets it first thing.
+WQ.CAPS = nil
+function WQ.load_caps()
+  local caps = {}
+  local all = redis.call('HGETALL', WQ.K_CAPS)
+  for i = 1, #all, 2 do
+    local k, r, b = string.match(all[i + 1], '^(%d+) ([%d.]+) (%d+)$')
+    if k then caps[all[i]] = { tonumber(k), tonumber(r), tonumber(b) } end
+  end
+  WQ.CAPS = caps
+end
+
+-- The tokens of tk's rate bucket now (a full bucket when its key expired or never existed).
+function WQ.cap_tokens(tk, c, now)
+  local burst = math.max(c[3], 1)
+  local b = redis.call('HMGET', WQ.k_cap_rate(tk), 't', 'at')
+  if not b[1] then return burst end
+  local t = tonumber(b[1]) + (now - tonumber(b[2])) * c[2] / 1000
+  if t > burst then t = burst end
+  return t
+end
+
+-- Whether a fetch may start an item of tk now: true, or false and when it may next (ms). The
+-- running set loses the locks that expired (a dead worker's slot comes back then).
+function WQ.cap_open(tk, now)
+  local c = WQ.CAPS[tk]
+  if c[1] > 0 then
+    local kr = WQ.k_cap_run(tk)
+    redis.call('ZREMRANGEBYSCORE', kr, '-inf', d(now))
+    if redis.call('ZCARD', kr) >= c[1] then
+      local h = redis.call('ZRANGE', kr, '0', '0', 'WITHSCORES')
+      return false, tonumber(h[2])
+    end
+  end
+  if c[2] > 0 then
+    local t = WQ.cap_tokens(tk, c, now)
+    if t < 1 then return false, now + math.ceil((1 - t) * 1000 / c[2]) end
+  end
+  return true
+end
+
+-- Count item id (tag key tk), locked until until_ms, against tk's caps: it joins the running set
+-- (scored at its lock's expiry; its field r says so, for ack, abandon and renew) and takes a token.
+function WQ.cap_take(tk, id, until_ms, now)
+  local c = WQ.CAPS and WQ.CAPS[tk]
+  if not c then return end
+  if c[1] > 0 then
+    redis.call('ZADD', WQ.k_cap_run(tk), d(until_ms), id)
+    redis.call('HSET', WQ.k_item(id), 'r', '1')
+  end
+  if c[2] > 0 then
+    local kb = WQ.k_cap_rate(tk)
+    redis.call('HSET', kb, 't', tostring(WQ.cap_tokens(tk, c, now) - 1), 'at', d(now))
+    -- Idle, the bucket refills: once it would be full its key may go.
+    redis.call('PEXPIRE', kb, d(math.ceil(math.max(c[3], 1) * 1000 / c[2]) + 1000))
+  end
+end
+
+-- An item counted in tk's running set stopped running (acked, abandoned, deleted): its slot is
+-- free, and a fetcher waiting for tk is woken.
+function WQ.cap_release(tk, id)
+  redis.call('ZREM', WQ.k_cap_run(tk), id)
+  WQ.wake_for('p', tk)
+end
 
 -- Item id of sequence number n, and back (keys_worker.go WorkItemID).
 function WQ.id(n)
@@ -203,14 +274,16 @@ end
 
 -- Delete worker item id wherever it stands; a held lock token stops working. keep_inst skips the
 -- instance index (the caller drops that entry itself). it, when the caller read them already, are
--- the item's fields {i, e, a, s, t, k, x}. Returns true when the item existed.
+-- the item's fields {i, e, a, s, t, k, x, r, d}. Returns true when the item existed.
 function WQ.delete(id, keep_inst, it)
   local ki = WQ.k_item(id)
-  it = it or redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'x')
+  it = it or redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'x', 'r', 'd')
   local inst, sid, tk, tok = it[1], it[4], it[5], it[6]
   if not inst then return false end
+  if it[9] then redis.call('ZREM', WQ.K_DEAD, id) end -- a dead letter (work_dead)
   if sid == '' then
     redis.call('ZREM', WQ.k_q(tk), id)
+    if it[8] == '1' then WQ.cap_release(tk, id) end
   elseif tok then
     redis.call('ZREM', WQ.K_SHOLD, id)
   elseif redis.call('ZREM', WQ.K_SHOLD, id) == 0 then -- delayed, or else ready in its group
@@ -251,7 +324,7 @@ function WQ.lock(id, token, until_ms, sid, tk)
   return { n, it[1], token }
 end
 
--- Look up a held lock: returns the item id and its fields {k, u, s, t, n, i, e, a, x, c}, or nil
+-- Look up a held lock: returns the item id and its fields {k, u, s, t, n, i, e, a, x, c, r}, or nil
 -- and an error reply. An expired lock is still "held" until a fetch reclaims it; given now, an
 -- expired one is refused.
 function WQ.held(token, now)
@@ -261,7 +334,7 @@ function WQ.held(token, now)
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown worker lock_token (acked, abandoned, '
       .. 'expired and reclaimed, or the activity was cancelled)')
   end
-  local it = redis.call('HMGET', WQ.k_item(id), 'k', 'u', 's', 't', 'n', 'i', 'e', 'a', 'x', 'c')
+  local it = redis.call('HMGET', WQ.k_item(id), 'k', 'u', 's', 't', 'n', 'i', 'e', 'a', 'x', 'c', 'r')
   if it[1] == false then
     return nil, fail('INVALID_TOKEN', 'Invalid lock token: unknown worker lock_token (acked, abandoned, '
       .. 'expired and reclaimed, or the activity was cancelled)')
@@ -293,8 +366,14 @@ function WQ.pick(tks, all_tags, owner, sess, now, nxt)
       if at > now then
         if nxt < 0 or at < nxt then nxt = at end
       else
-        local s = WQ.seq(h[1])
-        if best == nil or s < best then best, best_member, best_tk, best_idx = s, h[1], tk, nil end
+        local open, retry = true, nil
+        if WQ.CAPS and WQ.CAPS[tk] then open, retry = WQ.cap_open(tk, now) end
+        if open then
+          local s = WQ.seq(h[1])
+          if best == nil or s < best then best, best_member, best_tk, best_idx = s, h[1], tk, nil end
+        elseif nxt < 0 or retry < nxt then
+          nxt = retry -- capped: look again when a slot or a token comes free (or a release wakes it)
+        end
       end
     elseif all_tags and i > 1 then
       if sessions == nil then sessions = redis.call('EXISTS', WQ.K_SCOUNT) == 1 end

@@ -334,5 +334,9 @@ end
 if cs_op ~= '' or (terminal and is_current and old_status ~= st) then
   redis.call('PUBLISH', P .. 'status', id)
 end
+-- 13. Per-minute stats (lib.lua, stats_count): the instance completed or failed.
+if terminal and is_current and old_status ~= st and (st == 'Completed' or st == 'Failed') then
+  stats_count(st == 'Completed' and 'oc' or 'of')
+end
 if OB_WRITTEN then return 2 end
 return 1

@@ -17,6 +17,10 @@ if not id then return it end
 local sid, tk = it[3], it[4]
 local ki = WQ.k_item(id)
 redis.call('HDEL', ki, 'k', 'u')
+if it[11] == '1' then -- counted against its tag's concurrency cap: the slot is free
+  redis.call('HDEL', ki, 'r')
+  WQ.cap_release(tk, id)
+end
 if ignore and (tonumber(it[5]) or 0) > 0 then redis.call('HINCRBY', ki, 'n', -1) end
 if delay > 0 then
   -- Delayed where it is: its schedule (or wq:shold) at the time it becomes visible.

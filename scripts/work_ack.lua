@@ -8,8 +8,10 @@
 --   completion: completion JSON (ActivityCompleted/ActivityFailed)
 --   tpart: the target's partition when it is not this one (a session item homed here for an
 --     instance of another partition; keys.go), else ''
+--   failed: '1' when the completion is an ActivityFailed (counted in the per-minute stats)
 -- Reply: 1, or 2 when the completion went to the outbox (lib.lua, ob_put; redisprovider forwards it).
--- Effects: refreshes the item's session last_activity while the session lock is valid (session
+-- Effects: counts the activity's outcome in the per-minute stats (lib.lua, stats_count) when
+--   a completion is given; refreshes the item's session last_activity while the session lock is valid (session
 --   ownership does not gate the ack); wakes an orchestration fetcher when the completion is visible.
 -- Errors: DX_INVALID_TOKEN when the token is unknown (acked, abandoned, reclaimed, cancelled) or its
 --   lock expired; nothing is written then and the item stays queued.
@@ -24,7 +26,8 @@ elseif completed then
   local pin = oq_enqueue(target, completion, 'O', now, now)
   if pin then wake_orch(pin, 1) end
 end
+if completed then stats_count(failed and 'af' or 'ac') end
 WQ.touch_session(it[3], now)
-WQ.delete(id, false, { it[6], it[7], it[8], it[3], it[4], it[1], it[9] })
+WQ.delete(id, false, { it[6], it[7], it[8], it[3], it[4], it[1], it[9], it[11] })
 if OB_WRITTEN then return 2 end
 return 1

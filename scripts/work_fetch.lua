@@ -11,6 +11,8 @@
 --     the oldest work): 'h' adds the partition's next candidate's sequence number to a reply with an
 --     item (-1: none); 'p' (peek) locks nothing and replies {0, now ms, next ms, the oldest
 --     candidate's sequence number or -1}
+--   caps: '1' to apply the caps per tag (keys_worker.go, "Caps"; redisprovider sets it where a
+--     cap is set), else ''
 --   any: '*' for every tag key in use (TagFilter Any) or '' for the list that follows
 --   tks[tag_key]...: tag keys ('-' untagged, '<len>:<tag>'), to the end
 -- Reply: {1, attempt, item JSON, lock token} when an item was locked (attempt counts this delivery), else
@@ -31,6 +33,8 @@
 --   session rules exclude: session items never sit in the schedules, and sessions held by other
 --   owners never sit in the free or this owner's indexes. One tag key and no session items:
 --   TIME, ZRANGE, HMGET, HSET, ZADD.
+WQ.CAPS = nil
+if caps then WQ.load_caps() end
 local all_tags = any == '*'
 if all_tags then
   tks = { '-' }
@@ -63,7 +67,10 @@ for _ = 1, 10 do -- retries only if an index entry is stale (never expected)
   if best == nil then break end
   if best_idx == nil then
     r = WQ.lock(best_member, token, now + lock_ms, '', best_tk)
-    if r then break end
+    if r then
+      WQ.cap_take(best_tk, best_member, now + lock_ms, now)
+      break
+    end
     redis.call('ZREM', WQ.k_q(best_tk), best_member)
   else
     local sid = best_member

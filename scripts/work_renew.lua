@@ -14,5 +14,6 @@ if not id then return it end
 local until_ms = d(now + ext)
 redis.call('HSET', WQ.k_item(id), 'u', until_ms)
 redis.call('ZADD', it[3] == '' and WQ.k_q(it[4]) or WQ.K_SHOLD, until_ms, id) -- the lock's score is its expiry
+if it[11] == '1' then redis.call('ZADD', WQ.k_cap_run(it[4]), 'XX', until_ms, id) end -- its cap slot too
 WQ.touch_session(it[3], now)
 return 1

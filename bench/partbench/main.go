@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,19 +41,24 @@ func main() {
 
 type nodeStats struct {
 	calls, usec int64
+	cpu         float64 // used_cpu_sys + used_cpu_user, seconds
 }
 
-// nodes reads INFO commandstats of every primary (one server: itself).
+// nodes reads INFO commandstats and cpu of every primary (one server: itself).
 func nodes(ctx context.Context, c redis.UniversalClient) (map[string]nodeStats, error) {
 	out := map[string]nodeStats{}
 	var mu sync.Mutex
 	read := func(ctx context.Context, n *redis.Client) error {
-		info, err := n.Info(ctx, "commandstats").Result()
+		info, err := n.Info(ctx, "commandstats", "cpu").Result()
 		if err != nil {
 			return err
 		}
 		var s nodeStats
 		for _, line := range strings.Split(info, "\n") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+				x, _ := strconv.ParseFloat(v, 64)
+				s.cpu += x
+			}
 			if !strings.HasPrefix(line, "cmdstat_") {
 				continue
 			}
@@ -80,14 +86,27 @@ func nodes(ctx context.Context, c redis.UniversalClient) (map[string]nodeStats, 
 
 // counter counts the provider's script calls by operation (redisprovider.Observer).
 type counter struct {
-	mu  sync.Mutex
-	ops map[string]int64
+	mu   sync.Mutex
+	ops  map[string]int64
+	acks []time.Duration // latency of every orchestration ack call (WaitReplicas adds its WAITs)
 }
 
-func (c *counter) ObserveCall(_ context.Context, op string, _ time.Duration, _ error) {
+func (c *counter) ObserveCall(_ context.Context, op string, d time.Duration, _ error) {
 	c.mu.Lock()
 	c.ops[op]++
+	if strings.HasPrefix(op, "ack_orchestration_item") {
+		c.acks = append(c.acks, d)
+	}
 	c.mu.Unlock()
+}
+
+// quantile returns the q-quantile of ds (sorted in place), 0 when empty.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[min(len(ds)-1, int(q*float64(len(ds))))]
 }
 
 type input struct {
@@ -117,20 +136,23 @@ func run() error {
 	width := flag.Int("width", 10, "fanout and children: activities or children per orchestration")
 	conc := flag.Int("concurrency", 8, "orchestration and worker dispatcher goroutines each")
 	idle := flag.Duration("idle", 0, "instead of a workload: observe an idle runtime this long")
+	waitReplicas := flag.Int("wait-replicas", 0, "Options.WaitReplicas")
+	rate := flag.Float64("rate", 0, "orchestrations started per second (0: all at once, as fast as possible)")
 	flag.Parse()
 	ctx := context.Background()
 	list := strings.Split(*addrs, ",")
 	var client redis.UniversalClient
 	if len(list) > 1 {
-		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: list, MaxRetries: -1})
+		// Pools big enough for every dispatcher's long poll (at P = 1 they share this client's pool).
+		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: list, MaxRetries: -1, ReadTimeout: 5 * time.Second, PoolSize: 4**conc + 16})
 	} else {
-		client = redis.NewClient(&redis.Options{Addr: list[0], MaxRetries: -1})
+		client = redis.NewClient(&redis.Options{Addr: list[0], MaxRetries: -1, PoolSize: 4**conc + 16})
 	}
 	defer client.Close()
 	ns := fmt.Sprintf("partbench-%d", time.Now().UnixNano())
 	obs := &counter{ops: map[string]int64{}}
 	p, err := redisprovider.NewFromClient(ctx, client, redisprovider.Options{Namespace: ns, Partitions: *parts,
-		Observer: obs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Observer: obs, WaitReplicas: *waitReplicas, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return err
 	}
@@ -146,7 +168,19 @@ func run() error {
 	rt := dx.NewRuntime(p, dx.Options{OrchestrationConcurrency: *conc, WorkerConcurrency: *conc, Metrics: completed,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	dx.RegisterActivity(rt, "Work", func(_ context.Context, in input) (int, error) { return in.N, nil })
-	dx.Register(rt, "Hello", func(ctx dx.Context, in input) (int, error) { return dx.Call[int](ctx, "Work", in).Await(ctx) })
+	// Latency: from the start call to the turn that completes the orchestration (its ack, about a
+	// millisecond, not included), noted by the orchestration's code the first time it gets there.
+	var startedAt, doneAt sync.Map
+	finished := func(ctx dx.Context) {
+		if !ctx.IsReplaying() {
+			doneAt.LoadOrStore(ctx.InstanceID(), time.Now())
+		}
+	}
+	dx.Register(rt, "Hello", func(ctx dx.Context, in input) (int, error) {
+		v, err := dx.Call[int](ctx, "Work", in).Await(ctx)
+		finished(ctx)
+		return v, err
+	})
 	dx.Register(rt, "Child", func(ctx dx.Context, in input) (int, error) { return dx.Call[int](ctx, "Work", in).Await(ctx) })
 	dx.Register(rt, "FanOut", func(ctx dx.Context, in input) (int, error) {
 		fs := make([]dx.Future[int], *width)
@@ -154,6 +188,7 @@ func run() error {
 			fs[i] = dx.Call[int](ctx, "Work", input{i})
 		}
 		_, err := dx.All(ctx, fs...)
+		finished(ctx)
 		return len(fs), err
 	})
 	dx.Register(rt, "Children", func(ctx dx.Context, in input) (int, error) {
@@ -166,6 +201,7 @@ func run() error {
 			fs[i] = dx.CallSub[int](ctx, "Child", input{i}, opts...)
 		}
 		_, err := dx.All(ctx, fs...)
+		finished(ctx)
 		return len(fs), err
 	})
 	c := dx.NewClient(p)
@@ -199,14 +235,25 @@ func run() error {
 	}
 	obs.mu.Lock()
 	clear(obs.ops)
+	obs.acks = nil
 	obs.mu.Unlock()
 	start := time.Now()
+	cpu0 := appCPU()
 	var started atomic.Int64
 	var wg sync.WaitGroup
-	for w := range 8 {
+	starters := 8
+	if *rate > 0 {
+		starters = 1
+	}
+	for w := range starters {
 		wg.Go(func() {
-			for i := w; i < *n; i += 8 {
-				if _, err := c.Start(ctx, name, input{i}, dx.WithInstanceID(fmt.Sprintf("pb-%d", i))); err != nil {
+			for i := w; i < *n; i += starters {
+				if *rate > 0 {
+					time.Sleep(time.Until(start.Add(time.Duration(float64(i) / *rate * float64(time.Second)))))
+				}
+				id := fmt.Sprintf("pb-%d", i)
+				startedAt.Store(id, time.Now())
+				if _, err := c.Start(ctx, name, input{i}, dx.WithInstanceID(id)); err != nil {
 					fmt.Fprintln(os.Stderr, "start:", err)
 					return
 				}
@@ -222,6 +269,7 @@ func run() error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	appPct := 100 * (appCPU() - cpu0).Seconds() / elapsed.Seconds()
 	after, err := nodes(ctx, client)
 	if err != nil {
 		return err
@@ -229,32 +277,56 @@ func run() error {
 	type row struct {
 		addr        string
 		calls, usec int64
+		cpu         float64
 	}
 	var rows []row
 	var calls, usec int64
 	for addr, a := range after {
-		r := row{addr, a.calls - before[addr].calls, a.usec - before[addr].usec}
+		r := row{addr, a.calls - before[addr].calls, a.usec - before[addr].usec, a.cpu - before[addr].cpu}
 		rows = append(rows, r)
 		calls, usec = calls+r.calls, usec+r.usec
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].addr < rows[j].addr })
 	obs.mu.Lock()
 	ops := maps(obs.ops)
+	ackP50, ackP99 := quantile(obs.acks, 0.5), quantile(obs.acks, 0.99)
 	obs.mu.Unlock()
+	var lat []time.Duration
+	startedAt.Range(func(id, at any) bool {
+		if d, ok := doneAt.Load(id); ok {
+			lat = append(lat, d.(time.Time).Sub(at.(time.Time)))
+		}
+		return true
+	})
+	latP50, latP99 := quantile(lat, 0.5), quantile(lat, 0.99)
 	acks := ops["ack_orchestration_item"] + ops["ack_orchestration_item_and_fetch"]
 	fmt.Printf("%s: P=%d, %d orchestrations in %v (%.0f/s) over %d node(s)\n", *workload, *parts, *n, elapsed.Round(time.Millisecond),
 		float64(*n)/elapsed.Seconds(), len(rows))
+	var cpus []float64
 	minC, maxC, minU, maxU := rows[0].calls, rows[0].calls, rows[0].usec, rows[0].usec
 	for _, r := range rows {
-		fmt.Printf("  node %-22s %9d commands (%.1f per orch)  %9d us (%.1f per orch)\n", r.addr, r.calls, float64(r.calls)/float64(*n), r.usec, float64(r.usec)/float64(*n))
+		fmt.Printf("  node %-22s %9d commands (%.1f per orch)  %9d us (%.1f per orch)  cpu %.0f%%\n", r.addr, r.calls, float64(r.calls)/float64(*n), r.usec, float64(r.usec)/float64(*n), 100*r.cpu/elapsed.Seconds())
+		cpus = append(cpus, 100*r.cpu/elapsed.Seconds())
 		minC, maxC, minU, maxU = min(minC, r.calls), max(maxC, r.calls), min(minU, r.usec), max(maxU, r.usec)
 	}
 	fmt.Printf("  sum: %.1f commands and %.1f us per orchestration; max/min per node: commands %.2f, us %.2f\n",
 		float64(calls)/float64(*n), float64(usec)/float64(*n), float64(maxC)/float64(minC), float64(maxU)/float64(minU))
 	fmt.Printf("  forwards (ob_take calls) %d for %d turn acks: %.2f per ack\n", ops["forward"], acks, float64(ops["forward"])/float64(max(acks, 1)))
+	fmt.Printf("  start -> completing turn: p50 %v, p99 %v (%d samples, rate %.0f/s)\n", latP50, latP99, len(lat), *rate)
+	fmt.Printf("  orchestration ack calls: p50 %v, p99 %v (WaitReplicas %d); partbench itself used %.0f%% of a core\n", ackP50, ackP99, *waitReplicas, appPct)
 	return json.NewEncoder(os.Stdout).Encode(map[string]any{"workload": *workload, "partitions": *parts, "n": *n, "named_children": *named,
 		"commands_per_orch": float64(calls) / float64(*n), "usec_per_orch": float64(usec) / float64(*n),
-		"max_min_commands": float64(maxC) / float64(minC), "max_min_usec": float64(maxU) / float64(minU), "ops": ops, "seconds": elapsed.Seconds()})
+		"max_min_commands": float64(maxC) / float64(minC), "max_min_usec": float64(maxU) / float64(minU), "ops": ops, "seconds": elapsed.Seconds(),
+		"orch_per_s": float64(*n) / elapsed.Seconds(), "app_cpu_pct": appPct, "node_cpu_pct": cpus, "wait_replicas": *waitReplicas,
+		"rate": *rate, "latency_p50_ms": latP50.Seconds() * 1000, "latency_p99_ms": latP99.Seconds() * 1000,
+		"ack_p50_ms": ackP50.Seconds() * 1000, "ack_p99_ms": ackP99.Seconds() * 1000})
+}
+
+// appCPU is the CPU time this process used so far (user and system).
+func appCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func maps(m map[string]int64) map[string]int64 {

@@ -96,6 +96,80 @@ items), walked in short scripts.`,
 		},
 	},
 	{
+		name:    "limits",
+		usage:   "",
+		summary: "The caps per tag: concurrency (running / cap) and rate limits set on the namespace.",
+		details: `Set with "dxctl set-limit TAG". Running counts the tag's activities locked by a worker now
+(unexpired locks); an activity over a cap waits in its queue, "dxctl queues" shows how many.`,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(ctx context.Context, a *app, _ []string) error { return a.limits(ctx) }
+		},
+	},
+	{
+		name:    "set-limit",
+		usage:   "TAG [--concurrency K] [--rate R] [--burst B]",
+		summary: "Cap a tag's activities over all workers: at most K running at once, at most R starts a second.",
+		details: `Sets the tag's limits, enforced atomically by the worker fetch script across every worker
+process (docs/operations.md, "Caps per tag"): --concurrency K allows at most K of the tag's
+activities to run at once, --rate R at most R starts a second with bursts of up to --burst B
+(default 1). An activity over a cap waits; it is never failed or lost. A worker that dies frees
+its slots when its locks expire. Every limit 0 removes the tag's caps. TAG "" is the untagged
+activities. Processes apply a change within about a second; session activities are not capped.`,
+		nargs: 1,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			k := fs.Int("concurrency", 0, "at most `K` running at once (0: no cap)")
+			r := fs.Float64("rate", 0, "at most `R` starts a second (0: no limit)")
+			b := fs.Int("burst", 0, "bursts of up to `B` starts (with --rate; default 1)")
+			return func(ctx context.Context, a *app, args []string) error {
+				return a.limit(ctx, args[0], redisprovider.TagLimits{Concurrency: *k, Rate: *r, Burst: *b})
+			}
+		},
+	},
+	{
+		name:    "dead",
+		usage:   "list | show ID | redrive ID... | redrive --all [--activity NAME] [--instance PREFIX] | discard ID... | discard --all --yes",
+		summary: "Dead letters: activities parked past their attempts (dx.Options.OnPoison HoldPoison).",
+		details: `A runtime with OnPoison HoldPoison parks an activity delivered more often than MaxAttempts
+instead of failing it: nothing is written to its instance's history, which waits (docs/operations.md,
+"Dead letters"). list shows them, oldest first (ID, instance, activity, deliveries, when parked,
+the failure); show prints one with its failure in full; redrive puts them back with a fresh
+delivery count, run by the next worker that takes them (deploy the fix first); discard applies
+the default rule: the activity fails with the poison error it was parked with. --all acts on every
+dead letter (at most --limit), or those --activity and --instance select; discard --all needs
+--yes.`,
+		nargs: -1, // an action, then IDs
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			all := fs.Bool("all", false, "redrive or discard every dead letter (at most --limit; --activity and --instance narrow it)")
+			yes := fs.Bool("yes", false, "discard --all without refusing")
+			limit := fs.Int("limit", 100, "list or act on at most `N`")
+			activity := fs.String("activity", "", "with --all or list: only the activities named `NAME`")
+			instance := fs.String("instance", "", "with --all or list: only the activities of instances whose id starts with `PREFIX`")
+			return func(ctx context.Context, a *app, args []string) error {
+				if len(args) == 0 {
+					return usagef("dead: want an action: list, show, redrive or discard")
+				}
+				return a.dead(ctx, args[0], args[1:], *all, *yes, *limit, deadFilter{*activity, *instance})
+			}
+		},
+	},
+	{
+		name:    "stats",
+		usage:   "",
+		summary: "Orchestrations and activities completed and failed, per minute, over the last day at most.",
+		details: `The acks count what finishes as they commit: an instance whose current execution completes or
+fails (a continue-as-new is not counted), an activity result or failure a worker acknowledges. The
+counts are kept per minute for 24 hours in the namespace, so they survive restarts of dxctl web,
+of the runtimes and, with persistence, of Redis (docs/operations.md, "Outcome counts"). --last
+picks the range (whole minutes up to 24h), --step sums minutes into rows; rows without outcomes
+are left out of the table (not of --json). Times are the server's, UTC. Cost: one HMGET per
+partition.`,
+		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			last := fs.Duration("last", time.Hour, "the range, up to 24h")
+			step := fs.Duration("step", time.Minute, "minutes per row; must divide --last")
+			return func(ctx context.Context, a *app, _ []string) error { return a.stats(ctx, *last, *step) }
+		},
+	},
+	{
 		name:    "partitions",
 		usage:   "",
 		summary: "The namespace's partitions: slot, node, instances, queue depths, outbox backlog, node load.",
@@ -269,7 +343,7 @@ Options.Partitions 0 or N (docs/operations.md, "Changing the partition count").`
 			return func(ctx context.Context, a *app, _ []string) error { return a.migrate(ctx, *partitions) }
 		},
 	},
-}, clientCommands...)
+}, append(clientCommands, scheduleCommand)...)
 
 // statusPending is the status dxctl gives an instance whose start is queued but not run yet (it
 // has no instance record; redisprovider.ListPendingStarts).
@@ -466,6 +540,15 @@ func (a *app) show(ctx context.Context, id string, exec uint64) error {
 		return err
 	}
 	info, err := a.p.GetInstanceInfo(ctx, id)
+	if errors.Is(err, provider.ErrNotFound) {
+		ps, ok, perr := a.p.PendingStartOf(ctx, id)
+		if perr != nil {
+			return perr
+		}
+		if ok {
+			return a.showPending(ps)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -606,6 +689,29 @@ func (a *app) show(ctx context.Context, id string, exec uint64) error {
 	return t.flush()
 }
 
+// showPending shows an instance whose start is queued and has not run yet (no instance record).
+func (a *app) showPending(ps redisprovider.PendingStart) error {
+	row := web.Instance{ID: ps.InstanceID, Status: statusPending, Orchestration: ps.Orchestration,
+		Version: ps.Version, CreatedAt: ps.QueuedAt, Parent: ps.ParentInstanceID}
+	if a.json {
+		return a.printJSON(struct {
+			Instance web.Instance `json:"instance"`
+			Locked   bool         `json:"locked"`
+		}{row, ps.Locked})
+	}
+	t := newTable(a.stdout)
+	t.row("Instance:", ps.InstanceID)
+	t.row("Orchestration:", dash(strings.TrimSpace(ps.Orchestration+" "+ps.Version)))
+	note := "its start is queued; no runtime has run its first turn yet"
+	if ps.Locked {
+		note = "a runtime is running its first turn now"
+	}
+	t.row("Status:", statusPending+" ("+note+")")
+	t.row("Parent:", dash(ps.ParentInstanceID))
+	t.row("Queued:", msTime(ps.QueuedAt))
+	return t.flush()
+}
+
 type queuesOut struct {
 	Queue           string `json:"queue"`
 	Visible         uint64 `json:"visible"`
@@ -624,8 +730,14 @@ func (a *app) queues(ctx context.Context) error {
 		return err
 	}
 	o, wq := qs.Orchestrator, qs.Worker
+	ls, err := a.p.GetTagLimits(ctx)
+	if err != nil {
+		return err
+	}
+	caps := web.TagCapsOf(ls, wq.Tags)
 	if a.json {
 		return a.printJSON(struct {
+			Caps                  []web.TagCap    `json:"caps"`
 			Orchestrator          queuesOut       `json:"orchestrator"`
 			LockedInstances       uint64          `json:"locked_instances"`
 			ExpiredLocks          uint64          `json:"expired_locks"`
@@ -634,7 +746,7 @@ func (a *app) queues(ctx context.Context) error {
 			WorkerOldestVisibleMs int64           `json:"worker_oldest_visible_age_ms"`
 			WorkerTags            []web.WorkerTag `json:"worker_tags"`
 			ServerTime            time.Time       `json:"server_time"`
-		}{queuesOut{"orchestrator", o.Visible, o.Delayed, o.Visible + o.Delayed, o.Locked, o.OldestVisibleAge.Milliseconds()},
+		}{caps, queuesOut{"orchestrator", o.Visible, o.Delayed, o.Visible + o.Delayed, o.Locked, o.OldestVisibleAge.Milliseconds()},
 			o.LockedInstances, o.ExpiredLocks, wq.Unlocked, wq.Locked, wq.OldestVisibleAge.Milliseconds(), web.WorkerTagsOf(wq.Tags), qs.ServerTime.UTC()})
 	}
 	t := newTable(a.stdout, "QUEUE", "UNLOCKED", "VISIBLE", "DELAYED", "LOCKED", "OLDEST VISIBLE")
@@ -651,7 +763,106 @@ func (a *app) queues(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "\nLocked instances: %d (%d expired, reclaimed by the next fetch)\n", o.LockedInstances, o.ExpiredLocks)
-	return nil
+	if len(caps) == 0 {
+		return nil
+	}
+	fmt.Fprintln(a.stdout)
+	t = newTable(a.stdout, "CAPPED TAG", "RUNNING", "CONCURRENCY", "RATE/S", "WAITING")
+	for _, c := range caps {
+		waiting := "-"
+		if c.Waiting > 0 {
+			waiting = fmt.Sprintf("%d (capped)", c.Waiting)
+		}
+		t.row(tagName(c.Tag), c.Running, capText(c.Concurrency), rateText(c.Rate), waiting)
+	}
+	return t.flush()
+}
+
+func (a *app) limits(ctx context.Context) error {
+	if err := a.open(ctx); err != nil {
+		return err
+	}
+	ls, err := a.p.GetTagLimits(ctx)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(struct {
+			Limits []web.TagCap `json:"limits"`
+		}{web.TagCapsOf(ls, nil)})
+	}
+	t := newTable(a.stdout, "TAG", "RUNNING", "CONCURRENCY", "RATE/S", "BURST")
+	for _, l := range ls {
+		t.row(tagName(l.Tag), l.Running, capText(l.Concurrency), rateText(l.Rate), l.Burst)
+	}
+	return t.flush()
+}
+
+func (a *app) limit(ctx context.Context, tag string, l redisprovider.TagLimits) error {
+	if err := a.open(ctx); err != nil {
+		return err
+	}
+	if err := a.p.SetTagLimits(ctx, tag, l); err != nil {
+		return err
+	}
+	if l == (redisprovider.TagLimits{}) {
+		_, err := fmt.Fprintf(a.stdout, "%s: no caps\n", tagName(tag))
+		return err
+	}
+	_, err := fmt.Fprintf(a.stdout, "%s: concurrency %s, rate %s/s, burst %d\n", tagName(tag), capText(l.Concurrency), rateText(l.Rate), max(l.Burst, 1))
+	return err
+}
+
+// tagName is how dxctl names a tag ("" the untagged activities).
+func tagName(tag string) string {
+	if tag == "" {
+		return "untagged"
+	}
+	return fmt.Sprintf("tag %q", tag)
+}
+
+func capText(k int) string {
+	if k == 0 {
+		return "-"
+	}
+	return strconv.Itoa(k)
+}
+
+func rateText(r float64) string {
+	if r == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64)
+}
+
+func (a *app) stats(ctx context.Context, last, step time.Duration) error {
+	minutes, stepMinutes, err := web.OutcomeRange(last, step)
+	if err != nil {
+		return usagef("stats: %v", err)
+	}
+	if err := a.open(ctx); err != nil {
+		return err
+	}
+	o, err := web.ReadOutcomes(ctx, a.p, minutes, stepMinutes)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(o)
+	}
+	t := newTable(a.stdout, "FROM (UTC)", "ORCH COMPLETED", "ORCH FAILED", "ACT COMPLETED", "ACT FAILED")
+	for _, b := range o.Buckets {
+		if b.OutcomeCounts != (web.OutcomeCounts{}) {
+			t.row(b.At.Format("2006-01-02 15:04"), b.OrchestrationsCompleted, b.OrchestrationsFailed, b.ActivitiesCompleted, b.ActivitiesFailed)
+		}
+	}
+	c := o.Totals
+	t.row("total", c.OrchestrationsCompleted, c.OrchestrationsFailed, c.ActivitiesCompleted, c.ActivitiesFailed)
+	if err := t.flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(a.stdout, "\nLast %v from %s, %v per row.\n", last, o.From.Format("2006-01-02 15:04"), step)
+	return err
 }
 
 func (a *app) partitions(ctx context.Context) error {

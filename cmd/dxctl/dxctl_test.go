@@ -404,6 +404,22 @@ func TestShow(t *testing.T) {
 	}
 
 	f.fails(`instance "nope" not found in namespace "ctl"`, "show", "nope")
+
+	// A start queued and not run yet is shown as Pending, not as not found.
+	out = f.ok("show", "queued-1")
+	if !regexpLine(out, `^Status:\s+Pending \(its start is queued`) || !regexpLine(out, `^Orchestration:\s+Report 1.0.0$`) {
+		t.Fatalf("show queued-1:\n%s", out)
+	}
+	var pending struct {
+		Instance struct {
+			ID     string `json:"instance_id"`
+			Status string `json:"status"`
+		} `json:"instance"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("show", "queued-1", "--json")), &pending); err != nil ||
+		pending.Instance.ID != "queued-1" || pending.Instance.Status != "Pending" {
+		t.Fatalf("show queued-1 --json: %+v %v", pending, err)
+	}
 	f.fails(`execution 9 of instance "order-1" not found`, "show", "order-1", "--exec", "9")
 }
 
@@ -1364,4 +1380,149 @@ func TestFsckDeep(t *testing.T) {
 		t.Fatalf("fsck --deep --repair:\n%s", out)
 	}
 	f.ok("fsck", "--deep")
+}
+
+// dxctl stats prints the outcome counts the acks keep in the namespace.
+func TestStats(t *testing.T) {
+	f := newFixture(t)
+	f.populate() // order-1 completed, report-7 failed
+	out := f.ok("stats")
+	if !regexpLine(out, `^total\s+1\s+1\s+0\s+0$`) || !strings.Contains(out, "Last 1h0m0s from ") {
+		t.Fatalf("stats:\n%s", out)
+	}
+	var js struct {
+		StepMs  int64 `json:"step_ms"`
+		Buckets []struct {
+			OrchestrationsCompleted uint64 `json:"orchestrations_completed"`
+		} `json:"buckets"`
+		Totals struct {
+			OrchestrationsCompleted uint64 `json:"orchestrations_completed"`
+			OrchestrationsFailed    uint64 `json:"orchestrations_failed"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("stats", "--last", "24h", "--step", "1h", "--json")), &js); err != nil {
+		t.Fatal(err)
+	}
+	if len(js.Buckets) != 24 || js.StepMs != 3_600_000 || js.Totals.OrchestrationsCompleted != 1 || js.Totals.OrchestrationsFailed != 1 {
+		t.Fatalf("stats --json: %+v", js)
+	}
+	f.fails("the range must be whole minutes from 1m to 24h", "stats", "--last", "48h")
+	f.fails("the step must be whole minutes that divide the range", "stats", "--step", "7m")
+}
+
+// dxctl set-limit sets a tag's caps, limits lists them, queues shows running against the cap and the
+// items waiting because of it.
+func TestLimits(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	ctx := context.Background()
+	if out := f.ok("set-limit", "api", "--concurrency", "2", "--rate", "5", "--burst", "3"); !strings.Contains(out, `tag "api": concurrency 2, rate 5/s, burst 3`) {
+		t.Fatalf("limit: %s", out)
+	}
+	for i := range 3 {
+		tag := "api"
+		it := provider.WorkItem{Kind: provider.ActivityExecute{Instance: "order-2", ExecutionID: 1, ID: uint64(50 + i), Name: "Call", Input: "{}", Tag: &tag}}
+		if err := f.p.EnqueueForWorker(ctx, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api, _ := provider.TagFilterTags("api")
+	for range 3 {
+		if _, err := f.p.FetchWorkItem(ctx, time.Minute, 0, nil, api); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := f.ok("limits"); !regexpLine(out, `^tag "api"\s+2\s+2\s+5\s+3$`) {
+		t.Fatalf("limits:\n%s", out)
+	}
+	if out := f.ok("queues"); !regexpLine(out, `^tag "api"\s+2\s+2\s+5\s+1 \(capped\)$`) {
+		t.Fatalf("queues:\n%s", out)
+	}
+	var js struct {
+		Caps []struct {
+			Tag     string `json:"tag"`
+			Running int    `json:"running"`
+			Waiting int    `json:"waiting_capped"`
+		} `json:"caps"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("queues", "--json")), &js); err != nil || len(js.Caps) != 1 || js.Caps[0].Running != 2 || js.Caps[0].Waiting != 1 {
+		t.Fatalf("queues --json caps: %+v %v", js, err)
+	}
+	if out := f.ok("set-limit", "api"); !strings.Contains(out, `tag "api": no caps`) {
+		t.Fatalf("limit without limits: %s", out)
+	}
+	if out := f.ok("limits"); strings.Contains(out, "api") {
+		t.Fatalf("limits after the removal:\n%s", out)
+	}
+	f.fails("a burst needs a rate", "set-limit", "api", "--burst", "2")
+	f.fails("must not be negative", "set-limit", "api", "--concurrency", "-1")
+}
+
+// dxctl dead lists, shows, redrives and discards dead letters.
+func TestDead(t *testing.T) {
+	f := newFixture(t)
+	f.populate()
+	ctx := context.Background()
+	for i := range 3 {
+		it := provider.WorkItem{Kind: provider.ActivityExecute{Instance: "order-2", ExecutionID: 1, ID: uint64(60 + i), Name: "Pay", Input: "{}"}}
+		if err := f.p.EnqueueForWorker(ctx, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		it, err := f.p.FetchWorkItem(ctx, time.Minute, 0, nil, provider.TagFilterDefaultOnly())
+		if err != nil || it == nil {
+			t.Fatalf("fetch: %v %v", it, err)
+		}
+		a := it.Item.Kind.(provider.ActivityExecute)
+		if a.Name != "Pay" { // the fixture's own item (Label) stays queued
+			if err := f.p.AbandonWorkItem(ctx, it.LockToken, time.Hour, true); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: 11, MaxAttempts: 10,
+			MessageType: provider.PoisonMessageType{Kind: provider.PoisonActivity{Instance: a.Instance, ExecutionID: 1, ActivityName: a.Name, ActivityID: a.ID}},
+			Message:     "{}"}}
+		if err := f.p.ParkWorkItem(ctx, it.LockToken, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := f.ok("dead", "list")
+	if strings.Count(out, "Pay#") < 2 || !strings.Contains(out, "poison: activity Pay#") {
+		t.Fatalf("dead list:\n%s", out)
+	}
+	var js struct {
+		DeadLetters []struct {
+			ID string `json:"id"`
+		} `json:"dead_letters"`
+	}
+	if err := json.Unmarshal([]byte(f.ok("dead", "list", "--json")), &js); err != nil || len(js.DeadLetters) < 2 {
+		t.Fatalf("dead list --json: %+v %v", js, err)
+	}
+	n := len(js.DeadLetters)
+	first := js.DeadLetters[0].ID
+	if out := f.ok("dead", "show", first); !regexpLine(out, `^Failure:\s+poison: activity Pay#`) || !regexpLine(out, `^Instance:\s+order-2$`) {
+		t.Fatalf("dead show:\n%s", out)
+	}
+	if out := f.ok("dead", "redrive", first); !strings.Contains(out, "1 dead letter(s) redriven") {
+		t.Fatalf("dead redrive: %s", out)
+	}
+	f.fails("not a dead letter", "dead", "redrive", first)
+	if out := f.ok("dead", "redrive", "--all", "--activity", "Other"); !strings.Contains(out, "0 dead letter(s) redriven") {
+		t.Fatalf("dead redrive --all --activity Other: %s", out)
+	}
+	if out := f.ok("dead", "list", "--instance", "nope"); strings.Contains(out, "Pay#") {
+		t.Fatalf("dead list --instance nope:\n%s", out)
+	}
+	f.fails("go with --all", "dead", "redrive", first, "--activity", "Pay")
+	f.fails("pass --yes", "dead", "discard", "--all")
+	if out := f.ok("dead", "discard", "--all", "--yes"); !strings.Contains(out, fmt.Sprintf("%d dead letter(s) discarded", n-1)) {
+		t.Fatalf("dead discard --all: %s", out)
+	}
+	if out := f.ok("dead", "list"); strings.Contains(out, "Pay#") {
+		t.Fatalf("dead letters left:\n%s", out)
+	}
+	f.fails("unknown action", "dead", "bury")
+	f.fails("want IDs or --all", "dead", "redrive")
 }

@@ -34,12 +34,13 @@ var (
 		S("item"), S("instance"), S("execution"), S("activity"), S("session"), S("tag"),
 	}}
 	WorkFetch = &Schema{Op: "work_fetch", Args: []Arg{
-		S("token"), N("lock_ms"), S("owner"), N("slock_ms"), N("wait_ms"), S("mode"), S("any"), All("tks", "tag_key"),
+		S("token"), N("lock_ms"), S("owner"), N("slock_ms"), N("wait_ms"), S("mode"), F("caps"), S("any"), All("tks", "tag_key"),
 	}}
 	WorkAck = &Schema{Op: "work_ack", Args: []Arg{
-		S("token"), F("completed"), S("target"), S("completion"), S("tpart"),
+		S("token"), F("completed"), S("target"), S("completion"), S("tpart"), F("failed"),
 	}}
 	WorkAckFetch   = &Schema{Op: "work_ack_fetch", Parts: []*Schema{WorkAck, WorkFetch}}
+	WorkDead       = &Schema{Op: "work_dead", Args: []Arg{S("what"), S("token"), S("id"), N("lock_ms"), S("reason")}}
 	WorkAbandon    = &Schema{Op: "work_abandon", Args: []Arg{S("token"), N("delay"), F("ignore")}}
 	WorkRenew      = &Schema{Op: "work_renew", Args: []Arg{S("token"), N("ext")}}
 	SessionCleanup = &Schema{Op: "work_session_cleanup", Args: []Arg{N("limit")}}
@@ -73,7 +74,7 @@ var (
 
 // Schemas lists every declared operation by name (the library builder reads it).
 var Schemas = index(OrchEnqueue, OrchFetch, OrchAck, OrchAckFetch, OrchAbandon, OrchRenew, OrchAppend,
-	WorkEnqueue, WorkFetch, WorkAck, WorkAckFetch, WorkAbandon, WorkRenew, SessionCleanup, SessionRenew,
+	WorkEnqueue, WorkFetch, WorkAck, WorkAckFetch, WorkAbandon, WorkDead, WorkRenew, SessionCleanup, SessionRenew,
 	InstRead, InstReplay, InstState, AdminIdle, AdminInspect, AdminList, AdminMetrics, AdminOrphans, AdminPrune, AdminMigrate, AdminRepart, AdminQueues, AdminFsck, AdminRepair, AdminDelete, NsInit, ObTake, ObApply, ObTrim)
 
 func index(ss ...*Schema) map[string]*Schema {

@@ -135,7 +135,7 @@ func TestRest(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, []any{"i", "1", "1", "{}"}) {
 		t.Fatalf("got %v, %v", got, err)
 	}
-	if got, err := WorkFetch.Encode("token", "n", "lock_ms", "1", "owner", "", "slock_ms", "0", "wait_ms", "0", "mode", "", "any", "*"); err != nil || len(got) != 7 {
+	if got, err := WorkFetch.Encode("token", "n", "lock_ms", "1", "owner", "", "slock_ms", "0", "wait_ms", "0", "mode", "", "caps", "0", "any", "*"); err != nil || len(got) != 8 {
 		t.Fatalf("an empty rest: %v, %v", got, err)
 	}
 }

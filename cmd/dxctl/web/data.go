@@ -44,6 +44,8 @@ type QueuesOut struct {
 	WorkerOldestVisibleMs int64  `json:"worker_oldest_visible_age_ms"`
 	// WorkerTags breaks the worker items down by tag (redisprovider.WorkerTagStats).
 	WorkerTags []WorkerTag `json:"worker_tags"`
+	// Caps are the caps per tag with their running and waiting items (redisprovider.TagLimits).
+	Caps []TagCap `json:"caps"`
 }
 
 // WorkerTag is one tag's queued worker items ("" = untagged): Queued = Ready + Session + Delayed +
@@ -55,6 +57,34 @@ type WorkerTag struct {
 	Session uint64 `json:"session"`
 	Delayed uint64 `json:"delayed"`
 	Locked  uint64 `json:"locked"`
+}
+
+// TagCap is a tag's caps (redisprovider.TagLimits) and its state: Running counts its activities
+// locked now; Waiting its ready items when a cap holds them back (running at the concurrency cap),
+// else 0.
+type TagCap struct {
+	Tag         string  `json:"tag"`
+	Concurrency int     `json:"concurrency"`
+	Rate        float64 `json:"rate_per_sec"`
+	Burst       int     `json:"burst"`
+	Running     int     `json:"running"`
+	Waiting     uint64  `json:"waiting_capped"`
+}
+
+// TagCapsOf converts the provider's caps, with the ready items of tags (never nil).
+func TagCapsOf(ls []redisprovider.TagLimitsSet, tags []redisprovider.WorkerTagStats) []TagCap {
+	out := make([]TagCap, len(ls))
+	for i, l := range ls {
+		out[i] = TagCap{l.Tag, l.Concurrency, l.Rate, l.Burst, l.Running, 0}
+		if l.Concurrency > 0 && l.Running >= l.Concurrency {
+			for _, t := range tags {
+				if t.Tag == l.Tag {
+					out[i].Waiting = t.Ready
+				}
+			}
+		}
+	}
+	return out
 }
 
 // WorkerTagsOf converts the provider's per-tag worker counts (never nil).
@@ -106,10 +136,15 @@ func (s *Server) overview(ctx context.Context) (Overview, error) {
 		return Overview{}, err
 	}
 	o, wq := qs.Orchestrator, qs.Worker
+	ls, err := s.p.GetTagLimits(ctx)
+	if err != nil {
+		return Overview{}, err
+	}
 	return Overview{
 		Namespace: s.p.Keyspace().Namespace(), ServerTime: qs.ServerTime.UTC(), Instances: total, ByStatus: by,
 		Queues: QueuesOut{o.Visible, o.Delayed, o.Locked, o.LockedInstances, o.ExpiredLocks, o.Orphaned,
-			o.OldestVisibleAge.Milliseconds(), wq.Unlocked, wq.Locked, wq.OldestVisibleAge.Milliseconds(), WorkerTagsOf(wq.Tags)},
+			o.OldestVisibleAge.Milliseconds(), wq.Unlocked, wq.Locked, wq.OldestVisibleAge.Milliseconds(), WorkerTagsOf(wq.Tags),
+			TagCapsOf(ls, wq.Tags)},
 		Samples: s.samples.all(), SampleMs: s.cfg.SampleEvery.Milliseconds(),
 	}, nil
 }

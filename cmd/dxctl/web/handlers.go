@@ -137,6 +137,22 @@ func (s *Server) apiOverview(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, o)
 }
 
+func (s *Server) apiStats(w http.ResponseWriter, r *http.Request) {
+	minutes, step, err := outcomesQuery(r.URL.Query())
+	if err != nil {
+		s.apiFail(w, err)
+		return
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	o, err := ReadOutcomes(ctx, s.p, minutes, step)
+	if err != nil {
+		s.apiFail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
 func (s *Server) apiInstances(w http.ResponseWriter, r *http.Request) {
 	f, err := parseFilter(r.URL.Query())
 	if err == nil {
@@ -218,7 +234,17 @@ func (s *Server) pageOverview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, code, msg)
 		return
 	}
-	s.render(w, r, http.StatusOK, "overview.html", page{Title: "Overview", Data: o})
+	chart := r.URL.Query().Get("chart")
+	if _, ok := chartRanges[chart]; !ok {
+		chart = "hour"
+	}
+	s.render(w, r, http.StatusOK, "overview.html", page{Title: "Overview", Data: overviewView{o, chart}})
+}
+
+// overviewView is the overview page's data: the overview and the chart's range (chartRanges).
+type overviewView struct {
+	Overview
+	Chart string
 }
 
 type listView struct {
@@ -398,26 +424,47 @@ func (s *Server) pageConfirm(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "confirm.html", page{Title: "Confirm " + action, Data: v})
 }
 
-// chartSVG draws the sampled completions and failures as bars, newest right.
+// chartSVG draws the orchestrations completed and failed, from the counts the namespace keeps
+// (redisprovider.OutcomeStats, so the chart is full when the server starts), as bars, newest
+// right: ?range=hour (the default) or day.
 func (s *Server) chartSVG(w http.ResponseWriter, r *http.Request) {
-	samples := s.samples.all()
+	name := r.URL.Query().Get("range")
+	if name == "" {
+		name = "hour"
+	}
+	rg, ok := chartRanges[name]
+	if !ok {
+		http.Error(w, "range: want hour or day", http.StatusBadRequest)
+		return
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	o, err := ReadOutcomes(ctx, s.p, rg.minutes, rg.step)
+	if err != nil {
+		code, msg := s.errorOf(err)
+		http.Error(w, msg, code)
+		return
+	}
 	var peak uint64 = 1
-	for _, x := range samples {
-		peak = max(peak, x.Completed, x.Failed)
+	for _, b := range o.Buckets {
+		peak = max(peak, b.OrchestrationsCompleted, b.OrchestrationsFailed)
 	}
 	type col struct{ X, HC, HF, YC, YF float64 }
-	const width, height, n = 600.0, 120.0, 120
-	bw := width / n
+	const width, height = 600.0, 120.0
+	bw := width / float64(len(o.Buckets))
 	var cols []col
-	for i, x := range samples {
-		pos := float64(n-len(samples)+i) * bw
-		hc := (height - 20) * float64(x.Completed) / float64(peak)
-		hf := (height - 20) * float64(x.Failed) / float64(peak)
-		cols = append(cols, col{pos, hc, hf, height - hc, height - hf})
+	for i, b := range o.Buckets {
+		if b.OrchestrationsCompleted == 0 && b.OrchestrationsFailed == 0 {
+			continue
+		}
+		hc := (height - 20) * float64(b.OrchestrationsCompleted) / float64(peak)
+		hf := (height - 20) * float64(b.OrchestrationsFailed) / float64(peak)
+		cols = append(cols, col{float64(i) * bw, hc, hf, height - hc, height - hf})
 	}
 	var buf bytes.Buffer
-	err := s.tmpl.t.ExecuteTemplate(&buf, "chart.svg", map[string]any{"Cols": cols, "BW": bw / 2, "Peak": peak,
-		"Empty": len(samples) == 0, "Every": s.cfg.SampleEvery.String(), "N": len(samples)})
+	err = s.tmpl.t.ExecuteTemplate(&buf, "chart.svg", map[string]any{"Cols": cols, "BW": bw / 2, "Peak": peak,
+		"Empty": len(cols) == 0, "Caption": rg.caption, "Per": time.Duration(o.StepMs) * time.Millisecond,
+		"Completed": o.Totals.OrchestrationsCompleted, "Failed": o.Totals.OrchestrationsFailed})
 	if err != nil {
 		http.Error(w, "internal error drawing the chart", http.StatusInternalServerError)
 		return

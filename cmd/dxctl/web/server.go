@@ -177,11 +177,26 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/instances/{id}", s.apiInstance)
 	m.HandleFunc("GET /api/instances/{id}/history", s.apiHistory)
 	m.HandleFunc("GET /api/partitions", s.apiPartitions)
+	m.HandleFunc("GET /api/stats", s.apiStats)
 	m.HandleFunc("GET /versions", s.pageVersions)
 	m.HandleFunc("GET /api/versions", s.apiVersions)
+	m.HandleFunc("GET /schedules", s.pageSchedules)
+	m.HandleFunc("GET /schedules/{id}", s.pageSchedule)
+	m.HandleFunc("GET /api/schedules", s.apiSchedules)
+	m.HandleFunc("GET /api/schedules/{id}", s.apiSchedule)
+	for _, a := range scheduleActions {
+		m.HandleFunc("POST /api/schedules/{id}/"+a, s.apiScheduleAction(a))
+		m.HandleFunc("POST /schedules/{id}/"+a, s.pageScheduleAction(a))
+	}
 	for _, a := range actionNames {
 		m.HandleFunc("POST /api/instances/{id}/"+a, s.apiAction(a))
 		m.HandleFunc("POST /instances/{id}/"+a, s.pageAction(a))
+	}
+	m.HandleFunc("GET /dead", s.pageDead)
+	m.HandleFunc("GET /api/dead", s.apiDead)
+	for _, a := range deadActions {
+		m.HandleFunc("POST /api/dead/{id}/"+a, s.apiDeadAction(a))
+		m.HandleFunc("POST /dead/{id}/"+a, s.pageDeadAction(a))
 	}
 	m.HandleFunc("/", s.notFound)
 	s.mux = m

@@ -194,13 +194,15 @@ func TestOverviewPageAndAPI(t *testing.T) {
 		t.Fatalf("overview %+v", o)
 	}
 	body := e.ok("/")
-	for _, want := range []string{`data-field="by_status.Running">2<`, `data-field="instances">4<`, "starts empty", `src="/chart.svg"`, `id="pause"`} {
+	for _, want := range []string{`data-field="by_status.Running">2<`, `data-field="instances">4<`, "kept 24 hours", `src="/chart.svg?range=hour"`, `id="pause"`} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("overview page lacks %q:\n%s", want, body)
 		}
 	}
-	if svg := e.ok("/chart.svg"); !strings.Contains(svg, "no samples yet") {
-		t.Fatalf("empty chart: %s", svg)
+	// The fixture's fan-out and its child completed: the chart shows them from the start.
+	if svg := e.ok("/chart.svg"); !strings.Contains(svg, "the last hour, one bar per minute: 2 completed, 0 failed") ||
+		!strings.Contains(svg, `class="c"`) {
+		t.Fatalf("chart: %s", svg)
 	}
 	for _, a := range []string{"/static/app.js", "/static/style.css"} {
 		if e.ok(a) == "" {
@@ -265,7 +267,7 @@ func TestChartSamples(t *testing.T) {
 	if len(o.Samples) != 1 || o.Samples[0].Completed != 1 || o.Samples[0].Failed != 0 {
 		t.Fatalf("samples %+v", o.Samples)
 	}
-	if svg := e.ok("/chart.svg"); strings.Contains(svg, "no samples yet") || strings.Count(svg, `class="c"`) != 1 {
+	if svg := e.ok("/chart.svg"); !strings.Contains(svg, "3 completed, 0 failed") {
 		t.Fatalf("chart: %s", svg)
 	}
 }
@@ -913,5 +915,129 @@ func TestPartitionsPageAndAPI(t *testing.T) {
 	e.getJSON("/api/overview", &o)
 	if o.Instances != 20 || o.ByStatus["Completed"] != 20 {
 		t.Fatalf("overview of a namespace of 12 partitions: %d instances, %v", o.Instances, o.ByStatus)
+	}
+}
+
+// The outcome counts live in the namespace: a console started afterwards serves them and draws
+// them at once (GET /api/stats, the chart), over the last hour or day.
+func TestStatsSurviveConsoleRestart(t *testing.T) {
+	e := newEnv(t, Config{})
+	var first Outcomes
+	e.getJSON("/api/stats", &first)
+	// The fixture: the fan-out and its child completed; the fan-out's activities ran, one failed.
+	if first.Totals.OrchestrationsCompleted != 2 || first.Totals.OrchestrationsFailed != 0 ||
+		first.Totals.ActivitiesCompleted == 0 || first.Totals.ActivitiesFailed != 1 || len(first.Buckets) != 60 || first.StepMs != 60_000 {
+		t.Fatalf("stats %+v", first)
+	}
+	again := serve(t, e.p, Config{}) // a new console on the same namespace
+	var second Outcomes
+	again.getJSON("/api/stats?last=24h&step=15m", &second)
+	if second.Totals != first.Totals || len(second.Buckets) != 96 || second.StepMs != 15*60_000 {
+		t.Fatalf("after a console restart: %+v, want the totals %+v", second, first.Totals)
+	}
+	if svg := again.ok("/chart.svg?range=day"); !strings.Contains(svg, "the last 24 hours, one bar per 15 minutes: 2 completed, 0 failed") {
+		t.Fatalf("day chart: %s", svg)
+	}
+	if body := again.ok("/?chart=day"); !strings.Contains(body, `src="/chart.svg?range=day"`) {
+		t.Fatalf("overview with the day chart:\n%s", body)
+	}
+	for _, q := range []string{"last=2d", "last=90s", "last=1h&step=7m", "step=x", "last=0"} {
+		if r := again.get("/api/stats?" + q); r.code != http.StatusBadRequest || !strings.Contains(r.body, `"error"`) {
+			t.Fatalf("/api/stats?%s: %d %s", q, r.code, r.body)
+		}
+	}
+}
+
+// The overview shows the caps per tag: running against the cap, items waiting because of it.
+func TestOverviewCaps(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	if err := e.p.SetTagLimits(ctx, "gpu", redisprovider.TagLimits{Concurrency: 1, Rate: 2.5}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		tag := "gpu"
+		it := provider.WorkItem{Kind: provider.ActivityExecute{Instance: webfixture.Waiter, ExecutionID: 1, ID: uint64(200 + i),
+			Name: "Work", Input: "1", Tag: &tag}}
+		if err := e.p.EnqueueForWorker(ctx, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gpu, _ := provider.TagFilterTags("gpu")
+	if it, err := e.p.FetchWorkItem(ctx, time.Minute, 0, nil, gpu); err != nil || it == nil {
+		t.Fatalf("fetch: %+v %v", it, err)
+	}
+	var o Overview
+	e.getJSON("/api/overview", &o)
+	if want := []TagCap{{Tag: "gpu", Concurrency: 1, Rate: 2.5, Running: 1, Waiting: 1}}; !slices.Equal(o.Queues.Caps, want) {
+		t.Fatalf("caps %+v, want %+v", o.Queues.Caps, want)
+	}
+	if body := e.ok("/"); !strings.Contains(body, `<tr><td>gpu</td><td>1</td><td>1</td><td>2.5</td><td>1</td></tr>`) {
+		t.Fatalf("overview page lacks the caps row:\n%s", body)
+	}
+}
+
+// parkOne enqueues an activity of the fixture's waiter, fetches it and parks it as a dead letter.
+func parkOne(t *testing.T, p *redisprovider.Provider, id uint64) {
+	t.Helper()
+	ctx := context.Background()
+	tag := "pay"
+	if err := p.EnqueueForWorker(ctx, provider.WorkItem{Kind: provider.ActivityExecute{Instance: webfixture.Waiter,
+		ExecutionID: 1, ID: id, Name: "Pay", Input: "1", Tag: &tag}}); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := provider.TagFilterTags("pay")
+	it, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, f)
+	if err != nil || it == nil {
+		t.Fatalf("fetch: %+v %v", it, err)
+	}
+	d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: 11, MaxAttempts: 10, Message: "{}",
+		MessageType: provider.PoisonMessageType{Kind: provider.PoisonActivity{Instance: webfixture.Waiter, ExecutionID: 1, ActivityName: "Pay", ActivityID: id}}}}
+	if err := p.ParkWorkItem(ctx, it.LockToken, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The dead letters page and API list the parked activities; redrive and discard are POSTs with the
+// CSRF token, refused by a read-only console.
+func TestDeadLettersPage(t *testing.T) {
+	e := newEnv(t, Config{})
+	parkOne(t, e.p, 300)
+	parkOne(t, e.p, 301)
+	var d DeadLetters
+	e.getJSON("/api/dead", &d)
+	if len(d.DeadLetters) != 2 || d.DeadLetters[0].Name != "Pay" || !strings.Contains(d.DeadLetters[0].Error, "poison: activity Pay#300") {
+		t.Fatalf("dead letters %+v", d)
+	}
+	first, second := d.DeadLetters[0].ID, d.DeadLetters[1].ID
+	body := e.ok("/dead")
+	if !strings.Contains(body, `action="/dead/`+first+`/redrive"`) || !strings.Contains(body, "Pay#301") {
+		t.Fatalf("dead letters page:\n%s", body)
+	}
+	if r := e.post("/dead/"+first+"/redrive", url.Values{}, false); r.code != http.StatusForbidden {
+		t.Fatalf("redrive without the CSRF token: %d", r.code)
+	}
+	if r := e.post("/dead/"+first+"/redrive", url.Values{}, true); r.code != http.StatusSeeOther || !strings.Contains(r.hdr.Get("Location"), "redriven") {
+		t.Fatalf("redrive: %d %v", r.code, r.hdr)
+	}
+	r := e.do("POST", "/api/dead/"+second+"/discard", nil, map[string]string{"X-Csrf-Token": e.s.CSRFToken()})
+	if r.code != http.StatusOK || !strings.Contains(r.body, "discarded") {
+		t.Fatalf("discard: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/api/dead/"+second+"/discard", nil, map[string]string{"X-Csrf-Token": e.s.CSRFToken()}); r.code != http.StatusNotFound {
+		t.Fatalf("a second discard: %d %s", r.code, r.body)
+	}
+	e.getJSON("/api/dead", &d)
+	if len(d.DeadLetters) != 0 {
+		t.Fatalf("left: %+v", d)
+	}
+	parkOne(t, e.p, 302)
+	ro := serve(t, e.p, Config{ReadOnly: true})
+	if body := ro.ok("/dead"); strings.Contains(body, "<form") || !strings.Contains(body, "Pay#302") {
+		t.Fatalf("read-only dead letters page:\n%s", body)
+	}
+	e.getJSON("/api/dead", &d)
+	if r := ro.post("/dead/"+d.DeadLetters[0].ID+"/redrive", url.Values{}, true); r.code != http.StatusForbidden {
+		t.Fatalf("read-only redrive: %d", r.code)
 	}
 }

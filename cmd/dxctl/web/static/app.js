@@ -55,7 +55,8 @@
           el.textContent = el.getAttribute("data-format") === "age" ? age(v) : String(v);
         });
         workerTags(o.queues.worker_tags || []);
-        document.getElementById("chart").src = "/chart.svg?t=" + Date.now();
+        var chart = document.getElementById("chart");
+        chart.src = chart.getAttribute("data-src") + "&t=" + Date.now();
         state.textContent = "refreshed " + new Date().toLocaleTimeString();
       })
       .catch(function (e) { state.textContent = "refresh failed: " + e.message; });
