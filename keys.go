@@ -179,7 +179,7 @@ import (
 //
 //   - A partition's enqueue sequence (meta seq) is at or above every message and worker item
 //     number in use [seq_behind]; a session with visible items is in its group index
-//     [item_session_unindexed]; an outbox's sequence (ob:seq) is at or above the mark its
+//     [item_session_unindexed] and counted in wq:scount [session_uncounted]; an outbox's sequence (ob:seq) is at or above the mark its
 //     destination applied (ib:hwm) [outbox_seq_behind].
 //
 // redisprovider's Repair (dxctl fsck --repair) fixes each violation it can tell the fix of from

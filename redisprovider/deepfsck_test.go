@@ -238,6 +238,19 @@ func TestDeepFsckLosses(t *testing.T) {
 			}
 			return want, nil
 		}},
+		{"session_count", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
+			// wq:scount lost: a fetch looks for session items only while it exists.
+			ks := w.p.Keyspace()
+			var want []string
+			for _, i := range []int{0, 1, 2} {
+				sp := ks.SessionPartition(fmt.Sprintf("s-%d", i))
+				w.p.Client().Del(ctx, ks.SessionCounts(sp))
+				for _, item := range w.p.Client().ZRange(ctx, ks.Prefix(sp)+"wq:sitems:"+dxredis.WorkTagKey("w")+fmt.Sprintf(":s-%d", i), 0, -1).Val() {
+					want = append(want, "session_uncounted "+item)
+				}
+			}
+			return want, nil
+		}},
 		{"outbox_sequence", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
 			ks := w.p.Keyspace()
 			if ks.Partitions() == 1 {

@@ -236,6 +236,10 @@ local function check_item(id)
         idx .. ' does not list it: no fetch takes them')
     end
   end
+  if sid ~= '' and not it[9] and not redis.call('HGET', WQ.K_SCOUNT, sid) then
+    bad('session_uncounted', id, WQ.K_SCOUNT .. ' does not count session ' .. sid .. ', which has item ' .. ki ..
+      ': fetches would not look for session items, and a cleanup could drop the session')
+  end
   if tk ~= '-' and redis.call('SISMEMBER', WQ.K_TKS, tk) == 0 then
     bad('item_tag_unlisted', id, WQ.K_TKS .. ' does not list tag key ' .. tk .. ' of ' .. ki ..
       ': a TagFilter Any fetch would not see it')

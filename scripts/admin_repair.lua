@@ -484,6 +484,29 @@ function R.item_session_unindexed(id)
   return repaired('listed session ' .. it[1] .. ' in ' .. idx)
 end
 
+-- A session with queued items is counted in wq:scount: recount its items, in its groups (every
+-- tag key, the item's own too) and among the locked and delayed ones of wq:shold.
+function R.session_uncounted(id)
+  local it = redis.call('HMGET', WQ.k_item(id), 's', 't', 'd')
+  local sid = it[1]
+  if not sid or sid == '' or it[3] or redis.call('HGET', WQ.K_SCOUNT, sid) then return clean() end
+  local tks, seen, n = redis.call('SMEMBERS', WQ.K_TKS), {}, 0
+  tks[#tks + 1], tks[#tks + 2] = '-', it[2] or '-'
+  for _, tk in ipairs(tks) do
+    if not seen[tk] then
+      seen[tk] = true
+      n = n + redis.call('ZCARD', WQ.k_sitems(tk, sid))
+    end
+  end
+  for _, m in ipairs(redis.call('ZRANGE', WQ.K_SHOLD, '0', '-1')) do
+    if redis.call('HGET', WQ.k_item(m), 's') == sid then n = n + 1 end
+  end
+  if n == 0 then return clean() end
+  redis.call('HSET', WQ.K_SCOUNT, sid, d(n))
+  redis.call('ZREM', WQ.K_SIDLE, sid)
+  return repaired('counted ' .. d(n) .. ' items of session ' .. sid .. ' in ' .. WQ.K_SCOUNT)
+end
+
 -- The enqueue sequence is above every number in use (messages of the instance, or the worker
 -- item): set to the highest of them.
 function R.seq_behind(subject)
