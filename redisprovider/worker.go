@@ -7,6 +7,7 @@ package redisprovider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -521,4 +522,92 @@ func (p *Provider) sumPartitions(ctx context.Context, op, script string, args []
 		total += int(s)
 	}
 	return total, err
+}
+
+// maxAckBatch is the most acks one work_ack_many call carries; AckWorkItems splits larger batches.
+const maxAckBatch = 256
+
+// ackEntry is one ack of an AckWorkItems call: its index in the call, work_ack's arguments and
+// its attempt id.
+type ackEntry struct {
+	i     int
+	args  []any
+	id    string
+	first bool
+}
+
+// AckWorkItems implements provider.WorkBatchAcker: the acks of one partition go in one
+// work_ack_many call (at most maxAckBatch each), partitions one after the other. Each ack is
+// checked as AckWorkItem checks it (a bad token or completion fails that ack alone, before any
+// call) and runs at most once per attempt id under its own attempt key: a call whose reply was lost
+// is retried as runOnce retries one, and returns the first run's replies for the acks it committed.
+func (p *Provider) AckWorkItems(ctx context.Context, acks []provider.WorkAck) []error {
+	const op = "ack_work_items"
+	errs := make([]error, len(acks))
+	groups := map[int][]ackEntry{}
+	var parts []int
+	for i, a := range acks {
+		if len(a.AttemptID) > maxAttemptID {
+			errs[i] = invalid(op, "attempt id is %d bytes, at most %d", len(a.AttemptID), maxAttemptID)
+			continue
+		}
+		part, args, err := p.workAckArgs(op, a.LockToken, a.Completion)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		e := ackEntry{i, args, a.AttemptID, a.FirstAttempt}
+		if e.id == "" {
+			e.id, e.first = newAttemptID(), true
+		}
+		if _, ok := groups[part]; !ok {
+			parts = append(parts, part)
+		}
+		groups[part] = append(groups[part], e)
+	}
+	for _, part := range parts {
+		for g := groups[part]; len(g) > 0; {
+			n := min(len(g), maxAckBatch)
+			p.ackMany(ctx, op, part, g[:n], errs)
+			g = g[n:]
+		}
+	}
+	return errs
+}
+
+// ackMany runs one work_ack_many call in partition part and writes each ack's outcome to errs.
+func (p *Provider) ackMany(ctx context.Context, op string, part int, g []ackEntry, errs []error) {
+	keys := make([]string, 1+len(g))
+	keys[0] = p.keys.Meta(part)
+	argv := make([]any, 0, 1+len(g)*len(g[0].args))
+	argv = append(argv, p.keys.Prefix(part))
+	for _, e := range g {
+		argv = append(argv, e.args...)
+	}
+	res, err := p.retryOnce(ctx, op, func(try int) (any, error) {
+		for j, e := range g {
+			keys[1+j] = p.keys.Attempt(part, e.id)
+			if try == 1 && e.first {
+				keys[1+j] += "!" // no earlier run to look up (dx_once in lib.lua)
+			}
+		}
+		return p.callKeys(ctx, op, luascripts.WorkAckMany.Op, keys, argv)
+	})
+	if err == nil && forwarded(&res) {
+		p.forward(ctx, part)
+	}
+	r := list(res)
+	if err == nil && len(r) != len(g) {
+		err = provider.NewPermanentError(op, "unexpected reply from work_ack_many")
+	}
+	for j, e := range g {
+		switch {
+		case err != nil:
+			errs[e.i] = err
+		case num(r[j]) > 0:
+			errs[e.i] = nil
+		default:
+			errs[e.i] = p.mapErr(op, errors.New(str(r[j])))
+		}
+	}
 }
