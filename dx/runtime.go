@@ -219,6 +219,7 @@ type Runtime struct {
 	exited   chan struct{} // closed when that goroutine returned
 	inflight map[*flight]struct{}
 	sessions map[string]int // activities in progress per session
+	acks     ackBatcher     // activity acks waiting for the one in flight (ackbatch.go)
 	regErr   error          // the first registration refused before Start: Start returns it
 
 	unregMu sync.Mutex

@@ -1,0 +1,92 @@
+package dx
+
+import (
+	"context"
+	"sync"
+
+	"github.com/duroxide-go/dxredis/provider"
+)
+
+// Batched activity acks (provider.WorkBatchAcker). An activity whose result is ready while no
+// other ack is in flight is acknowledged at once, as without batching (with ack-and-fetch when the
+// provider has it): a lone activity waits for nothing. Results that become ready while an ack is in
+// flight queue up; when it returns, the first of them sends the queue (at most maxAckBatch) in one
+// batched call, and so on: the runtime batches only what is already waiting, never lingers. The
+// acks of a batch commit together, so their completions reach their orchestrations together and an
+// orchestration waiting on several activities runs fewer turns. Each ack keeps its own lock token,
+// attempt id and outcome: one whose token was lost fails alone, and is retried (or dropped) by its
+// own ackActivity as before.
+
+// maxAckBatch is the most activity acks one batched call carries.
+const maxAckBatch = 32
+
+// ackBatcher is the runtime's queue of activity acks waiting for the ack in flight.
+type ackBatcher struct {
+	mu    sync.Mutex
+	busy  bool // an ack (single or batched) is in flight
+	queue []*ackReq
+}
+
+// ackReq is an ack waiting in the queue: it receives either its outcome (done), sent by the
+// leader of the batch it joined, or the batch it leads (lead, itself first).
+type ackReq struct {
+	ack  provider.WorkAck
+	lead chan []*ackReq
+	done chan error
+}
+
+// ackWork acknowledges one try of an activity's ack: through single (the unbatched call, which
+// may fetch the next activity) when no other ack is in flight or the provider cannot batch, else
+// in the batch that the queue's leader sends. ctx carries no deadline (the acks outlive shutdown's
+// fetch stop); attemptID and try name the try as attemptContext does.
+func (rt *Runtime) ackWork(ctx context.Context, token string, c *provider.WorkItem, attemptID string, try int,
+	single func(context.Context) (*provider.LockedWorkItem, error)) (*provider.LockedWorkItem, error) {
+	ba, ok := rt.p.(provider.WorkBatchAcker)
+	if !ok {
+		return single(attemptContext(ctx, attemptID, try))
+	}
+	b := &rt.acks
+	b.mu.Lock()
+	if !b.busy {
+		b.busy = true
+		b.mu.Unlock()
+		defer b.handOff()
+		return single(attemptContext(ctx, attemptID, try))
+	}
+	req := &ackReq{ack: provider.WorkAck{LockToken: token, Completion: c, AttemptID: attemptID, FirstAttempt: try == 1},
+		lead: make(chan []*ackReq, 1), done: make(chan error, 1)}
+	b.queue = append(b.queue, req)
+	b.mu.Unlock()
+	select {
+	case err := <-req.done:
+		return nil, err
+	case batch := <-req.lead:
+		defer b.handOff()
+		if len(batch) == 1 {
+			return single(attemptContext(ctx, attemptID, try))
+		}
+		acks := make([]provider.WorkAck, len(batch))
+		for i, r := range batch {
+			acks[i] = r.ack
+		}
+		errs := ba.AckWorkItems(ctx, acks)
+		for i, r := range batch[1:] {
+			r.done <- errs[i+1]
+		}
+		return nil, errs[0]
+	}
+}
+
+// handOff ends the ack in flight: the first waiting ack, if any, leads the next batch.
+func (b *ackBatcher) handOff() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) == 0 {
+		b.busy = false
+		return
+	}
+	n := min(len(b.queue), maxAckBatch)
+	batch := b.queue[:n:n]
+	b.queue = append([]*ackReq(nil), b.queue[n:]...)
+	batch[0].lead <- batch
+}
