@@ -32,14 +32,21 @@ type ackBatcher struct {
 type ackReq struct {
 	ack  provider.WorkAck
 	lead chan []*ackReq
-	done chan error
+	done chan ackResult
+}
+
+// ackResult is an ack's outcome and the activity fetched for its slot (nil for none).
+type ackResult struct {
+	next *provider.LockedWorkItem
+	err  error
 }
 
 // ackWork acknowledges one try of an activity's ack: through single (the unbatched call, which
 // may fetch the next activity) when no other ack is in flight or the provider cannot batch, else
-// in the batch that the queue's leader sends. ctx carries no deadline (the acks outlive shutdown's
-// fetch stop); attemptID and try name the try as attemptContext does.
-func (rt *Runtime) ackWork(ctx context.Context, token string, c *provider.WorkItem, attemptID string, try int,
+// in the batch that the queue's leader sends, which fetches an activity for each slot whose ack
+// committed unless fetching stopped (fetchCtx ended). ctx carries no deadline (the acks outlive
+// shutdown's fetch stop); attemptID and try name the try as attemptContext does.
+func (rt *Runtime) ackWork(fetchCtx, ctx context.Context, token string, c *provider.WorkItem, attemptID string, try int,
 	single func(context.Context) (*provider.LockedWorkItem, error)) (*provider.LockedWorkItem, error) {
 	ba, ok := rt.p.(provider.WorkBatchAcker)
 	if !ok {
@@ -54,12 +61,12 @@ func (rt *Runtime) ackWork(ctx context.Context, token string, c *provider.WorkIt
 		return single(attemptContext(ctx, attemptID, try))
 	}
 	req := &ackReq{ack: provider.WorkAck{LockToken: token, Completion: c, AttemptID: attemptID, FirstAttempt: try == 1},
-		lead: make(chan []*ackReq, 1), done: make(chan error, 1)}
+		lead: make(chan []*ackReq, 1), done: make(chan ackResult, 1)}
 	b.queue = append(b.queue, req)
 	b.mu.Unlock()
 	select {
-	case err := <-req.done:
-		return nil, err
+	case r := <-req.done:
+		return r.next, r.err
 	case batch := <-req.lead:
 		defer b.handOff()
 		if len(batch) == 1 {
@@ -69,11 +76,26 @@ func (rt *Runtime) ackWork(ctx context.Context, token string, c *provider.WorkIt
 		for i, r := range batch {
 			acks[i] = r.ack
 		}
-		errs := ba.AckWorkItems(ctx, acks)
-		for i, r := range batch[1:] {
-			r.done <- errs[i+1]
+		var fetch *provider.WorkFetch
+		if fetchCtx.Err() == nil {
+			fetch = &provider.WorkFetch{N: len(batch), LockTimeout: rt.opts.WorkerLockTimeout, Session: rt.sessionConfig(),
+				Tags: rt.opts.WorkerTagFilter}
 		}
-		return nil, errs[0]
+		errs, next := ba.AckWorkItems(ctx, acks, fetch)
+		results := make([]ackResult, len(batch))
+		for i, err := range errs {
+			results[i].err = err
+			if err == nil && len(next) > 0 {
+				results[i].next, next = next[0], next[1:]
+			}
+		}
+		for _, it := range next { // more than the acks that committed: back to the queue
+			_ = rt.p.AbandonWorkItem(ctx, it.LockToken, 0, true)
+		}
+		for i, r := range batch[1:] {
+			r.done <- results[i+1]
+		}
+		return results[0].next, results[0].err
 	}
 }
 

@@ -35,11 +35,11 @@ func (g *ackGate) AckWorkItemAndFetch(ctx context.Context, token string, c *prov
 	return g.Provider.AckWorkItemAndFetch(ctx, token, c, lock, s, tags, opts)
 }
 
-func (g *ackGate) AckWorkItems(ctx context.Context, acks []provider.WorkAck) []error {
+func (g *ackGate) AckWorkItems(ctx context.Context, acks []provider.WorkAck, fetch *provider.WorkFetch) ([]error, []*provider.LockedWorkItem) {
 	g.mu.Lock()
 	g.batches = append(g.batches, len(acks))
 	g.mu.Unlock()
-	return g.Provider.AckWorkItems(ctx, acks)
+	return g.Provider.AckWorkItems(ctx, acks, fetch)
 }
 
 // TestActivityAcksBatchOnlyWhatWaits: a lone activity is acknowledged alone (ack-and-fetch, no

@@ -206,7 +206,7 @@ func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger
 	af, fetchNext := rt.p.(provider.WorkAckFetcher)
 	var unknown bool // a try may have committed although it failed (its reply was lost)
 	for try := 1; ; try++ {
-		next, err := rt.ackWork(bg, token, &c, attemptID, try, func(ctx context.Context) (*provider.LockedWorkItem, error) {
+		next, err := rt.ackWork(fetchCtx, bg, token, &c, attemptID, try, func(ctx context.Context) (*provider.LockedWorkItem, error) {
 			if fetchNext && fetchCtx.Err() == nil {
 				return af.AckWorkItemAndFetch(ctx, token, &c, rt.opts.WorkerLockTimeout, rt.sessionConfig(), rt.opts.WorkerTagFilter,
 					provider.FetchOptions{NextPoll: rt.opts.PollTimeout})

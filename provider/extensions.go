@@ -58,8 +58,23 @@ type WorkAck struct {
 // refused completion) changes nothing and fails no other; an error of a whole call (Redis
 // unreachable, outcome unknown) is reported for each of its acks. Each ack runs at most once per
 // attempt id, so a caller retries one whose reply was lost with the same id (in a batch or not).
+//
+// With fetch non-nil it then fetches, in the same call where it can, up to fetch.N items as
+// FetchWorkItem would with a poll timeout of 0 (it never waits), whatever the acks' outcomes;
+// next holds them (fewer when the queue has fewer, or where the provider cannot fetch in the same
+// call: redisprovider fetches only in a namespace of one partition). A fetch whose arguments are
+// invalid fails every ack with ErrInvalidInput, before anything is written. A call retried after a
+// lost reply fetches again: an item the lost reply had locked comes back when its lock expires.
 type WorkBatchAcker interface {
-	AckWorkItems(ctx context.Context, acks []WorkAck) (errs []error)
+	AckWorkItems(ctx context.Context, acks []WorkAck, fetch *WorkFetch) (errs []error, next []*LockedWorkItem)
+}
+
+// WorkFetch is the fetch of an AckWorkItems call: at most N items, with FetchWorkItem's arguments.
+type WorkFetch struct {
+	N           int
+	LockTimeout time.Duration
+	Session     *SessionFetchConfig
+	Tags        TagFilter
 }
 
 // FetchOptions refine a fetch of an extension.

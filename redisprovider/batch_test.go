@@ -53,7 +53,7 @@ func TestAckWorkItemsEachItsOwn(t *testing.T) {
 		provider.WorkAck{LockToken: strings.Repeat("z", 40), Completion: acks[1].Completion},
 		provider.WorkAck{LockToken: acks[2].LockToken, Completion: &bad}, // not a completion: ErrInvalidInput
 	)
-	errs := p.AckWorkItems(ctx, acks)
+	errs, _ := p.AckWorkItems(ctx, acks, nil)
 	if len(errs) != len(acks) {
 		t.Fatalf("%d errors for %d acks", len(errs), len(acks))
 	}
@@ -73,7 +73,7 @@ func TestAckWorkItemsEachItsOwn(t *testing.T) {
 	if it := wFetch(t, p, wLongLock, nil, provider.TagFilterDefaultOnly()); it != nil {
 		t.Fatalf("an acked item is still queued: %v", wID(t, it))
 	}
-	if errs := p.AckWorkItems(ctx, nil); len(errs) != 0 {
+	if errs, next := p.AckWorkItems(ctx, nil, nil); len(errs) != 0 || len(next) != 0 {
 		t.Fatalf("no acks: %v", errs)
 	}
 	wNoQueueKeys(t, p)
@@ -96,7 +96,8 @@ func TestAckWorkItemsLostReply(t *testing.T) {
 			AttemptID: "att-" + it.LockToken[:8], FirstAttempt: true})
 	}
 	proxy.dropReplies(1, acks[0].LockToken)
-	for i, err := range p.AckWorkItems(ctx, acks) {
+	errs, _ := p.AckWorkItems(ctx, acks, nil)
+	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("ack %d with a lost reply: %v", i, err)
 		}
@@ -112,7 +113,8 @@ func TestAckWorkItemsLostReply(t *testing.T) {
 		a.FirstAttempt = false
 		again[i] = a
 	}
-	for i, err := range p.AckWorkItems(ctx, again) {
+	errs, _ = p.AckWorkItems(ctx, again, nil)
+	for i, err := range errs {
 		if err != nil {
 			t.Errorf("ack %d sent again with its attempt id: %v", i, err)
 		}
@@ -120,10 +122,61 @@ func TestAckWorkItemsLostReply(t *testing.T) {
 	for i := range again {
 		again[i].AttemptID = ""
 	}
-	for i, err := range p.AckWorkItems(ctx, again) {
+	errs, _ = p.AckWorkItems(ctx, again, nil)
+	for i, err := range errs {
 		wWantKind(t, err, provider.ErrInvalidLockToken, fmt.Sprint("ack ", i, " sent again with a new attempt id"))
 	}
 	if got := bStored(t, direct, "lost"); got != 3 {
 		t.Fatalf("%d completions stored after the resends, want 3", got)
 	}
+}
+
+// TestAckWorkItemsFetches: a batched ack fetches up to N items in the same call (a namespace of
+// one partition), in queue order, whatever the acks' outcomes; fewer when fewer wait; an invalid
+// fetch fails every ack before anything is written.
+func TestAckWorkItemsFetches(t *testing.T) {
+	t.Parallel()
+	onePartitionOnly(t, "a namespace of several partitions fetches nothing in the batched call")
+	p := newTestProvider(t)
+	ctx := t.Context()
+	tags := provider.TagFilterDefaultOnly()
+	for i := uint64(1); i <= 5; i++ {
+		wEnqueue(t, p, wAct("f", i, "", ""))
+	}
+	a := wFetch(t, p, wLongLock, nil, tags)
+	b := wFetch(t, p, wLongLock, nil, tags)
+	acks := []provider.WorkAck{{LockToken: a.LockToken, Completion: bCompleted("f", wID(t, a))},
+		{LockToken: strings.Repeat("z", 40), Completion: bCompleted("f", 9)},
+		{LockToken: b.LockToken, Completion: bCompleted("f", wID(t, b))}}
+	badTags, _ := provider.TagFilterTags()
+	if errs, next := p.AckWorkItems(ctx, acks, &provider.WorkFetch{N: 2, LockTimeout: wLongLock, Tags: badTags}); len(next) != 0 {
+		t.Fatalf("an invalid fetch fetched %d items", len(next))
+	} else {
+		for i, err := range errs {
+			wWantKind(t, err, provider.ErrInvalidInput, fmt.Sprint("ack ", i, " with an invalid fetch"))
+		}
+	}
+	errs, next := p.AckWorkItems(ctx, acks, &provider.WorkFetch{N: 2, LockTimeout: wLongLock, Tags: tags})
+	if errs[0] != nil || errs[2] != nil {
+		t.Fatalf("acks: %v", errs)
+	}
+	wWantKind(t, errs[1], provider.ErrInvalidLockToken, "an unknown token")
+	var ids []uint64
+	for _, it := range next {
+		ids = append(ids, wID(t, it))
+	}
+	wWantIDs(t, "fetched with the acks", ids, 3, 4)
+	// Fewer wait than asked for: one comes, and its token acks.
+	errs, next = p.AckWorkItems(ctx, []provider.WorkAck{{LockToken: next[0].LockToken}, {LockToken: next[1].LockToken}},
+		&provider.WorkFetch{N: 2, LockTimeout: wLongLock, Tags: tags})
+	if errs[0] != nil || errs[1] != nil || len(next) != 1 || wID(t, next[0]) != 5 {
+		t.Fatalf("acks %v, fetched %d, want item 5", errs, len(next))
+	}
+	if errs, _ := p.AckWorkItems(ctx, []provider.WorkAck{{LockToken: next[0].LockToken}}, nil); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if got := bStored(t, p, "f"); got != 2 {
+		t.Fatalf("%d completions stored, want 2", got)
+	}
+	wNoQueueKeys(t, p)
 }

@@ -41,7 +41,7 @@ var (
 	}}
 	WorkAckFetch = &Schema{Op: "work_ack_fetch", Parts: []*Schema{WorkAck, WorkFetch}}
 	WorkAckMany  = &Schema{Op: "work_ack_many", Args: []Arg{
-		All("acks", "token", "completed", "target", "completion", "tpart", "failed"),
+		N("want"), Sec("acks", "token", "completed", "target", "completion", "tpart", "failed"), All("fetch", "arg"),
 	}}
 	WorkDead       = &Schema{Op: "work_dead", Args: []Arg{S("what"), S("token"), S("id"), N("lock_ms"), S("reason")}}
 	WorkAbandon    = &Schema{Op: "work_abandon", Args: []Arg{S("token"), N("delay"), F("ignore")}}
