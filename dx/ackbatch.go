@@ -7,7 +7,7 @@ import (
 	"github.com/duroxide-go/dxredis/provider"
 )
 
-// Batched activity acks (provider.WorkBatchAcker). An activity whose result is ready while no
+// Batched activity acks (Options.BatchActivityAcks, provider.WorkBatchAcker). An activity whose result is ready while no
 // other ack is in flight is acknowledged at once, as without batching (with ack-and-fetch when the
 // provider has it): a lone activity waits for nothing. Results that become ready while an ack is in
 // flight queue up; when it returns, the first of them sends the queue (at most maxAckBatch) in one
@@ -49,7 +49,7 @@ type ackResult struct {
 func (rt *Runtime) ackWork(fetchCtx, ctx context.Context, token string, c *provider.WorkItem, attemptID string, try int,
 	single func(context.Context) (*provider.LockedWorkItem, error)) (*provider.LockedWorkItem, error) {
 	ba, ok := rt.p.(provider.WorkBatchAcker)
-	if !ok {
+	if !ok || !rt.opts.BatchActivityAcks {
 		return single(attemptContext(ctx, attemptID, try))
 	}
 	b := &rt.acks

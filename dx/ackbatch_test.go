@@ -50,6 +50,7 @@ func TestActivityAcksBatchOnlyWhatWaits(t *testing.T) {
 	g := &ackGate{Provider: newProvider(t)}
 	opts := testOptions()
 	opts.WorkerConcurrency = 8
+	opts.BatchActivityAcks = true
 	rt := dx.NewRuntime(g, opts)
 	dx.RegisterActivity(rt, "Sq", func(ctx context.Context, n int) (int, error) { return n * n, nil })
 	dx.Register(rt, "Fan", func(ctx dx.Context, n int) (int, error) {
