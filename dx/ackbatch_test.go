@@ -48,26 +48,7 @@ func (g *ackGate) AckWorkItems(ctx context.Context, acks []provider.WorkAck, fet
 func TestActivityAcksBatchOnlyWhatWaits(t *testing.T) {
 	t.Parallel()
 	g := &ackGate{Provider: newProvider(t)}
-	opts := testOptions()
-	opts.WorkerConcurrency = 8
-	opts.BatchActivityAcks = true
-	rt := dx.NewRuntime(g, opts)
-	dx.RegisterActivity(rt, "Sq", func(ctx context.Context, n int) (int, error) { return n * n, nil })
-	dx.Register(rt, "Fan", func(ctx dx.Context, n int) (int, error) {
-		var fs []dx.Future[int]
-		for i := 1; i <= n; i++ {
-			fs = append(fs, dx.Call[int](ctx, "Sq", i))
-		}
-		sum := 0
-		for _, f := range fs {
-			v, err := f.Await(ctx)
-			if err != nil {
-				return 0, err
-			}
-			sum += v
-		}
-		return sum, nil
-	})
+	rt := fanRuntime(g, true)
 	startRuntime(t, rt)
 	c := dx.NewClient(g)
 	ctx := waitCtx(t)
@@ -102,5 +83,54 @@ func TestActivityAcksBatchOnlyWhatWaits(t *testing.T) {
 	defer g.mu.Unlock()
 	if g.singles != 1 || !slices.Equal(g.batches, []int{7}) {
 		t.Fatalf("%d single acks and batches %v, want 1 single ack and one batch of 7", g.singles, g.batches)
+	}
+}
+
+// fanRuntime is a runtime of 8 worker slots on p running Fan(n): the sum of the squares of 1..n,
+// each squared by an activity, all at once.
+func fanRuntime(p provider.Provider, batch bool) *dx.Runtime {
+	opts := testOptions()
+	opts.WorkerConcurrency = 8
+	opts.BatchActivityAcks = batch
+	rt := dx.NewRuntime(p, opts)
+	dx.RegisterActivity(rt, "Sq", func(ctx context.Context, n int) (int, error) { return n * n, nil })
+	dx.Register(rt, "Fan", func(ctx dx.Context, n int) (int, error) {
+		var fs []dx.Future[int]
+		for i := 1; i <= n; i++ {
+			fs = append(fs, dx.Call[int](ctx, "Sq", i))
+		}
+		sum := 0
+		for _, f := range fs {
+			v, err := f.Await(ctx)
+			if err != nil {
+				return 0, err
+			}
+			sum += v
+		}
+		return sum, nil
+	})
+	return rt
+}
+
+// TestActivityAcksUnbatchedByDefault: without Options.BatchActivityAcks every activity is
+// acknowledged on its own.
+func TestActivityAcksUnbatchedByDefault(t *testing.T) {
+	t.Parallel()
+	g := &ackGate{Provider: newProvider(t)}
+	rt := fanRuntime(g, false)
+	startRuntime(t, rt)
+	c := dx.NewClient(g)
+	ctx := waitCtx(t)
+	id, err := c.Start(ctx, "Fan", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := dx.Result[int](ctx, c, id); err != nil || out != 204 {
+		t.Fatalf("Fan(8) = %d, %v, want 204", out, err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.singles != 8 || len(g.batches) != 0 {
+		t.Fatalf("%d single acks and batches %v, want 8 single acks", g.singles, g.batches)
 	}
 }
