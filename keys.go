@@ -40,6 +40,9 @@ import (
 //	P wake:filters          ZSET    filters of waiting orchestration fetchers ("*" none, else "lo hi lo hi..."
 //	                                in pin keys), score = ms until which one may still be waiting
 //	P oq:parked             ZSET    instances whose messages are parked orphans, score = their expiry ms
+//	P oq:dead               ZSET    instances held as poison (orch_abandon with a "poison:" reason:
+//	                                dx.Options.OnPoison), score = when held (ms); an entry whose q:<id>
+//	                                h is gone is stale (listing drops it); work_dead 'oredrive' ends one
 //	P att:<attempt>         STRING  reply of a write call that ran, kept 20 s (its retries return it)
 //	P stats                 HASH    per-minute outcome counts: "<minute>:<kind>" -> count (minute = ms /
 //	                                60000; kind oc/of orchestrations completed/failed, ac/af activities

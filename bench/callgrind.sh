@@ -13,14 +13,16 @@
 # Needs valgrind, redis-server and redis-cli on PATH (or REDIS_SERVER/REDIS_CLI), Go. Run from
 # anywhere; it is CPU heavy (Redis runs ~50x slower under valgrind): `nice -n 10 bench/callgrind.sh`.
 # Optional: W1_SMALL W1_BIG (300 900), W2_SMALL W2_BIG (60 180), FANOUT (10), SYSTEMS
-# ("dxredis go-workflows"), WORKLOADS ("W1 W2"), DXBENCH_FLAGS (more dxbench flags, e.g. -batch-acks), KEEP=1 keeps the work directory (callgrind files,
+# ("dxredis go-workflows"; "floor" is bench/floor, the hand-written minimal store, FLOOR_BATCH items
+# per call, default 1), WORKLOADS ("W1 W2"), DXBENCH_FLAGS (more dxbench flags, e.g. -batch-acks),
+# KEEP=1 keeps the work directory (callgrind files,
 # client outputs; callgrind_annotate FILE shows where the instructions go), GW_DONE=poll makes
 # gwbench detect completion by reading each instance's state (default ack: in-process, no Redis cost).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W1_SMALL=${W1_SMALL:-300} W1_BIG=${W1_BIG:-900}
 W2_SMALL=${W2_SMALL:-60} W2_BIG=${W2_BIG:-180}
-FANOUT=${FANOUT:-10} GW_DONE=${GW_DONE:-ack}
+FANOUT=${FANOUT:-10} GW_DONE=${GW_DONE:-ack} FLOOR_BATCH=${FLOOR_BATCH:-1}
 SYSTEMS=${SYSTEMS:-dxredis go-workflows}
 WORKLOADS=${WORKLOADS:-W1 W2}
 REDIS_SERVER=${REDIS_SERVER:-redis-server} REDIS_CLI=${REDIS_CLI:-redis-cli}
@@ -31,6 +33,7 @@ WORK=$(mktemp -d /tmp/callgrind.XXXXXX)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$WORK"' EXIT
 
 go build -o "$WORK/dxbench" ./cmd/dxbench
+go build -o "$WORK/floor" ./bench/floor
 (cd bench/gwbench && go build -o "$WORK/gwbench" .)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -54,6 +57,8 @@ count() {
 	case $sys/$wl in
 	dxredis/W1) client+=(-workload hello) ;;
 	dxredis/W2) client+=(-workload fanout -fanout-width "$FANOUT") ;;
+	floor/W1) client=("$WORK/floor" -addr "127.0.0.1:$port" -n "$n" -batch "$FLOOR_BATCH") ;;
+	floor/W2) client=("$WORK/floor" -addr "127.0.0.1:$port" -n "$n" -fanout "$FANOUT" -batch "$FLOOR_BATCH") ;;
 	go-workflows/W1) client=("$WORK/gwbench" -addr "127.0.0.1:$port" -done "$GW_DONE" -n "$n") ;;
 	go-workflows/W2) client=("$WORK/gwbench" -addr "127.0.0.1:$port" -done "$GW_DONE" -n "$n" -fanout "$FANOUT") ;;
 	esac
@@ -96,12 +101,12 @@ fmt() { [ -n "${1:-}" ] && awk -v v="$1" 'BEGIN { printf "%.2f M", v / 1e6 }' ||
 echo
 echo "Redis instructions per orchestration ($("$REDIS_SERVER" --version | awk '{print $1, $2, $3}'), callgrind)"
 echo
-echo "| per orchestration | go-workflows | dxredis |"
-echo "|---|---|---|"
+echo "| per orchestration | go-workflows | dxredis | floor (batch $FLOOR_BATCH) |"
+echo "|---|---|---|---|"
 for wl in $WORKLOADS; do
 	case $wl in
 	W1) label="W1 hello (n=$W1_SMALL / $W1_BIG)" ;;
 	W2) label="W2 fan-out x$FANOUT (n=$W2_SMALL / $W2_BIG)" ;;
 	esac
-	echo "| $label | $(fmt "${per[go-workflows/$wl]:-}") | $(fmt "${per[dxredis/$wl]:-}") |"
+	echo "| $label | $(fmt "${per[go-workflows/$wl]:-}") | $(fmt "${per[dxredis/$wl]:-}") | $(fmt "${per[floor/$wl]:-}") |"
 done

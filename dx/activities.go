@@ -350,6 +350,10 @@ func (rt *Runtime) activityFunc(name string) (activityFunc, bool) {
 		}, true
 	case syscallGetKVValue:
 		return rt.getKVValue, true
+	case schedulePlanActivity:
+		return rt.schedulePlan, true
+	case scheduleCancelActivity:
+		return rt.scheduleCancel, true
 	}
 	return nil, false
 }

@@ -58,6 +58,7 @@ func capsRuntime(p *redisprovider.Provider) *dx.Runtime {
 // TestTagCapAcrossWorkerProcesses: 3 worker processes of 16 slots each run 60 activities of a tag
 // capped at 5: never more than 5 run at once, all complete.
 func TestTagCapAcrossWorkerProcesses(t *testing.T) {
+	t.Parallel()
 	addr, ns, p := faultBackend(t)
 	ctx := context.Background()
 	if err := p.SetTagLimits(ctx, capsTag, redisprovider.TagLimits{Concurrency: 5}); err != nil {
@@ -95,6 +96,7 @@ func TestTagCapAcrossWorkerProcesses(t *testing.T) {
 // TestTagCapSlotsOfAKilledWorker: a worker process SIGKILLed while it holds the tag's 5 slots:
 // they come back once its locks expire (1 s), and another worker completes everything.
 func TestTagCapSlotsOfAKilledWorker(t *testing.T) {
+	t.Parallel()
 	addr, ns, p := faultBackend(t)
 	ctx := context.Background()
 	if err := p.SetTagLimits(ctx, capsTag, redisprovider.TagLimits{Concurrency: 5}); err != nil {
@@ -126,12 +128,14 @@ func TestTagCapSlotsOfAKilledWorker(t *testing.T) {
 	p.Client().Del(ctx, p.Keyspace().Prefix(0)+"caps-test:cur", p.Keyspace().Prefix(0)+"caps-test:max")
 }
 
-// TestTagRateLimitOverTenSeconds: a rate limit of 50 starts a second (burst 1) over 550
-// activities run by runtimes with 48 slots: the starts come at 50/s within 10%, none is lost.
+// TestTagRateLimitOverTenSeconds: a rate limit of 50 starts a second (bursts of 5, so that a late
+// fetch loses no token) over 550 activities run by runtimes with 48 slots: the starts come at
+// 50/s within 10%, none is lost.
 func TestTagRateLimitOverTenSeconds(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	ctx := context.Background()
-	if err := p.SetTagLimits(ctx, capsTag, redisprovider.TagLimits{Rate: 50}); err != nil {
+	if err := p.SetTagLimits(ctx, capsTag, redisprovider.TagLimits{Rate: 50, Burst: 5}); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex

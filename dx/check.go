@@ -14,14 +14,16 @@ import (
 // history; a replay check, when a turn and a fresh replay of the same stored history differ) and
 // what the runtime does then (Options.OnNondeterminism).
 
-// PoisonPolicy says what happens to an activity delivered more often than Options.MaxAttempts.
+// PoisonPolicy says what happens to an item (activity or orchestration turn) delivered more often
+// than Options.MaxAttempts.
 type PoisonPolicy int
 
 const (
 	// FailPoison fails it with a poison error (duroxide's rule; the default).
 	FailPoison PoisonPolicy = iota
 	// HoldPoison parks it as a dead letter: nothing is written to its history until it is
-	// redriven (run again with a fresh delivery count) or discarded (failed as FailPoison would).
+	// redriven (run again with a fresh delivery count) or, for an activity, discarded (failed as
+	// FailPoison would).
 	HoldPoison
 )
 

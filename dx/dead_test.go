@@ -46,8 +46,13 @@ func deadChildRuntime(p *redisprovider.Provider) *dx.Runtime {
 }
 
 func deadRuntime(t *testing.T, p *redisprovider.Provider, pay bool) *dx.Runtime {
+	return deadRuntimeCache(t, p, pay, 0)
+}
+
+// deadRuntimeCache is deadRuntime with Options.ExecutorCacheSize cache (negative: off).
+func deadRuntimeCache(t *testing.T, p *redisprovider.Provider, pay bool, cache int) *dx.Runtime {
 	opts := testOptions()
-	opts.MaxAttempts, opts.OnPoison = 2, dx.HoldPoison
+	opts.MaxAttempts, opts.OnPoison, opts.ExecutorCacheSize = 2, dx.HoldPoison, cache
 	rt := dx.NewRuntime(p, opts)
 	deadProgram(rt, pay)
 	if err := rt.Start(context.Background()); err != nil {
@@ -80,9 +85,22 @@ func waitDead(t *testing.T, p *redisprovider.Provider, n int) []redisprovider.De
 // build runs the redriven activities and each instance completes with the history a correct build
 // writes.
 func TestDeadLettersRedrive(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		cache int
+	}{{"cache on", 0}, {"cache off", -1}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			testDeadLettersRedrive(t, c.cache)
+		})
+	}
+}
+
+func testDeadLettersRedrive(t *testing.T, cache int) {
 	p := newProvider(t)
 	ctx := context.Background()
-	bad := deadRuntime(t, p, false)
+	bad := deadRuntimeCache(t, p, false, cache)
 	c := dx.NewClient(p)
 	var ids []string
 	for i := range 3 {
@@ -115,7 +133,7 @@ func TestDeadLettersRedrive(t *testing.T) {
 		}
 	}
 	// The fixed build, then redrive.
-	good := deadRuntime(t, p, true)
+	good := deadRuntimeCache(t, p, true, cache)
 	defer stopRuntime(t, good)
 	for _, d := range ds {
 		if err := p.RedriveDeadLetter(ctx, d.ID); err != nil {
@@ -149,6 +167,7 @@ func TestDeadLettersRedrive(t *testing.T) {
 // TestDeadLettersDiscard: discarding applies the default rule: the activity fails with the poison
 // error it was parked with, and the orchestration sees that failure.
 func TestDeadLettersDiscard(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	ctx := context.Background()
 	bad := deadRuntime(t, p, false)
@@ -176,6 +195,7 @@ func TestDeadLettersDiscard(t *testing.T) {
 // SIGKILLed; the activity's lock expires, another runtime runs it, and the instance completes with
 // a correct build's history (each activity answered once).
 func TestDeadLetterRedriveSurvivesAKilledRuntime(t *testing.T) {
+	t.Parallel()
 	addr, ns, p := faultBackend(t)
 	ctx := context.Background()
 	bad := deadRuntime(t, p, false)
@@ -196,6 +216,54 @@ func TestDeadLetterRedriveSurvivesAKilledRuntime(t *testing.T) {
 	defer stopRuntime(t, good)
 	waitAll(t, c, []string{id}, 30*time.Second)
 	checkExactlyOnce(t, p, []string{id}, func(int) string { return "20" })
+	if ds, err := p.ListDeadLetters(ctx, 10); err != nil || len(ds) != 0 {
+		t.Fatalf("dead letters left: %+v %v", ds, err)
+	}
+}
+
+// TestDeadLetterHeldOrchestration: a build without the orchestration holds its start past
+// MaxAttempts (HoldPoison) instead of failing it: nothing is written, Status says why, dxctl
+// dead lists it; redriven once the fixed build runs, it completes.
+func TestDeadLetterHeldOrchestration(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t)
+	ctx := context.Background()
+	opts := testOptions()
+	opts.MaxAttempts, opts.OnPoison, opts.HoldRetryDelay = 2, dx.HoldPoison, 100*time.Millisecond
+	bad := dx.NewRuntime(p, opts) // registers nothing
+	if err := bad.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := dx.NewClient(p)
+	id := mustStart(t, c, ctx, "Charge", 3, dx.WithInstanceID("charge-held"))
+	ds := waitDead(t, p, 1)
+	if d := ds[0]; !d.Orchestration || d.Instance != id || !strings.HasPrefix(d.Reason, "poison: orchestration item delivered 3 times (max 2)") {
+		t.Fatalf("dead letter %+v", d)
+	}
+	if st, err := c.Status(ctx, id); err != nil || !strings.HasPrefix(st.Held, "poison: orchestration") {
+		t.Fatalf("status while held: %+v %v", st, err)
+	}
+	if err := p.DiscardDeadLetter(ctx, ds[0].ID); !errors.Is(err, provider.ErrInvalidInput) {
+		t.Fatalf("discarding a held orchestration: %v", err)
+	}
+	stopRuntime(t, bad)
+	good := dx.NewRuntime(p, opts)
+	deadProgram(good, true)
+	if err := good.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer stopRuntime(t, good)
+	time.Sleep(300 * time.Millisecond) // deliberate: the fixed build keeps holding it (its deliveries count) until the redrive
+	if st, err := c.Status(ctx, id); err != nil || st.Held == "" {
+		t.Fatalf("status before the redrive: %+v %v", st, err)
+	}
+	if err := p.RedriveDeadLetter(ctx, ds[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, c, []string{id}, 30*time.Second)
+	if st, err := c.Status(ctx, id); err != nil || st.State != dx.StateCompleted || st.Output != "12" || st.Held != "" {
+		t.Fatalf("after the redrive: %+v %v", st, err)
+	}
 	if ds, err := p.ListDeadLetters(ctx, 10); err != nil || len(ds) != 0 {
 		t.Fatalf("dead letters left: %+v %v", ds, err)
 	}

@@ -82,8 +82,16 @@ func faultProgram(rt *dx.Runtime) {
 	})
 }
 
+// SchedTick is what TestSigkillSchedule's schedule starts.
+func init() {
+	faultExtra = append(faultExtra, func(rt *dx.Runtime) { dx.Register(rt, "SchedTick", schedTick) })
+}
+
 // treeWidth is how many children a Tree starts.
 const treeWidth = 5
+
+// faultExtra are further registrations of the children (other tests' workloads).
+var faultExtra []func(*dx.Runtime)
 
 func faultOptions() dx.Options {
 	return dx.Options{OrchestrationLockTimeout: time.Second, WorkerLockTimeout: time.Second,
@@ -110,6 +118,9 @@ func runChild() int {
 	default:
 		rt = dx.NewRuntime(p, faultOptions())
 		faultProgram(rt)
+		for _, reg := range faultExtra {
+			reg(rt)
+		}
 	}
 	if err := rt.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)

@@ -89,6 +89,20 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 
 	labels := Labels{Orchestration: item.OrchestrationName}
 	if locked.AttemptCount > rt.opts.MaxAttempts {
+		if h, ok := rt.p.(provider.Holder); ok && rt.opts.OnPoison == HoldPoison {
+			// Held (nothing written) until an operator redrives it (dxctl dead), looked at again
+			// every HoldRetryDelay without running its code.
+			reason := fmt.Sprintf("poison: orchestration item delivered %d times (max %d), held until redriven (dxctl dead)",
+				locked.AttemptCount, rt.opts.MaxAttempts)
+			if err := h.HoldOrchestrationItem(bg, token, rt.opts.HoldRetryDelay, reason); err != nil {
+				log().Warn("dx: holding the poison orchestration item failed; its lock expires instead", "error", err)
+				return nil, time.Time{}
+			}
+			log().Warn("dx: orchestration item exceeded max attempts: held instead of failing (OnPoison: HoldPoison); redrive it (dxctl dead)",
+				"max_deliveries", rt.opts.MaxAttempts)
+			rt.opts.Metrics.Count(MetricPoison, 1, Labels{Queue: "orchestrator", Orchestration: item.OrchestrationName, Result: "held"})
+			return nil, time.Time{}
+		}
 		pl := Labels{Queue: "orchestrator", Orchestration: item.OrchestrationName}
 		if rt.orchestrationRegistered(item) {
 			log().Error("dx: orchestration item exceeded max attempts: failing it as poison", "max_deliveries", rt.opts.MaxAttempts)
@@ -167,6 +181,9 @@ func (rt *Runtime) processOrchestration(ctx context.Context, locked *provider.Lo
 	rt.opts.Metrics.Observe(MetricTurnDuration, time.Since(began), labels)
 	if o.panic != nil {
 		log().Error("dx: orchestration panicked", "error", displayMessage(o.details), "stack", string(o.panic))
+	}
+	if o.result == turnCompleted || o.result == turnFailed || o.result == turnCancelled {
+		out.ack.OrchestratorItems = append(out.ack.OrchestratorItems, scheduleRunEnded(item.Instance)...)
 	}
 	next, nextAt, ok := rt.ackTurn(ctx, log(), held, fl, token, out.ack, labels)
 	if !ok {

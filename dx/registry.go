@@ -52,8 +52,12 @@ type registry struct {
 }
 
 func newRegistry() *registry {
-	return &registry{orchestration: map[string][]orchVersion{}, activities: map[string]activityFunc{},
+	r := &registry{orchestration: map[string][]orchVersion{}, activities: map[string]activityFunc{},
 		signatures: map[string]signature{}}
+	// The built-in schedule orchestration (schedule_run.go).
+	v := semver.MustParse(scheduleVersion)
+	r.orchestration[ScheduleOrchestration] = []orchVersion{{v, v.String(), bindOrchestration(ScheduleOrchestration, runSchedule)}}
+	return r
 }
 
 // DefaultVersion is the version of an orchestration registered without one.
@@ -175,12 +179,15 @@ func (rt *Runtime) registrationFailed(err error) error {
 	return err
 }
 
-// names returns the registered orchestrations (with their versions) and activities, sorted, for
-// a log record.
+// names returns the registered orchestrations (with their versions, the built-in schedule left
+// out) and activities, sorted, for a log record.
 func (r *registry) names() (orchestrations, activities []string) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for name, vs := range r.orchestration {
+		if name == ScheduleOrchestration {
+			continue // built in
+		}
 		for _, v := range vs {
 			orchestrations = append(orchestrations, name+"@"+v.text)
 		}

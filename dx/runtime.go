@@ -103,8 +103,9 @@ type Options struct {
 	// FailPoison (the default, duroxide's rule: it fails with a poison error) or HoldPoison: it is
 	// parked as a dead letter (with the failure it would have recorded) and nothing is written to
 	// its instance's history until an operator redrives or discards it (dxctl dead; the provider
-	// must support it: redisprovider does, others fail it). Orchestration items that exceed
-	// MaxAttempts fail as poison under both.
+	// must support it: redisprovider does, others fail it). An orchestration item past
+	// MaxAttempts is held instead (provider.Holder, as HoldOnNondeterminism holds: nothing
+	// written, looked at again every HoldRetryDelay without running its code) until redriven.
 	OnPoison PoisonPolicy
 	// HoldRetryDelay is how long a turn held for nondeterminism waits before it is tried again
 	// (default 30 s).

@@ -155,3 +155,63 @@ func (e *Env) describe(instance string) string {
 	}
 	return b.String()
 }
+
+// RunUntil runs the virtual clock up to t: every timer (and After callback) due by then fires, in
+// order, and RunUntil returns once nothing more can happen before the clock moves past t. A
+// schedule (dx.Client.CreateSchedule) never finishes, so its tests run the clock with RunUntil (or
+// RunFor) and look at what it started:
+//
+//	env.CreateSchedule("tick", dx.Schedule{Spec: dx.ScheduleSpec{Every: time.Minute}, Action: Tick.ScheduleAction(in)})
+//	env.RunFor(24 * time.Hour) // 1,440 runs, in seconds of real time
+func (e *Env) RunUntil(t time.Time) {
+	e.t.Helper()
+	e.ensureStarted()
+	deadline := time.Now().Add(e.timeout)
+	for {
+		e.runDueCallbacks()
+		e.mu.Lock()
+		problems := slices.Clone(e.problems)
+		e.mu.Unlock()
+		if len(problems) > 0 {
+			e.t.Fatalf("dxtest: while running the clock to %s: %s", t.Format(time.RFC3339), strings.Join(problems, "; "))
+		}
+		idle, next, err := e.idle()
+		if err != nil {
+			e.t.Fatalf("dxtest: reading the queues: %v", err)
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("dxtest: timed out after %v running the clock to %s (virtual time %s)", e.timeout,
+				t.Format(time.RFC3339), e.Now().Format(time.RFC3339))
+		}
+		if !idle {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		e.mu.Lock()
+		if len(e.callbacks) > 0 && (next.IsZero() || e.callbacks[0].at.Before(next)) {
+			next = e.callbacks[0].at
+		}
+		e.mu.Unlock()
+		if next.IsZero() || next.After(t) {
+			if !e.Now().Before(t) {
+				return
+			}
+			next = t
+		}
+		e.setTime(next)
+	}
+}
+
+// RunFor runs the virtual clock for d: RunUntil(Now() + d).
+func (e *Env) RunFor(d time.Duration) {
+	e.t.Helper()
+	e.RunUntil(e.Now().Add(d))
+}
+
+// WaitUntil waits until cond holds, moving the virtual clock like Wait when nothing else can
+// happen; what names the condition in the failure message.
+func (e *Env) WaitUntil(what string, cond func() bool) {
+	e.t.Helper()
+	e.ensureStarted()
+	e.waitFor(what, "", cond)
+}

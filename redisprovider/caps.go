@@ -99,18 +99,22 @@ type TagLimitsSet struct {
 	Running int // items of the tag counted against Concurrency now (unexpired locks)
 }
 
-// GetTagLimits returns the limits set, by tag, with how many items of each run now.
+// GetTagLimits returns the limits set, by tag, with how many items of each run now: one round
+// trip when none is set, two more and one per tag else.
 func (p *Provider) GetTagLimits(ctx context.Context) ([]TagLimitsSet, error) {
 	const op = "get_tag_limits"
 	all, err := p.rdb.HGetAll(ctx, p.capsKey()).Result()
 	if err != nil {
 		return nil, p.mapErr(op, err)
 	}
+	out := []TagLimitsSet{}
+	if len(all) == 0 {
+		return out, nil
+	}
 	now, err := p.rdb.Time(ctx).Result()
 	if err != nil {
 		return nil, p.mapErr(op, err)
 	}
-	out := []TagLimitsSet{}
 	for tk, v := range all {
 		var s TagLimitsSet
 		var rate string

@@ -22,17 +22,23 @@ import (
 // recorded; nothing is written to its instance's history. Redrive puts it back (a fresh delivery
 // count), discard records that failure.
 
-// DeadLetter is a parked activity.
+// DeadLetter is a parked activity, or (Orchestration) an orchestration item held as poison: the
+// runtime writes nothing for it and looks at it again every HoldRetryDelay, without running its
+// code, until it is redriven.
 type DeadLetter struct {
-	ID          string // "<partition>:<item id>": what GetDeadLetter, RedriveDeadLetter and DiscardDeadLetter take
-	Instance    string
-	ExecutionID uint64
-	ActivityID  uint64
-	Name        string
-	Tag         string // "" untagged
-	Session     string // "" none
-	Attempts    uint32 // deliveries before it was parked
-	ParkedAt    time.Time
+	ID string // "<partition>:<item id>", "<partition>:o:<instance>": what GetDeadLetter, RedriveDeadLetter and DiscardDeadLetter take
+	// Orchestration is true for an orchestration item held as poison: Instance is held, Name is its
+	// orchestration (when known), Reason the hold's note; the activity fields are zero.
+	Orchestration bool
+	Reason        string
+	Instance      string
+	ExecutionID   uint64
+	ActivityID    uint64
+	Name          string
+	Tag           string // "" untagged
+	Session       string // "" none
+	Attempts      uint32 // deliveries before it was parked
+	ParkedAt      time.Time
 	// Failure is the ActivityFailed it would have recorded (duroxide's rule: a poison error), and
 	// records when it is discarded.
 	Failure provider.ErrorDetails
@@ -59,10 +65,13 @@ func (p *Provider) ParkWorkItem(ctx context.Context, lockToken string, failure p
 	return err
 }
 
-// deadID splits a dead letter id.
+// deadID splits a dead letter id: its partition and item id, or "o:<instance>".
 func (p *Provider) deadID(op, id string) (int, string, error) {
 	ps, item, ok := strings.Cut(id, ":")
 	part, err := strconv.Atoi(ps)
+	if ok && err == nil && strings.HasPrefix(item, "o:") && len(item) > 2 && part >= 0 && part < p.keys.Partitions() {
+		return part, item, nil
+	}
 	if !ok || err != nil || part < 0 || part >= p.keys.Partitions() || len(item) < 2 || strings.Trim(item[1:], "0123456789") != "" {
 		return 0, "", invalid(op, "dead letter id %q: want <partition>:<item id>, as dxctl dead lists them", id)
 	}
@@ -82,6 +91,11 @@ func (p *Provider) ListDeadLetters(ctx context.Context, limit int) ([]DeadLetter
 		if err != nil {
 			return p.mapErr(op, err)
 		}
+		held, err := p.heldPoison(ctx, op, part, limit)
+		if err != nil {
+			return err
+		}
+		parts[part] = held
 		for _, id := range ids {
 			d, err := p.deadLetter(ctx, op, part, id)
 			if errors.Is(err, provider.ErrNotFound) {
@@ -111,7 +125,48 @@ func (p *Provider) GetDeadLetter(ctx context.Context, id string) (DeadLetter, er
 	return p.deadLetter(ctx, op, part, item)
 }
 
+// heldPoison lists up to limit orchestration items of partition part held as poison (oq:dead),
+// dropping the entries whose hold has ended (the instance's next ack deletes its note).
+func (p *Provider) heldPoison(ctx context.Context, op string, part int, limit int) ([]DeadLetter, error) {
+	key := p.keys.Prefix(part) + "oq:dead"
+	ids, err := p.rdb.ZRange(ctx, key, 0, int64(limit-1)).Result()
+	if err != nil {
+		return nil, p.mapErr(op, err)
+	}
+	var out []DeadLetter
+	for _, id := range ids {
+		d, err := p.deadLetter(ctx, op, part, "o:"+id)
+		if errors.Is(err, provider.ErrNotFound) {
+			p.rdb.ZRem(ctx, key, id) // the hold ended: a stale entry (best effort)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
 func (p *Provider) deadLetter(ctx context.Context, op string, part int, item string) (DeadLetter, error) {
+	if inst, ok := strings.CutPrefix(item, "o:"); ok {
+		pre := p.keys.Prefix(part)
+		h, err := p.rdb.HGet(ctx, pre+"q:"+inst, "h").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return DeadLetter{}, p.mapErr(op, err)
+		}
+		at, reason, _ := strings.Cut(h, " ")
+		if !strings.HasPrefix(reason, "poison:") {
+			return DeadLetter{}, provider.NewPermanentError(op, fmt.Sprintf("instance %q is not held as poison", inst)).WithKind(provider.ErrNotFound)
+		}
+		name, err := p.rdb.HGet(ctx, pre+"i:"+inst, "name").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return DeadLetter{}, p.mapErr(op, err)
+		}
+		ms, _ := strconv.ParseInt(at, 10, 64)
+		return DeadLetter{ID: strconv.Itoa(part) + ":" + item, Orchestration: true, Reason: reason, Instance: inst, Name: name,
+			ParkedAt: time.UnixMilli(ms).UTC()}, nil
+	}
 	v, err := p.rdb.HMGet(ctx, p.keys.Prefix(part)+"wq:m:"+item, "j", "n", "d").Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return DeadLetter{}, p.mapErr(op, err)
@@ -149,14 +204,19 @@ func (p *Provider) deadLetter(ctx context.Context, op string, part int, item str
 }
 
 // RedriveDeadLetter puts a dead letter back in its queue with a fresh delivery count: the next
-// fetch runs it as if it had just been scheduled. ErrNotFound when id is not parked.
+// fetch runs it as if it had just been scheduled (an orchestration held as poison: its next
+// fetch, at the end of the hold's delay, runs its turn). ErrNotFound when id is not parked.
 func (p *Provider) RedriveDeadLetter(ctx context.Context, id string) error {
 	const op = "redrive_dead_letter"
 	part, item, err := p.deadID(op, id)
 	if err != nil {
 		return err
 	}
-	args, err := argsOf(op, luascripts.WorkDead, "what", "redrive", "token", "", "id", item, "lock_ms", "0", "reason", "")
+	what := "redrive"
+	if inst, ok := strings.CutPrefix(item, "o:"); ok {
+		what, item = "oredrive", inst
+	}
+	args, err := argsOf(op, luascripts.WorkDead, "what", what, "token", "", "id", item, "lock_ms", "0", "reason", "")
 	if err != nil {
 		return err
 	}
@@ -174,6 +234,9 @@ func (p *Provider) DiscardDeadLetter(ctx context.Context, id string) error {
 	d, err := p.GetDeadLetter(ctx, id)
 	if err != nil {
 		return err
+	}
+	if d.Orchestration {
+		return invalid(op, "%s is an orchestration held as poison: it cannot be discarded, only redriven (after the fix), cancelled (dxctl cancel, then redrive: its next turn fails it) or deleted", id)
 	}
 	part, item, _ := p.deadID(op, id)
 	args, err := argsOf(op, luascripts.WorkDead, "what", "take", "token", p.workNonce(part), "id", item, "lock_ms", "30000", "reason", "")

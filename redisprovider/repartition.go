@@ -347,7 +347,7 @@ func classify(rest string, atRoot bool) (keyRole, string) {
 		return roleDrop, ""
 	case "oq:pins", "oq:gate", "chores", "wake:orch", "wake:filters", "wq:waiting", "ob:seq", "ob:dirty", "ib:hwm", "wq:tks", "stats", "caps":
 		return roleDrop, ""
-	case "oq:due", "oq:locked", "oq:parked", "idx:instances", "idx:expiry", "idx:reap":
+	case "oq:due", "oq:locked", "oq:parked", "oq:dead", "idx:instances", "idx:expiry", "idx:reap":
 		return roleByInst, ""
 	case "wq:shold", "wq:dead":
 		return roleByItem, ""

@@ -6,7 +6,7 @@
 --   ignore: '1' = ignore attempt
 --   reason: optional: why the runtime holds the instance (a hold: HoldOrchestrationItem), kept in
 --     the message hash's field h as '<ms> <reason>' until an ack consumes the messages (which
---     deletes it)
+--     deletes it); a reason starting "poison:" also lists the instance in oq:dead (dead letters)
 -- Only the messages this token locked are delayed / counted (duroxide 0.1.31); messages that
 -- arrived during the lock are untouched. An expired but unreclaimed lock may still be abandoned.
 -- Reply: 1. Errors: DX_INVALID_TOKEN unknown or superseded token.
@@ -28,7 +28,12 @@ if delay > 0 then
   end
   call_chunked('HSET', k_msgs(id), f)
 end
-if reason then redis.call('HSET', k_msgs(id), 'h', now_s() .. ' ' .. reason) end
+if reason then
+  redis.call('HSET', k_msgs(id), 'h', now_s() .. ' ' .. reason)
+  -- A poison hold (dx.Options.OnPoison) is a dead letter: listed until redriven (work_dead); an
+  -- entry whose hold is gone is dropped by the listing.
+  if string.sub(reason, 1, 7) == 'poison:' then redis.call('ZADD', P .. 'oq:dead', now_s(), id) end
+end
 local pin = oq_unlock(id, now)
 if pin then wake_orch(pin, 1) end
 return 1

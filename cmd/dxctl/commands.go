@@ -137,8 +137,7 @@ delivery count, run by the next worker that takes them (deploy the fix first); d
 the default rule: the activity fails with the poison error it was parked with. --all acts on every
 dead letter (at most --limit), or those --activity and --instance select; discard --all needs
 --yes.`,
-		nargs: 1,
-		more:  true,
+		nargs: -1, // an action, then IDs
 		setup: func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
 			all := fs.Bool("all", false, "redrive or discard every dead letter (at most --limit; --activity and --instance narrow it)")
 			yes := fs.Bool("yes", false, "discard --all without refusing")
@@ -146,6 +145,9 @@ dead letter (at most --limit), or those --activity and --instance select; discar
 			activity := fs.String("activity", "", "with --all or list: only the activities named `NAME`")
 			instance := fs.String("instance", "", "with --all or list: only the activities of instances whose id starts with `PREFIX`")
 			return func(ctx context.Context, a *app, args []string) error {
+				if len(args) == 0 {
+					return usagef("dead: want an action: list, show, redrive or discard")
+				}
 				return a.dead(ctx, args[0], args[1:], *all, *yes, *limit, deadFilter{*activity, *instance})
 			}
 		},
@@ -319,7 +321,7 @@ Options.Partitions 0 or N (docs/operations.md, "Changing the partition count").`
 			return func(ctx context.Context, a *app, _ []string) error { return a.migrate(ctx, *partitions) }
 		},
 	},
-}, clientCommands...)
+}, append(clientCommands, scheduleCommand)...)
 
 // statusPending is the status dxctl gives an instance whose start is queued but not run yet (it
 // has no instance record; redisprovider.ListPendingStarts).

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/duroxide-go/dxredis/cmd/dxctl/web"
-	"github.com/duroxide-go/dxredis/dx"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 )
@@ -83,10 +82,10 @@ func (a *app) dead(ctx context.Context, verb string, ids []string, all, yes bool
 				DeadLetters []web.DeadLetter `json:"dead_letters"`
 			}{out})
 		}
-		t := newTable(a.stdout, "ID", "INSTANCE", "ACTIVITY", "TAG", "DELIVERIES", "PARKED", "FAILURE")
+		t := newTable(a.stdout, "ID", "INSTANCE", "WORK", "TAG", "DELIVERIES", "PARKED", "FAILURE")
 		for _, d := range ds {
-			t.row(d.ID, shorten(d.Instance, 40), fmt.Sprintf("%s#%d", d.Name, d.ActivityID), dash(d.Tag), d.Attempts,
-				d.ParkedAt.Format(time.RFC3339), shorten((&dx.Error{Details: d.Failure}).Error(), 60))
+			o := web.DeadLetterOf(d)
+			t.row(o.ID, shorten(o.Instance, 40), o.What(), dash(o.Tag), o.Attempts, o.ParkedAt.Format(time.RFC3339), shorten(o.Error, 60))
 		}
 		return t.flush()
 	case "show":
@@ -102,7 +101,7 @@ func (a *app) dead(ctx context.Context, verb string, ids []string, all, yes bool
 		t.row("Dead letter:", o.ID)
 		t.row("Instance:", o.Instance)
 		t.row("Execution:", o.ExecutionID)
-		t.row("Activity:", fmt.Sprintf("%s (id %d)", o.Name, o.ActivityID))
+		t.row("Work:", o.What())
 		t.row("Tag:", dash(o.Tag))
 		t.row("Session:", dash(o.Session))
 		t.row("Deliveries:", o.Attempts)

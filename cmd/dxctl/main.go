@@ -68,8 +68,7 @@ type command struct {
 	usage   string // arguments after the name
 	summary string
 	details string
-	nargs   int  // positional arguments required
-	more    bool // nargs is the least: more may follow
+	nargs   int // positional arguments required; -1: the command checks them
 	setup   func(fs *flag.FlagSet) func(ctx context.Context, a *app, args []string) error
 }
 
@@ -170,7 +169,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		printVersion(stdout)
 		return 0
 	}
-	if len(pos) != cmd.nargs && !(cmd.more && len(pos) > cmd.nargs) {
+	if cmd.nargs >= 0 && len(pos) != cmd.nargs {
 		return fail(usagef("%s: want %d argument(s), got %d: usage: dxctl %s %s", cmd.name, cmd.nargs, len(pos), cmd.name, cmd.usage))
 	}
 

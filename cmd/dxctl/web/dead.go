@@ -16,6 +16,7 @@ import (
 // dxctl dead --json.
 type DeadLetter struct {
 	ID          string          `json:"id"`
+	Kind        string          `json:"kind"` // "activity", or "orchestration": an orchestration item held as poison
 	Instance    string          `json:"instance_id"`
 	ExecutionID uint64          `json:"execution_id"`
 	ActivityID  uint64          `json:"activity_id"`
@@ -30,9 +31,21 @@ type DeadLetter struct {
 
 // DeadLetterOf converts a provider's dead letter.
 func DeadLetterOf(d redisprovider.DeadLetter) DeadLetter {
+	if d.Orchestration {
+		return DeadLetter{ID: d.ID, Kind: "orchestration", Instance: d.Instance, Name: d.Name, ParkedAt: d.ParkedAt,
+			Error: d.Reason, Failure: json.RawMessage("null")}
+	}
 	f, _ := json.Marshal(d.Failure)
-	return DeadLetter{d.ID, d.Instance, d.ExecutionID, d.ActivityID, d.Name, d.Tag, d.Session, d.Attempts, d.ParkedAt,
+	return DeadLetter{d.ID, "activity", d.Instance, d.ExecutionID, d.ActivityID, d.Name, d.Tag, d.Session, d.Attempts, d.ParkedAt,
 		(&dx.Error{Details: d.Failure}).Error(), f}
+}
+
+// What names the dead letter's work: "Name#id" for an activity, "orchestration Name" else.
+func (d DeadLetter) What() string {
+	if d.Kind == "orchestration" {
+		return "orchestration " + d.Name
+	}
+	return fmt.Sprintf("%s#%d", d.Name, d.ActivityID)
 }
 
 // deadLimit is how many dead letters the page and the API list.

@@ -180,6 +180,14 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/stats", s.apiStats)
 	m.HandleFunc("GET /versions", s.pageVersions)
 	m.HandleFunc("GET /api/versions", s.apiVersions)
+	m.HandleFunc("GET /schedules", s.pageSchedules)
+	m.HandleFunc("GET /schedules/{id}", s.pageSchedule)
+	m.HandleFunc("GET /api/schedules", s.apiSchedules)
+	m.HandleFunc("GET /api/schedules/{id}", s.apiSchedule)
+	for _, a := range scheduleActions {
+		m.HandleFunc("POST /api/schedules/{id}/"+a, s.apiScheduleAction(a))
+		m.HandleFunc("POST /schedules/{id}/"+a, s.pageScheduleAction(a))
+	}
 	for _, a := range actionNames {
 		m.HandleFunc("POST /api/instances/{id}/"+a, s.apiAction(a))
 		m.HandleFunc("POST /instances/{id}/"+a, s.pageAction(a))

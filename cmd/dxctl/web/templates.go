@@ -21,6 +21,7 @@ func parseTemplates() (*templates, error) {
 		"msTime":      msTime,
 		"shorten":     shorten,
 		"instanceURL": instanceURL,
+		"scheduleURL": scheduleURL,
 		"pct":         func(f float64) string { return fmt.Sprintf("%.3f%%", f) },
 		"num":         func(f float64) string { return fmt.Sprintf("%.2f", f) },
 		"ageMs": func(ms int64) string {

@@ -301,6 +301,37 @@ func TestConsoleInChromium(t *testing.T) {
 	if got := text("#partitions tbody td:nth-child(2)"); got != "shop:0" {
 		t.Fatalf("partition 0's tag shown as %q", got)
 	}
+	// Dead letters: two activities parked past their attempts; one is redriven from its button.
+	for _, id := range []uint64{40, 41} {
+		tag := "pay"
+		if err := p.EnqueueForWorker(fctx, provider.WorkItem{Kind: provider.ActivityExecute{Instance: "invoice-7", ExecutionID: 1,
+			ID: id, Name: "ChargeCard", Input: "{}", Tag: &tag}}); err != nil {
+			t.Fatal(err)
+		}
+		pay, _ := provider.TagFilterTags("pay")
+		it, err := p.FetchWorkItem(fctx, time.Hour, 0, nil, pay)
+		if err != nil || it == nil {
+			t.Fatalf("fetch pay: %v %v", it, err)
+		}
+		d := provider.ErrorDetails{Kind: provider.PoisonError{AttemptCount: 11, MaxAttempts: 10, Message: "{}",
+			MessageType: provider.PoisonMessageType{Kind: provider.PoisonActivity{Instance: "invoice-7", ExecutionID: 1, ActivityName: "ChargeCard", ActivityID: id}}}}
+		if err := p.ParkWorkItem(fctx, it.LockToken, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	do("dead", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("nav")),
+		chromedp.Click(chromedp.CSS(`nav a[href="/dead"]`)), chromedp.WaitVisible(chromedp.CSS("#dead")))
+	if n := eval(`document.querySelectorAll("#dead tbody tr").length`); n != 2 {
+		t.Fatalf("%d dead letter rows, want 2", n)
+	}
+	screenshot(t, ctx, shots, "web-dead.png")
+	do("redrive", chromedp.Click(chromedp.CSS(`#dead tbody tr:first-child button`)), chromedp.WaitVisible(chromedp.CSS("#msg")))
+	if got := text("#msg"); !strings.Contains(got, "redriven") {
+		t.Fatalf("after the redrive: %q", got)
+	}
+	if n := eval(`document.querySelectorAll("#dead tbody tr").length`); n != 1 {
+		t.Fatalf("%d dead letter rows after the redrive, want 1", n)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(dialogs) > 0 {

@@ -1,0 +1,178 @@
+// floor: a hand-written minimal store (floor.lua) driven like dxbench's W1 (hello) and W2
+// (fan-out): every instance started up front, then orchestrator turns and activities fetched and
+// acked, batch items per script call (ack and fetch of the next in the same call). What it costs
+// Redis per orchestration is the floor a lean turn can aim at; bench/callgrind.sh counts it
+// (SYSTEMS=floor, FLOOR_BATCH). See docs/storage-v2.md, "The floor".
+package main
+
+import (
+	"context"
+	_ "embed"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed floor.lua
+var library string
+
+// Event and message bodies about as long as duroxide's JSON ones.
+const (
+	startMsg  = `{"StartOrchestration":{"instance":"%s","orchestration":"Hello","input":"\"world\"","version":"1.0.0","execution_id":1}}`
+	started   = `{"event_id":1,"kind":{"OrchestrationStarted":{"name":"Hello","version":"1.0.0","input":"\"world\""}},"timestamp_ms":1764388000000,"duroxide_version":"0.1.30"}`
+	scheduled = `{"event_id":%d,"kind":{"ActivityScheduled":{"name":"Greet","input":"\"world\"","session_id":null,"tag":null}},"timestamp_ms":1764388000000}`
+	item      = `{"ActivityExecute":{"instance":"%s","execution_id":1,"id":%d,"name":"Greet","input":"\"world\""}}`
+	completed = `{"ActivityCompleted":{"instance":"%s","execution_id":1,"id":%d,"result":"\"hello, world\""}}`
+	done      = `{"event_id":%d,"kind":{"OrchestrationCompleted":{"output":"\"hello, world\""}},"timestamp_ms":1764388000000}`
+	recRun    = `R|1|Hello|1.0.0`
+	recDone   = `C|1|Hello|1.0.0|"hello, world"`
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:6379", "Redis address")
+	n := flag.Int("n", 300, "orchestrations")
+	width := flag.Int("fanout", 1, "activities per orchestration (1: W1 hello, 10: W2)")
+	batch := flag.Int("batch", 1, "items per fetch and ack call")
+	flag.Parse()
+	if err := run(*addr, *n, *width, *batch); err != nil {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Exit(1)
+	}
+}
+
+func run(addr string, n, width, batch int) error {
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	if err := c.Do(ctx, "FUNCTION", "LOAD", "REPLACE", library).Err(); err != nil {
+		return err
+	}
+	// A run starts empty: an earlier run's keys would be taken for this one's.
+	if keys, err := c.Keys(ctx, `\{f\}*`).Result(); err != nil {
+		return err
+	} else if len(keys) > 0 {
+		if err := c.Del(ctx, keys...).Err(); err != nil {
+			return err
+		}
+	}
+	calls := 0
+	fcall := func(name string, args ...any) ([]any, error) {
+		calls++
+		v, err := c.Do(ctx, append([]any{"FCALL", name, 0}, args...)...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		r, _ := v.([]any)
+		return r, nil
+	}
+	for i := range n {
+		id := "i" + strconv.Itoa(i)
+		calls++
+		if err := c.Do(ctx, "FCALL", "f_start", 0, id, fmt.Sprintf(startMsg, id)).Err(); err != nil {
+			return err
+		}
+	}
+	finished, nturns := 0, 0
+	var turns, items []any // fetched, not yet acked
+	for finished < n {
+		progress := false
+		if len(turns) == 0 {
+			r, err := fcall("f_ofetch", batch, 5000)
+			if err != nil {
+				return err
+			}
+			turns = r
+		}
+		if len(turns) > 0 {
+			progress = true
+			args := []any{len(turns)}
+			nturns += len(turns)
+			for _, t := range turns {
+				a, fin := decide(t.([]any), width)
+				args = append(args, a...)
+				if fin {
+					finished++
+				}
+			}
+			r, err := fcall("f_oack", append(args, batch, 5000)...)
+			if err != nil {
+				return err
+			}
+			turns = r[1].([]any)
+		}
+		if len(items) == 0 {
+			r, err := fcall("f_wfetch", batch, 30000)
+			if err != nil {
+				return err
+			}
+			items = r
+		}
+		if len(items) > 0 {
+			progress = true
+			args := []any{len(items)}
+			for _, it := range items {
+				f := it.([]any)
+				body := f[2].(string)
+				inst, _, _ := strings.Cut(body, "\n")
+				act := f[0].(string)
+				actID, _ := strconv.Atoi(act[strings.LastIndexByte(act, ':')+1:])
+				args = append(args, act, f[1], inst, fmt.Sprintf(completed, inst, actID))
+			}
+			r, err := fcall("f_wack", append(args, batch, 30000)...)
+			if err != nil {
+				return err
+			}
+			items = r[1].([]any)
+		}
+		if !progress {
+			return fmt.Errorf("stuck with %d of %d finished", finished, n)
+		}
+	}
+	fmt.Printf(`{"system":"floor","n":%d,"fanout":%d,"batch":%d,"script_calls_per_orch":%.2f,"turns_per_orch":%.2f}`+"\n",
+		n, width, batch, float64(calls)/float64(n), float64(nturns)/float64(n))
+	return nil
+}
+
+// decide plays the orchestration's turn: the first schedules width activities, each completion is
+// appended, the last one completes it. It returns the turn's oack arguments and whether it ended.
+func decide(t []any, width int) ([]any, bool) {
+	id, token, msgs, hist := t[0].(string), t[1], t[2].([]any), t[3].([]any)
+	var events, its []any
+	fin := false
+	next := len(hist) + 1
+	if len(hist) == 0 {
+		events = append(events, started)
+		next++
+		for range width {
+			events = append(events, fmt.Sprintf(scheduled, next))
+			its = append(its, id+":"+strconv.Itoa(next), fmt.Sprintf(item, id, next))
+			next++
+		}
+		msgs = msgs[1:] // the start
+	}
+	have := 0
+	for _, h := range hist {
+		if strings.Contains(h.(string), "ActivityCompleted") {
+			have++
+		}
+	}
+	for range msgs {
+		events = append(events, `{"event_id":`+strconv.Itoa(next)+`,"kind":{"ActivityCompleted":{"result":"\"hello, world\""}}}`)
+		next++
+		have++
+	}
+	rec := recRun
+	if have == width {
+		events = append(events, fmt.Sprintf(done, next))
+		rec, fin = recDone, true
+	}
+	taken := len(t[2].([]any))
+	args := []any{id, token, taken, rec, len(events)}
+	args = append(args, events...)
+	args = append(args, len(its)/2)
+	return append(args, its...), fin
+}
