@@ -7,15 +7,16 @@ import (
 	"github.com/duroxide-go/dxredis/provider"
 )
 
-// Batched activity acks (Options.BatchActivityAcks, provider.WorkBatchAcker). An activity whose result is ready while no
-// other ack is in flight is acknowledged at once, as without batching (with ack-and-fetch when the
-// provider has it): a lone activity waits for nothing. Results that become ready while an ack is in
-// flight queue up; when it returns, the first of them sends the queue (at most maxAckBatch) in one
-// batched call, and so on: the runtime batches only what is already waiting, never lingers. The
-// acks of a batch commit together, so their completions reach their orchestrations together and an
-// orchestration waiting on several activities runs fewer turns. Each ack keeps its own lock token,
-// attempt id and outcome: one whose token was lost fails alone, and is retried (or dropped) by its
-// own ackActivity as before.
+// Batched activity acks (Options.BatchActivityAcks, provider.WorkBatchAcker). An activity whose
+// result is ready while no other ack is in flight is acknowledged at once, as without batching
+// (with ack-and-fetch when the provider has it): a lone activity waits for nothing. Results that
+// become ready while an ack is in flight queue up; when it returns, the first of them sends the
+// queue (at most maxAckBatch) in one batched call that also fetches an activity for each slot, and
+// so on: the runtime batches only what is already waiting, never lingers. Each ack keeps its own
+// lock token, attempt id and outcome: one whose token was lost fails alone, and is retried (or
+// dropped) by its own ackActivity as before. Measured (docs/storage-v2.md, "Batched worker acks"):
+// fewer worker calls, but an orchestration's completions arrive in more deliveries (the first of a
+// round alone, the rest a round trip later), so it runs more turns; hence off by default.
 
 // maxAckBatch is the most activity acks one batched call carries.
 const maxAckBatch = 32
