@@ -14,7 +14,8 @@
 # anywhere; it is CPU heavy (Redis runs ~50x slower under valgrind): `nice -n 10 bench/callgrind.sh`.
 # Optional: W1_SMALL W1_BIG (300 900), W2_SMALL W2_BIG (60 180), FANOUT (10), SYSTEMS
 # ("dxredis go-workflows"; "floor" is bench/floor, the hand-written minimal store, FLOOR_BATCH items
-# per call, default 1), WORKLOADS ("W1 W2"), KEEP=1 keeps the work directory (callgrind files,
+# per call, default 1), WORKLOADS ("W1 W2"), DXBENCH_FLAGS (more dxbench flags, e.g. -batch-acks),
+# KEEP=1 keeps the work directory (callgrind files,
 # client outputs; callgrind_annotate FILE shows where the instructions go), GW_DONE=poll makes
 # gwbench detect completion by reading each instance's state (default ack: in-process, no Redis cost).
 set -euo pipefail
@@ -52,7 +53,7 @@ count() {
 	# -keep -no-keybytes: the server is thrown away, so the namespace is not deleted at the end, and the
 	# kept-bytes measurement (SCAN, MEMORY USAGE and PTTL of every key) is not counted as dxredis's work
 	# (gwbench does neither).
-	local client=("$WORK/dxbench" -addr "127.0.0.1:$port" -mode runtime -baseline 0 -keep -no-keybytes -n "$n")
+	local client=("$WORK/dxbench" -addr "127.0.0.1:$port" -mode runtime -baseline 0 -keep -no-keybytes -n "$n" ${DXBENCH_FLAGS:-})
 	case $sys/$wl in
 	dxredis/W1) client+=(-workload hello) ;;
 	dxredis/W2) client+=(-workload fanout -fanout-width "$FANOUT") ;;

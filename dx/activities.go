@@ -192,7 +192,8 @@ func (rt *Runtime) awaitCancelled(log *slog.Logger, done <-chan activityResult) 
 // poison item has none: while the runtime still fetches), with one attempt id for all tries
 // (provider.WithAttemptID), so that a try whose reply was lost is recognised as done by the next.
 // With a provider that fetches in the same call (provider.WorkAckFetcher) it returns the next
-// activity and when it was fetched, unless the runtime is shutting down.
+// activity and when it was fetched, unless the runtime is shutting down or the ack went in a batch
+// with others (provider.WorkBatchAcker; see ackbatch.go).
 func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger, held *lease, fl *flight, token string,
 	act provider.ActivityExecute, result string, d *provider.ErrorDetails, labels Labels) (*provider.LockedWorkItem, time.Time) {
 	bg, attemptID := context.WithoutCancel(fetchCtx), uuid.NewString()
@@ -205,15 +206,13 @@ func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger
 	af, fetchNext := rt.p.(provider.WorkAckFetcher)
 	var unknown bool // a try may have committed although it failed (its reply was lost)
 	for try := 1; ; try++ {
-		ctx := attemptContext(bg, attemptID, try)
-		var next *provider.LockedWorkItem
-		var err error
-		if fetchNext && fetchCtx.Err() == nil {
-			next, err = af.AckWorkItemAndFetch(ctx, token, &c, rt.opts.WorkerLockTimeout, rt.sessionConfig(), rt.opts.WorkerTagFilter,
-				provider.FetchOptions{NextPoll: rt.opts.PollTimeout})
-		} else {
-			err = rt.p.AckWorkItem(ctx, token, &c)
-		}
+		next, err := rt.ackWork(fetchCtx, bg, token, &c, attemptID, try, func(ctx context.Context) (*provider.LockedWorkItem, error) {
+			if fetchNext && fetchCtx.Err() == nil {
+				return af.AckWorkItemAndFetch(ctx, token, &c, rt.opts.WorkerLockTimeout, rt.sessionConfig(), rt.opts.WorkerTagFilter,
+					provider.FetchOptions{NextPoll: rt.opts.PollTimeout})
+			}
+			return nil, rt.p.AckWorkItem(ctx, token, &c)
+		})
 		if err == nil {
 			rt.opts.Metrics.Count(MetricActivities, 1, labels)
 			if try > 1 {

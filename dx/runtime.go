@@ -21,6 +21,15 @@ type Options struct {
 	OrchestrationConcurrency int
 	// WorkerConcurrency is the number of activities run at once (default 2).
 	WorkerConcurrency int
+	// BatchActivityAcks (default off) acknowledges activity results that become ready while
+	// another's acknowledgement is in flight together, when it returns, in one call of at most 32
+	// that also fetches an activity for each of their slots (provider.WorkBatchAcker; redisprovider
+	// fetches only in a namespace of one partition). Nothing waits to fill a batch: a lone activity
+	// is acknowledged at once. It cuts the worker's calls (dxbench W2, 16 activities at once: 12.4
+	// round trips per fan-out of ten down to 4.3) but splits an orchestration's completions into
+	// more deliveries, so orchestrations run more turns (W2 at 4 activities at once: 5.1 turns
+	// instead of 4.2, +17% Redis instructions); see docs/storage-v2.md, "Batched worker acks".
+	BatchActivityAcks bool
 	// OrchestrationLockTimeout is how long a fetched orchestration item stays locked (default 5 s);
 	// a turn that runs longer renews its lock.
 	OrchestrationLockTimeout time.Duration
@@ -220,6 +229,7 @@ type Runtime struct {
 	exited   chan struct{} // closed when that goroutine returned
 	inflight map[*flight]struct{}
 	sessions map[string]int // activities in progress per session
+	acks     ackBatcher     // activity acks waiting for the one in flight (ackbatch.go)
 	regErr   error          // the first registration refused before Start: Start returns it
 
 	unregMu sync.Mutex

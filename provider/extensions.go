@@ -41,6 +41,42 @@ type WorkAckFetcher interface {
 		session *SessionFetchConfig, tags TagFilter, opts FetchOptions) (next *LockedWorkItem, err error)
 }
 
+// WorkAck is one acknowledgement of a WorkBatchAcker call: AckWorkItem's arguments, and the
+// attempt id of its logical write (as WithAttemptID gives it to one call; "" lets the provider
+// pick one), FirstAttempt as WithFirstAttemptID marks it.
+type WorkAck struct {
+	LockToken    string
+	Completion   *WorkItem
+	AttemptID    string
+	FirstAttempt bool
+}
+
+// WorkBatchAcker is an optional extension: AckWorkItems acknowledges several worker items in as
+// few calls as the provider can (redisprovider: one script call per partition, at most 256 acks
+// each), each exactly as AckWorkItem would and each on its own: errs[i] (len(errs) == len(acks))
+// is acks[i]'s outcome, nil when it committed. An ack that fails (an invalid or expired token, a
+// refused completion) changes nothing and fails no other; an error of a whole call (Redis
+// unreachable, outcome unknown) is reported for each of its acks. Each ack runs at most once per
+// attempt id, so a caller retries one whose reply was lost with the same id (in a batch or not).
+//
+// With fetch non-nil it then fetches, in the same call where it can, up to fetch.N items as
+// FetchWorkItem would with a poll timeout of 0 (it never waits), whatever the acks' outcomes;
+// next holds them (fewer when the queue has fewer, or where the provider cannot fetch in the same
+// call: redisprovider fetches only in a namespace of one partition). A fetch whose arguments are
+// invalid fails every ack with ErrInvalidInput, before anything is written. A call retried after a
+// lost reply fetches again: an item the lost reply had locked comes back when its lock expires.
+type WorkBatchAcker interface {
+	AckWorkItems(ctx context.Context, acks []WorkAck, fetch *WorkFetch) (errs []error, next []*LockedWorkItem)
+}
+
+// WorkFetch is the fetch of an AckWorkItems call: at most N items, with FetchWorkItem's arguments.
+type WorkFetch struct {
+	N           int
+	LockTimeout time.Duration
+	Session     *SessionFetchConfig
+	Tags        TagFilter
+}
+
 // FetchOptions refine a fetch of an extension.
 type FetchOptions struct {
 	// Lite asks for the item without its history and KV snapshot (see LiteFetcher).

@@ -331,9 +331,7 @@ func (p *Provider) runOnce(ctx context.Context, op, script string, partition int
 		id = newAttemptID()
 	}
 	attempt := p.keys.Attempt(partition, id)
-	start := time.Now()
-	unknown := false
-	for try := 1; ; try++ {
+	return p.retryOnce(ctx, op, func(try int) (any, error) {
 		key := attempt
 		if try == 1 && (!given || first) {
 			// The first try of a fresh id: no earlier run to look up (dx_once in lib.lua). A
@@ -341,7 +339,17 @@ func (p *Provider) runOnce(ctx context.Context, op, script string, partition int
 			// marked it as its first send (provider.WithFirstAttemptID).
 			key += "!"
 		}
-		res, err := p.call(ctx, op, script, partition, key, args)
+		return p.call(ctx, op, script, partition, key, args)
+	})
+}
+
+// retryOnce sends a call under attempt keys (call(try) sends try number try) and retries it while
+// its outcome is unknown, as runOnce describes.
+func (p *Provider) retryOnce(ctx context.Context, op string, call func(try int) (any, error)) (any, error) {
+	start := time.Now()
+	unknown := false
+	for try := 1; ; try++ {
+		res, err := call(try)
 		if err == nil {
 			return res, nil
 		}

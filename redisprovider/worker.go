@@ -7,6 +7,7 @@ package redisprovider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -521,4 +522,152 @@ func (p *Provider) sumPartitions(ctx context.Context, op, script string, args []
 		total += int(s)
 	}
 	return total, err
+}
+
+// maxAckBatch is the most acks one work_ack_many call carries (and the most items it fetches);
+// AckWorkItems splits larger batches.
+const maxAckBatch = 256
+
+// ackEntry is one ack of an AckWorkItems call: its index in the call, work_ack's arguments and
+// its attempt id.
+type ackEntry struct {
+	i     int
+	args  []any
+	id    string
+	first bool
+}
+
+// AckWorkItems implements provider.WorkBatchAcker: the acks of one partition go in one
+// work_ack_many call (at most maxAckBatch each), partitions one after the other. Each ack is
+// checked as AckWorkItem checks it (a bad token or completion fails that ack alone, before any
+// call) and runs at most once per attempt id under its own attempt key: a call whose reply was lost
+// is retried as runOnce retries one, and returns the first run's replies for the acks it committed.
+// A fetch (namespaces of one partition only) goes with the last call, or alone when no ack is left.
+func (p *Provider) AckWorkItems(ctx context.Context, acks []provider.WorkAck, fetch *provider.WorkFetch) ([]error, []*provider.LockedWorkItem) {
+	const op = "ack_work_items"
+	errs := make([]error, len(acks))
+	var fargs []string
+	if fetch != nil && fetch.N > 0 && p.keys.Partitions() == 1 {
+		args, _, _, _, skip, err := p.workFetchArgs(op, 0, fetch.LockTimeout, 0, fetch.Session, fetch.Tags, "")
+		if err != nil {
+			for i := range errs {
+				errs[i] = err
+			}
+			return errs, nil
+		}
+		if !skip {
+			for _, a := range args {
+				fargs = append(fargs, str(a))
+			}
+		}
+	}
+	want := 0
+	if fargs != nil {
+		want = min(fetch.N, maxAckBatch)
+	}
+	groups := map[int][]ackEntry{}
+	var parts []int
+	for i, a := range acks {
+		if len(a.AttemptID) > maxAttemptID {
+			errs[i] = invalid(op, "attempt id is %d bytes, at most %d", len(a.AttemptID), maxAttemptID)
+			continue
+		}
+		part, args, err := p.workAckArgs(op, a.LockToken, a.Completion)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		e := ackEntry{i, args, a.AttemptID, a.FirstAttempt}
+		if e.id == "" {
+			e.id, e.first = newAttemptID(), true
+		}
+		if _, ok := groups[part]; !ok {
+			parts = append(parts, part)
+		}
+		groups[part] = append(groups[part], e)
+	}
+	if len(parts) == 0 && want > 0 {
+		parts = append(parts, 0) // the fetch alone
+	}
+	var next []*provider.LockedWorkItem
+	for k, part := range parts {
+		g := groups[part]
+		for {
+			n := min(len(g), maxAckBatch)
+			w := 0
+			if k == len(parts)-1 && n == len(g) {
+				w = want
+			}
+			next = append(next, p.ackMany(ctx, op, part, g[:n], w, fargs, errs)...)
+			if g = g[n:]; len(g) == 0 {
+				break
+			}
+		}
+	}
+	return errs, next
+}
+
+// ackMany runs one work_ack_many call in partition part (acks g, then up to want fetches with
+// work_fetch's arguments fargs), writes each ack's outcome to errs and returns the items fetched.
+func (p *Provider) ackMany(ctx context.Context, op string, part int, g []ackEntry, want int, fargs []string, errs []error) []*provider.LockedWorkItem {
+	keys := make([]string, 1+len(g))
+	keys[0] = p.keys.Meta(part)
+	e := luascripts.WorkAckMany.Encoder(3 + 6*len(g) + len(fargs))
+	e.Set("want", strconv.Itoa(want))
+	e.Section("acks")
+	for _, a := range g {
+		vals := make([]string, len(a.args))
+		for j, v := range a.args {
+			vals[j] = str(v)
+		}
+		e.Entry(vals...)
+	}
+	e.Section("fetch")
+	if want > 0 {
+		for _, a := range fargs {
+			e.Entry(a)
+		}
+	}
+	args, err := encoded(op, e)
+	var res any
+	if err == nil {
+		argv := append([]any{p.keys.Prefix(part)}, args...)
+		res, err = p.retryOnce(ctx, op, func(try int) (any, error) {
+			for j, a := range g {
+				keys[1+j] = p.keys.Attempt(part, a.id)
+				if try == 1 && a.first {
+					keys[1+j] += "!" // no earlier run to look up (dx_once in lib.lua)
+				}
+			}
+			return p.callKeys(ctx, op, luascripts.WorkAckMany.Op, keys, argv)
+		})
+	}
+	if err == nil && forwarded(&res) {
+		p.forward(ctx, part)
+	}
+	r := list(res)
+	if err == nil && len(r) < len(g) {
+		err = provider.NewPermanentError(op, "unexpected reply from work_ack_many")
+	}
+	for j, a := range g {
+		switch {
+		case err != nil:
+			errs[a.i] = err
+		case num(r[j]) > 0:
+			errs[a.i] = nil
+		default:
+			errs[a.i] = p.mapErr(op, errors.New(str(r[j])))
+		}
+	}
+	if err != nil {
+		return nil
+	}
+	var next []*provider.LockedWorkItem
+	for _, f := range r[len(g):] {
+		var it *provider.LockedWorkItem
+		if found, _, _, _, ferr := workFetchReply(op, f, &it); ferr == nil && found {
+			next = append(next, it)
+		}
+	}
+	return next
 }

@@ -155,9 +155,32 @@ func (c *countingProvider) exposed() provider.Provider {
 	_, ok2 := c.Provider.(provider.WorkAckFetcher)
 	_, ok3 := c.Provider.(provider.LiteFetcher)
 	if ok1 && ok2 && ok3 {
+		if _, ok := c.Provider.(provider.WorkBatchAcker); ok {
+			return countingBatch{countingExt{c}}
+		}
 		return countingExt{c}
 	}
 	return c
+}
+
+// countingBatch is countingExt with batched activity acks (provider.WorkBatchAcker) forwarded:
+// each batch one round trip.
+type countingBatch struct{ countingExt }
+
+var _ provider.WorkBatchAcker = countingBatch{}
+
+func (c countingBatch) AckWorkItems(ctx context.Context, acks []provider.WorkAck, fetch *provider.WorkFetch) ([]error, []*provider.LockedWorkItem) {
+	errs, next := c.Provider.(provider.WorkBatchAcker).AckWorkItems(ctx, acks, fetch)
+	c.calls.Add(1)
+	for i, err := range errs {
+		if err != nil && c.failed != nil && !errors.Is(err, context.Canceled) {
+			c.failed("ack_work_items", err)
+		}
+		if err == nil && acks[i].Completion != nil && c.workAcked != nil {
+			c.workAcked()
+		}
+	}
+	return errs, next
 }
 
 // countingExt is countingProvider with the runtime extensions forwarded (see exposed).

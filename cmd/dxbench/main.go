@@ -59,6 +59,7 @@ type config struct {
 	keep              bool
 	noKeyBytes        bool
 	noExt             bool
+	batchAcks         bool
 	rate              float64
 	timerDelay        time.Duration
 	timerRate         float64
@@ -217,6 +218,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.ns, "ns", "", "namespace, empty at the start (default dxbench-<random>); deleted at the end unless -keep")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the namespace's keys at the end (inspect them with dxctl)")
 	fs.BoolVar(&cfg.noKeyBytes, "no-keybytes", false, "skip the kept-bytes measurement (SCAN, MEMORY USAGE and PTTL of every key before and after a workload): bench/callgrind.sh counts only the system's own Redis work")
+	fs.BoolVar(&cfg.batchAcks, "batch-acks", false, "-mode runtime: dx.Options.BatchActivityAcks (activity acks that wait for the one in flight go together, with fetches)")
 	fs.BoolVar(&cfg.noExt, "noext", false, "-mode provider: the played dispatchers ack and fetch in separate calls, without the provider's ack-and-fetch-next extensions")
 	fs.Float64Var(&cfg.rate, "rate", 0, "orchestrations started per second; 0 = all enqueued upfront, as fast as possible")
 	fs.DurationVar(&cfg.timerDelay, "timer-delay", 100*time.Millisecond, "W3: durable timer of each orchestration")

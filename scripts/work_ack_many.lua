@@ -1,0 +1,40 @@
+-- work_ack_many: several work_acks in one call (provider.WorkBatchAcker), each its own unit: each
+-- runs at most once per attempt under its own attempt key, and one that fails (an unknown or
+-- expired token) writes nothing and fails alone; the others commit. Then, when asked, up to
+-- want work_fetches (the caller never waits on their reply).
+-- include: work_ack, work_fetch
+-- attempt: ack only (each ack applies dx_once with its own key; the fetches run on every try)
+-- KEYS[1] meta key (routing only), KEYS[1 + i] the attempt key of the i-th ack (all of this
+--   partition).
+-- ARGV[1] prefix, then (declared in internal/luascripts/args.go):
+--   want: how many items to fetch after the acks (0: none)
+--   acks[token, completed, target, completion, tpart, failed]: work_ack's arguments, one entry
+--     per ack, all of tokens of this partition
+--   fetch[arg]...: work_fetch's arguments after its prefix (empty when want is 0); its lock nonce
+--     serves every fetch (a lock token is the nonce and the item's id)
+-- Reply: one element per ack, in order: work_ack's reply (1, or 2 when its completion went to the
+--   outbox), or the text of its error (DX_INVALID_TOKEN ...); then work_fetch's reply for each
+--   item fetched (at most want, fewer when the queue ran out); then 'ob' when an outbox was written.
+-- Errors: only those of the whole call (format, OOM): acks before it may have committed, and a
+--   retry with the same attempt keys returns their replies.
+-- Cost: work_ack's per ack and work_fetch's per fetch, one FCALL's setup for all.
+local out = {}
+for i, a in ipairs(acks) do
+  LOCK_UNTIL = nil
+  local r = dx_once(op_work_ack, { KEYS[1], KEYS[1 + i] }, { P, a[1], a[2], a[3], a[4], a[5], a[6] })
+  if type(r) == 'number' then
+    if r == 2 then OB_WRITTEN = true end
+    out[i] = r
+  else
+    out[i] = r.err
+  end
+end
+if want > 0 then
+  local fa = { P, unpack(fetch) }
+  for _ = 1, want do
+    local r = op_work_fetch({ KEYS[1] }, fa)
+    if r[1] ~= 1 then break end
+    out[#out + 1] = r
+  end
+end
+return ob_mark(out)
