@@ -179,8 +179,10 @@ import (
 //
 //   - A partition's enqueue sequence (meta seq) is at or above every message and worker item
 //     number in use [seq_behind]; a session with visible items is in its group index
-//     [item_session_unindexed] and counted in wq:scount [session_uncounted]; an outbox's sequence (ob:seq) is at or above the mark its
-//     destination applied (ib:hwm) [outbox_seq_behind].
+//     [item_session_unindexed] and counted in wq:scount [session_uncounted]; an outbox's
+//     sequence (ob:seq) is at or above the mark its destination applied (ib:hwm)
+//     [outbox_seq_behind], and that mark at or above what the source trimmed from the outbox
+//     [inbox_mark_behind].
 //
 // redisprovider's Repair (dxctl fsck --repair) fixes each violation it can tell the fix of from
 // the other keys, one script per repair (scripts/admin_repair.lua, one function per code).

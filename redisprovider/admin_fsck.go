@@ -77,6 +77,10 @@ func (p *Provider) runFsck(ctx context.Context, op string) (*fsckRun, error) {
 			return run, p.mapErr(op, err)
 		}
 		run.report.Violations = append(run.report.Violations, v...)
+		if v, err = p.fsckInboxMarks(ctx); err != nil {
+			return run, p.mapErr(op, err)
+		}
+		run.report.Violations = append(run.report.Violations, v...)
 	}
 	if p.keys.Partitions() > 1 {
 		v, err := p.fsckRoot(ctx)
@@ -114,6 +118,65 @@ func (p *Provider) fsckOutboxSeqs(ctx context.Context) ([]FsckViolation, error) 
 				out = append(out, FsckViolation{Code: "outbox_seq_behind", Subject: strconv.Itoa(dest), Partition: s,
 					Detail: fmt.Sprintf("%sob:seq holds %d for partition %d, which applied up to %d: its next entries would be skipped as applied before",
 						p.keys.Prefix(s), seq, dest, m)})
+			}
+		}
+	}
+	return out, nil
+}
+
+// appliedAtLeast is how much of source's entries for dest dest must have applied: the entries
+// below the head of the outbox were trimmed, and an entry is trimmed only once applied; an empty
+// outbox was applied up to its sequence (ob:seq).
+func (p *Provider) appliedAtLeast(ctx context.Context, source, dest int) (int64, error) {
+	pre, d := p.keys.Prefix(source), strconv.Itoa(dest)
+	seq, err := p.rdb.HGet(ctx, pre+"ob:seq", d).Int64()
+	if err == redis.Nil {
+		return 0, nil
+	} else if err != nil {
+		return 0, err
+	}
+	head, err := p.rdb.LIndex(ctx, pre+"ob:"+d, 0).Result()
+	if err == redis.Nil {
+		return seq, nil
+	} else if err != nil {
+		return 0, err
+	}
+	first, _, _ := strings.Cut(head, " ")
+	n, err := strconv.ParseInt(first, 10, 64)
+	if err != nil {
+		return 0, nil // an entry that does not parse: ob_apply reports it
+	}
+	return n - 1, nil
+}
+
+// fsckInboxMarks checks the other side of fsckOutboxSeqs: each partition's mark of what it applied
+// from a source (ib:hwm) is at or above what the source trimmed (appliedAtLeast). Below it, the
+// source's next entry follows a gap, which ob_apply never fills: the messages wait in the outbox
+// for ever [inbox_mark_behind]. The source is read before the mark (both only grow), so a
+// violation is real.
+func (p *Provider) fsckInboxMarks(ctx context.Context) ([]FsckViolation, error) {
+	var out []FsckViolation
+	n := p.keys.Partitions()
+	for src := range n {
+		for dest := range n {
+			if dest == src {
+				continue
+			}
+			want, err := p.appliedAtLeast(ctx, src, dest)
+			if err != nil || want == 0 {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			m, err := p.rdb.HGet(ctx, p.keys.Prefix(dest)+"ib:hwm", strconv.Itoa(src)).Int64()
+			if err != nil && err != redis.Nil {
+				return nil, err
+			}
+			if m < want {
+				out = append(out, FsckViolation{Code: "inbox_mark_behind", Subject: strconv.Itoa(src), Partition: dest,
+					Detail: fmt.Sprintf("%sib:hwm holds %d for partition %d, which trimmed its entries up to %d: its next entries follow a gap and are never applied",
+						p.keys.Prefix(dest), m, src, want)})
 			}
 		}
 	}

@@ -105,6 +105,16 @@ func (p *Provider) repairOne(ctx context.Context, f *fsck, v FsckViolation) (Rep
 			return RepairAction{FsckViolation: v, Outcome: RepairClean, Why: "the violation no longer holds"}, nil
 		}
 		vals = []string{hwm}
+	case "inbox_mark_behind":
+		src, err := strconv.Atoi(v.Subject)
+		if err != nil || src < 0 || src >= p.keys.Partitions() {
+			return RepairAction{FsckViolation: v, Outcome: RepairLeft, Why: "no such partition"}, nil
+		}
+		want, err := p.appliedAtLeast(ctx, src, v.Partition)
+		if err != nil {
+			return RepairAction{}, err
+		}
+		vals = []string{strconv.FormatInt(want, 10)}
 	}
 	e := luascripts.AdminRepair.Encoder(3 + len(vals))
 	e.Set("retention", ms(p.opts.Retention))

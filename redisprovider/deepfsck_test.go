@@ -226,6 +226,14 @@ func TestDeepFsckLosses(t *testing.T) {
 			del(t, w, w.p.Keyspace().Meta(0))
 			return []string{"format_record "}, nil
 		}},
+		{"root_record", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
+			ks := w.p.Keyspace()
+			if ks.Partitions() == 1 {
+				t.Skip("a namespace of one partition has no root record")
+			}
+			del(t, w, ks.RootMeta(), ks.Meta(ks.Partitions()-1))
+			return []string{"format_record "}, nil
+		}},
 		{"session_index", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
 			ks := w.p.Keyspace()
 			var want []string
@@ -262,6 +270,23 @@ func TestDeepFsckLosses(t *testing.T) {
 					want = append(want, "outbox_seq_behind "+d)
 				}
 				w.p.Client().Del(ctx, ks.Prefix(part)+"ob:seq")
+			}
+			return want, nil
+		}},
+		{"inbox_mark", func(t *testing.T, w *deepWorld) ([]string, map[string]bool) {
+			// ib:hwm lost: the sources' next entries would follow a gap and never be applied.
+			ks := w.p.Keyspace()
+			if ks.Partitions() == 1 {
+				t.Skip("inboxes are between partitions")
+			}
+			var want []string
+			for part := range ks.Partitions() {
+				for src, m := range w.p.Client().HGetAll(ctx, ks.Prefix(part)+"ib:hwm").Val() {
+					if m != "0" {
+						want = append(want, "inbox_mark_behind "+src)
+					}
+				}
+				w.p.Client().Del(ctx, ks.Prefix(part)+"ib:hwm")
 			}
 			return want, nil
 		}},
@@ -316,7 +341,8 @@ func (w *deepWorld) repair(t *testing.T) redisprovider.RepairReport {
 			return rr
 		}
 		for {
-			_, err := redisprovider.Migrate(ctx, w.p.Client(), w.p.Keyspace().Namespace(), redisprovider.MigrateOptions{})
+			// The partition count, as the runbook says: a lost root record no longer holds it.
+			_, err := redisprovider.Migrate(ctx, w.p.Client(), w.p.Keyspace().Namespace(), redisprovider.MigrateOptions{Partitions: w.p.Keyspace().Partitions()})
 			if err == nil {
 				break
 			}

@@ -531,6 +531,16 @@ function R.outbox_seq_behind(dest)
   return repaired('set ' .. P .. 'ob:seq ' .. dest .. ' to ' .. hwm .. ', what partition ' .. dest .. ' applied last')
 end
 
+-- subject: a source partition; list: how far it trimmed its entries for this partition (so they
+-- were applied here). The mark of what this partition applied from it (ib:hwm) must be at least
+-- that, or the source's next entries follow a gap that ob_apply never fills.
+function R.inbox_mark_behind(src)
+  local want = list[1]
+  if (tonumber(redis.call('HGET', P .. 'ib:hwm', src)) or 0) >= want + 0 then return clean() end
+  redis.call('HSET', P .. 'ib:hwm', src, want)
+  return repaired('set ' .. P .. 'ib:hwm ' .. src .. ' to ' .. want .. ', what partition ' .. src .. ' trimmed as applied')
+end
+
 -- Entries of an item that does not exist, in the worker sets the caller names.
 function R.item_index_without_item(id)
   if redis.call('EXISTS', WQ.k_item(id)) == 1 then return clean() end
