@@ -273,9 +273,9 @@ func TestScheduleOverlapBufferOne(t *testing.T) {
 }
 
 func TestScheduleOverlapBufferAll(t *testing.T) {
-	env, runs := overlapRun(t, dx.OverlapBufferAll)
+	env, _ := overlapRun(t, dx.OverlapBufferAll)
 	env.RunFor(time.Hour) // the buffered runs, one after another
-	runs = env.ScheduleRuns("s")
+	runs := env.ScheduleRuns("s")
 	sameIDs(t, "buffer all", runs, runIDs("s", schedStart.Add(time.Minute), time.Minute, 10))
 	noOverlap(t, env, runs)
 	if info := env.Schedule("s"); info.SkippedTotal != 0 || len(info.Buffered) != 0 {

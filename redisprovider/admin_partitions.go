@@ -117,6 +117,7 @@ func (p *Provider) placePartitions(ctx context.Context, out []PartitionStats) er
 		// The cluster's slot map read now (CLUSTER SLOTS): the client's own map may not know yet
 		// of slots moved since (resharding), and is told to reload.
 		cc.ReloadState(ctx)
+		//lint:ignore SA1019 CLUSTER SLOTS answers on every Redis this supports (CLUSTER SHARDS is 7.0+)
 		slots, err := cc.ClusterSlots(ctx).Result()
 		if err != nil {
 			return err
