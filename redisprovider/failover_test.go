@@ -329,8 +329,17 @@ func TestForwardWaitsForReplicas(t *testing.T) {
 		defer info.Close()
 		return strings.Contains(info.Info(ctx, "replication").Val(), "master_link_status:up")
 	})
+	waitFor(t, 10*time.Second, "the replica to acknowledge a write", func() bool {
+		c := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+		defer c.Close()
+		c.Set(ctx, "fwdwait-probe", "1", time.Minute)
+		n, _ := c.Do(ctx, "WAIT", 1, 200).Int()
+		return n == 1
+	})
+	// 2 s: a loaded CI machine once took over 300 ms to acknowledge (each frozen-replica case
+	// below waits it out once).
 	p, err := redisprovider.New(ctx, redisprovider.Options{Addr: primary.Addr(), Namespace: "fwdwait", Partitions: 12,
-		Logger: quietLogger, WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
+		Logger: quietLogger, WaitReplicas: 1, WaitTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
