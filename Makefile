@@ -78,7 +78,7 @@ test-scale:
 	DXREDIS_TEST_CLUSTER_DISPOSABLE=1 scripts-dev/redis-cluster.sh run -- $(GO) test $(TEST_FLAGS) -v -run '^TestScriptWaitsForSlotMigration$$' ./redisprovider/
 	DXREDIS_CLUSTER_REPLICAS=1 DXREDIS_CLUSTER_NODE_TIMEOUT=2000 $(SCALE_RUN) '^TestClusterFailover$$'
 	DXREDIS_FAILOVER_WAIT=0 DXREDIS_CLUSTER_REPLICAS=1 DXREDIS_CLUSTER_NODE_TIMEOUT=2000 $(SCALE_RUN) '^TestClusterFailover$$'
-	if [ -n "$$DXREDIS_LONG_TESTS" ]; then DXREDIS_CLUSTER_REPLICAS=1 DXREDIS_CLUSTER_NODE_TIMEOUT=2000 $(SCALE_RUN) '^TestSoak$$' -timeout 30m; fi
+	if [ -n "$${DXREDIS_LONG_TESTS:-}" ]; then DXREDIS_CLUSTER_REPLICAS=1 DXREDIS_CLUSTER_NODE_TIMEOUT=2000 $(SCALE_RUN) '^TestSoak$$' -timeout 30m; fi
 
 lint:
 	@echo '== gofmt -l'
