@@ -247,13 +247,21 @@ func TestDeadLetterHeldOrchestration(t *testing.T) {
 		t.Fatalf("discarding a held orchestration: %v", err)
 	}
 	stopRuntime(t, bad)
+	_, since, err := p.HeldReason(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	good := dx.NewRuntime(p, opts)
 	deadProgram(good, true)
 	if err := good.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	defer stopRuntime(t, good)
-	time.Sleep(300 * time.Millisecond) // deliberate: the fixed build keeps holding it (its deliveries count) until the redrive
+	// The fixed build has taken the instance and held it again (its deliveries count) until the redrive.
+	waitFor(t, "the fixed build to hold the instance again", func() bool {
+		_, s, err := p.HeldReason(ctx, id)
+		return err == nil && s.After(since)
+	})
 	if st, err := c.Status(ctx, id); err != nil || st.Held == "" {
 		t.Fatalf("status before the redrive: %+v %v", st, err)
 	}
