@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	dxredis "github.com/duroxide-go/dxredis"
-	"github.com/duroxide-go/dxredis/internal/luascripts"
 	"github.com/duroxide-go/dxredis/provider"
 )
 
@@ -446,18 +445,7 @@ func (f *fsck) members(ctx context.Context, key string, fn func(string)) error {
 
 // call runs one admin_fsck batch and files its violations.
 func (f *fsck) call(ctx context.Context, mode, subject string, vals []string) error {
-	e := luascripts.AdminFsck.Encoder(2 + len(vals))
-	e.Set("mode", mode)
-	e.Set("subject", subject)
-	e.Section("list")
-	for _, v := range vals {
-		e.Entry(v)
-	}
-	args, err := encoded("fsck", e)
-	if err != nil {
-		return err
-	}
-	res, err := f.p.run(ctx, "fsck", luascripts.AdminFsck.Op, f.part, args...)
+	res, err := f.p.fsckCall(ctx, f.part, mode, subject, vals)
 	if err != nil {
 		return err
 	}
