@@ -90,13 +90,11 @@ func startsOf(t *testing.T, env *dxtest.Env, sched string) map[string]int {
 // started once, with consecutive ids, and the schedule's history bounded. (The replay check is
 // off here: it replays every turn five times; the other schedule tests keep it.)
 func TestScheduleMinuteForADay(t *testing.T) {
-	skipAtPartitions(t)
 	minuteSchedule(t, 24*time.Hour)
 }
 
 // TestScheduleMinuteForAWeek is the same over a virtual week (10,080 runs): DXREDIS_LONG_TESTS=1.
 func TestScheduleMinuteForAWeek(t *testing.T) {
-	skipAtPartitions(t)
 	if os.Getenv("DXREDIS_LONG_TESTS") == "" {
 		t.Skip("long: DXREDIS_LONG_TESTS=1")
 	}
@@ -122,12 +120,7 @@ func minuteSchedule(t *testing.T, d time.Duration) {
 		}
 	}
 	elapsed := time.Since(began)
-	// The last runs may still be on their way to their partitions (real time, the virtual clock
-	// stays): wait for them, without moving the clock, up to 30 s.
 	runs := env.ScheduleRuns("tick")
-	for deadline := time.Now().Add(30 * time.Second); len(runs) < n && time.Now().Before(deadline); runs = env.ScheduleRuns("tick") {
-		time.Sleep(20 * time.Millisecond)
-	}
 	sameIDs(t, "a minute schedule", runs, runIDs("tick", schedStart.Add(time.Minute), time.Minute, n))
 	for _, id := range []string{runs[0], runs[n/2], runs[n-1]} {
 		if got := dxtest.Result[string](env, id); got != "hi" {
@@ -151,7 +144,6 @@ func minuteSchedule(t *testing.T, d time.Duration) {
 }
 
 func TestScheduleBadSpecRefused(t *testing.T) {
-	skipAtPartitions(t)
 	env := dxtest.New(t)
 	good := dx.Schedule{Spec: dx.ScheduleSpec{Cron: "0 3 * * *"}, Action: dx.ScheduleAction{Orchestration: "Tick"}}
 	bad := map[string]func(s *dx.Schedule){
@@ -235,7 +227,6 @@ func noOverlap(t *testing.T, env *dxtest.Env, runs []string) {
 }
 
 func TestScheduleOverlapAllowAll(t *testing.T) {
-	skipAtPartitions(t)
 	env, runs := overlapRun(t, dx.OverlapAllowAll)
 	sameIDs(t, "allow all", runs, runIDs("s", schedStart.Add(time.Minute), time.Minute, 10))
 	for i, id := range runs {
@@ -246,7 +237,6 @@ func TestScheduleOverlapAllowAll(t *testing.T) {
 }
 
 func TestScheduleOverlapSkip(t *testing.T) {
-	skipAtPartitions(t)
 	env, runs := overlapRun(t, dx.OverlapSkip)
 	// 150 s runs: the fire times at 1, 4, 7 and 10 minutes run, the two after each are skipped.
 	sameIDs(t, "skip", runs, []string{"s@2026-03-02T00:01:00Z", "s@2026-03-02T00:04:00Z", "s@2026-03-02T00:07:00Z", "s@2026-03-02T00:10:00Z"})
@@ -258,7 +248,6 @@ func TestScheduleOverlapSkip(t *testing.T) {
 }
 
 func TestScheduleOverlapBufferOne(t *testing.T) {
-	skipAtPartitions(t)
 	env, runs := overlapRun(t, dx.OverlapBufferOne)
 	noOverlap(t, env, runs)
 	info := env.Schedule("s")
@@ -284,7 +273,6 @@ func TestScheduleOverlapBufferOne(t *testing.T) {
 }
 
 func TestScheduleOverlapBufferAll(t *testing.T) {
-	skipAtPartitions(t)
 	env, _ := overlapRun(t, dx.OverlapBufferAll)
 	env.RunFor(time.Hour) // the buffered runs, one after another
 	runs := env.ScheduleRuns("s")
@@ -296,7 +284,6 @@ func TestScheduleOverlapBufferAll(t *testing.T) {
 }
 
 func TestScheduleOverlapCancelOther(t *testing.T) {
-	skipAtPartitions(t)
 	env, runs := overlapRun(t, dx.OverlapCancelOther)
 	sameIDs(t, "cancel other", runs, runIDs("s", schedStart.Add(time.Minute), time.Minute, 10))
 	for i, id := range runs {
@@ -311,7 +298,6 @@ func TestScheduleOverlapCancelOther(t *testing.T) {
 }
 
 func TestScheduleCatchupAfterOutage(t *testing.T) {
-	skipAtPartitions(t)
 	env := dxtest.New(t, dxtest.WithStartTime(schedStart), dxtest.WithTimeout(60*time.Second))
 	registerTick(t, env)
 	env.CreateSchedule("c", dx.Schedule{Spec: dx.ScheduleSpec{Every: time.Minute}, Action: tick.ScheduleAction("x"),
@@ -336,7 +322,6 @@ func TestScheduleCatchupAfterOutage(t *testing.T) {
 }
 
 func TestScheduleDST(t *testing.T) {
-	skipAtPartitions(t)
 	ny, err := time.LoadLocation("America/New_York")
 	if err != nil {
 		t.Skip("no time-zone data:", err)
@@ -373,7 +358,6 @@ func TestScheduleDST(t *testing.T) {
 }
 
 func TestSchedulePauseResumeUpdateDuringRun(t *testing.T) {
-	skipAtPartitions(t)
 	env := dxtest.New(t, dxtest.WithStartTime(schedStart), dxtest.WithTimeout(60*time.Second))
 	registerSlow(t, env)
 	ctx := t.Context()
@@ -410,7 +394,6 @@ func TestSchedulePauseResumeUpdateDuringRun(t *testing.T) {
 }
 
 func TestScheduleTriggerBackfillEndDelete(t *testing.T) {
-	skipAtPartitions(t)
 	env := dxtest.New(t, dxtest.WithStartTime(schedStart), dxtest.WithTimeout(60*time.Second))
 	registerTick(t, env)
 	ctx := t.Context()
@@ -471,7 +454,6 @@ func TestScheduleTriggerBackfillEndDelete(t *testing.T) {
 // An update counts the new spec's fire times from when it is applied, not from the schedule's
 // last wake-up: nothing of the new spec before the update is fired.
 func TestScheduleUpdateCountsFromNow(t *testing.T) {
-	skipAtPartitions(t)
 	env := dxtest.New(t, dxtest.WithStartTime(schedStart))
 	registerTick(t, env)
 	env.CreateSchedule("u", dx.Schedule{Spec: dx.ScheduleSpec{Every: time.Hour}, Action: tick.ScheduleAction("x")})
@@ -490,7 +472,6 @@ func TestScheduleUpdateCountsFromNow(t *testing.T) {
 
 // Jitter delays each run by a fixed amount under Jitter; the run id keeps the fire time.
 func TestScheduleJitter(t *testing.T) {
-	skipAtPartitions(t)
 	env := dxtest.New(t, dxtest.WithStartTime(schedStart))
 	registerTick(t, env)
 	env.CreateSchedule("j", dx.Schedule{Spec: dx.ScheduleSpec{Every: time.Hour, Jitter: 10 * time.Minute},
@@ -515,7 +496,6 @@ func TestScheduleJitter(t *testing.T) {
 
 // A catch-up larger than one plan hands out (50 fire times) is fired in batches, all of it.
 func TestScheduleCatchupInBatches(t *testing.T) {
-	skipAtPartitions(t)
 	env := dxtest.New(t, dxtest.WithStartTime(schedStart), dxtest.WithTimeout(60*time.Second))
 	registerTick(t, env)
 	env.CreateSchedule("c", dx.Schedule{Spec: dx.ScheduleSpec{Every: time.Minute}, Action: tick.ScheduleAction("x"),
@@ -527,15 +507,5 @@ func TestScheduleCatchupInBatches(t *testing.T) {
 	sameIDs(t, "catch-up in batches", env.ScheduleRuns("c"), runIDs("c", now.Add(-2*time.Hour), time.Minute, 121))
 	if info := env.Schedule("c"); info.SkippedTotal != 179 || info.Fired != 121 {
 		t.Fatalf("fired %d, skipped %d: %+v", info.Fired, info.SkippedTotal, info.Skipped)
-	}
-}
-
-// skipAtPartitions: a known issue (docs/testing.md, issue 31): at several partitions a run's start
-// crosses partitions through the outbox, and on the virtual clock it can wait for a sweep while
-// the clock moves on (a run started a minute late; a few of a day's 1,440 runs missing).
-func skipAtPartitions(t *testing.T) {
-	t.Helper()
-	if os.Getenv("DXREDIS_TEST_PARTITIONS") != "" {
-		t.Skip("known issue at several partitions: run starts wait for an outbox sweep on the virtual clock (docs/testing.md)")
 	}
 }

@@ -23,26 +23,33 @@ type IdleState struct {
 // Read only; cost O(pinned versions + worker tags).
 //
 // In a namespace of several partitions each partition is read atomically, one after the other at
-// once: it is idle when every partition was, and its outboxes hold nothing to forward.
+// once: it is idle when every partition was, its outboxes hold nothing to forward, and every
+// entry any partition wrote to an outbox has been applied (an entry moved between two of the reads
+// is seen only so).
 func (p *Provider) Idle(ctx context.Context) (IdleState, error) {
 	const op = "idle"
 	st := IdleState{Idle: true}
 	next := int64(-1)
+	var written, applied int64
 	err := p.eachPartition(ctx, func(ctx context.Context, part int) ([]any, error) {
 		res, err := p.run(ctx, op, luascripts.AdminIdle.Op, part)
 		return list(res), err
 	}, func(_ int, r []any) error {
-		if len(r) != 2 {
+		if len(r) < 2 || num(r[0]) == 0 && len(r) != 4 {
 			return provider.NewPermanentError(op, "unexpected reply from admin_idle")
 		}
 		if num(r[0]) != 0 {
 			st.Idle = false
-		} else if due := num(r[1]); due >= 0 && (next < 0 || due < next) {
+			return nil
+		}
+		if due := num(r[1]); due >= 0 && (next < 0 || due < next) {
 			next = due
 		}
+		written += num(r[2])
+		applied += num(r[3])
 		return nil
 	})
-	if err != nil || !st.Idle {
+	if err != nil || !st.Idle || written != applied {
 		return IdleState{}, err
 	}
 	if next >= 0 {

@@ -56,3 +56,25 @@ func TestIdle(t *testing.T) {
 	}
 	want("an activity queued", false, false)
 }
+
+// TestIdleSeesAnEntryBetweenPartitions: Idle reads the partitions one after another, so an outbox
+// entry forwarded between two of its reads (applied at a partition read before it came, trimmed
+// at its source read after) is in no partition it read. It must still say "not idle": its
+// source wrote more entries than the others applied (the state here is what such reads see).
+func TestIdleSeesAnEntryBetweenPartitions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, _ := newTestProviderWith(t, redisprovider.Options{Partitions: 4})
+	ks := p.Keyspace()
+	if st, err := p.Idle(ctx); err != nil || !st.Idle {
+		t.Fatalf("empty: %+v %v", st, err)
+	}
+	p.Client().HSet(ctx, ks.Prefix(1)+"ob:seq", "2", "1") // partition 1 wrote an entry for 2 ...
+	if st, err := p.Idle(ctx); err != nil || st.Idle {
+		t.Fatalf("an entry written, trimmed, not seen applied: %+v %v, want not idle", st, err)
+	}
+	p.Client().HSet(ctx, ks.Prefix(2)+"ib:hwm", "1", "1") // ... which 2 applied
+	if st, err := p.Idle(ctx); err != nil || !st.Idle {
+		t.Fatalf("the entry applied: %+v %v, want idle", st, err)
+	}
+}

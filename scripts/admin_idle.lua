@@ -7,9 +7,13 @@
 -- flags: no-writes (read only: FCALL_RO, runs on replicas and when Redis is out of memory)
 -- KEYS[1] meta key (routing only)
 -- ARGV[1] prefix
--- Reply: {0, earliest due ms of a delayed item, or -1 when none} when idle; {1, -1} when not.
+-- Reply: {0, earliest due ms of a delayed item, or -1 when none, written, applied} when idle; {1, -1}
+--   when not. written is how many entries this partition ever wrote to its outboxes (the sum of
+--   ob:seq), applied how many it applied from other partitions' (the sum of ib:hwm): partitions are
+--   read one after another, so an entry forwarded between two reads (applied at a partition read
+--   before, trimmed at one read after) is seen only as written exceeding applied over all of them.
 -- Errors: none.
--- Cost: O(pins + worker tag keys + delayed worker items).
+-- Cost: O(pins + worker tag keys + delayed worker items + partitions).
 local now = now_ms()
 if redis.call('ZCARD', K_LOCKED) > 0 then return { 1, -1 } end
 if MULTI and redis.call('EXISTS', P .. 'ob:dirty') == 1 then return { 1, -1 } end -- messages to forward
@@ -36,4 +40,10 @@ end
 local queued = 0
 for _, n in ipairs(redis.call('HVALS', WQ.K_SCOUNT)) do queued = queued + tonumber(n) end
 if queued > redis.call('ZCARD', WQ.K_SHOLD) then return { 1, -1 } end
-return { 0, nxt }
+local function sum(key)
+  local n = 0
+  for _, v in ipairs(redis.call('HVALS', key)) do n = n + tonumber(v) end
+  return n
+end
+if not MULTI then return { 0, nxt, 0, 0 } end
+return { 0, nxt, sum(P .. 'ob:seq'), sum(P .. 'ib:hwm') }
