@@ -15,6 +15,8 @@
 # Optional: W1_SMALL W1_BIG (300 900), W2_SMALL W2_BIG (60 180), FANOUT (10), SYSTEMS
 # ("dxredis go-workflows"; "floor" is bench/floor, the hand-written minimal store, FLOOR_BATCH items
 # per call, default 1), WORKLOADS ("W1 W2"), DXBENCH_FLAGS (more dxbench flags, e.g. -batch-acks),
+# INFLIGHT (dxbench and gwbench keep at most this many instances in flight, each completion
+# starting the next; default 0: every instance started up front; not for the floor),
 # KEEP=1 keeps the work directory (callgrind files,
 # client outputs; callgrind_annotate FILE shows where the instructions go), GW_DONE=poll makes
 # gwbench detect completion by reading each instance's state (default ack: in-process, no Redis cost).
@@ -22,7 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 W1_SMALL=${W1_SMALL:-300} W1_BIG=${W1_BIG:-900}
 W2_SMALL=${W2_SMALL:-60} W2_BIG=${W2_BIG:-180}
-FANOUT=${FANOUT:-10} GW_DONE=${GW_DONE:-ack} FLOOR_BATCH=${FLOOR_BATCH:-1}
+FANOUT=${FANOUT:-10} GW_DONE=${GW_DONE:-ack} FLOOR_BATCH=${FLOOR_BATCH:-1} INFLIGHT=${INFLIGHT:-0}
 SYSTEMS=${SYSTEMS:-dxredis go-workflows}
 WORKLOADS=${WORKLOADS:-W1 W2}
 REDIS_SERVER=${REDIS_SERVER:-redis-server} REDIS_CLI=${REDIS_CLI:-redis-cli}
@@ -53,14 +55,14 @@ count() {
 	# -keep -no-keybytes: the server is thrown away, so the namespace is not deleted at the end, and the
 	# kept-bytes measurement (SCAN, MEMORY USAGE and PTTL of every key) is not counted as dxredis's work
 	# (gwbench does neither).
-	local client=("$WORK/dxbench" -addr "127.0.0.1:$port" -mode runtime -baseline 0 -keep -no-keybytes -n "$n" ${DXBENCH_FLAGS:-})
+	local client=("$WORK/dxbench" -addr "127.0.0.1:$port" -mode runtime -baseline 0 -keep -no-keybytes -n "$n" -inflight "$INFLIGHT" ${DXBENCH_FLAGS:-})
 	case $sys/$wl in
 	dxredis/W1) client+=(-workload hello) ;;
 	dxredis/W2) client+=(-workload fanout -fanout-width "$FANOUT") ;;
 	floor/W1) client=("$WORK/floor" -addr "127.0.0.1:$port" -n "$n" -batch "$FLOOR_BATCH") ;;
 	floor/W2) client=("$WORK/floor" -addr "127.0.0.1:$port" -n "$n" -fanout "$FANOUT" -batch "$FLOOR_BATCH") ;;
-	go-workflows/W1) client=("$WORK/gwbench" -addr "127.0.0.1:$port" -done "$GW_DONE" -n "$n") ;;
-	go-workflows/W2) client=("$WORK/gwbench" -addr "127.0.0.1:$port" -done "$GW_DONE" -n "$n" -fanout "$FANOUT") ;;
+	go-workflows/W1) client=("$WORK/gwbench" -addr "127.0.0.1:$port" -done "$GW_DONE" -n "$n" -inflight "$INFLIGHT") ;;
+	go-workflows/W2) client=("$WORK/gwbench" -addr "127.0.0.1:$port" -done "$GW_DONE" -n "$n" -fanout "$FANOUT" -inflight "$INFLIGHT") ;;
 	esac
 	if ! "${client[@]}" >"$out.client.log" 2>&1; then
 		echo "callgrind.sh: $sys $wl n=$n failed, see $out.client.log:" >&2

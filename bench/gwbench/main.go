@@ -106,6 +106,7 @@ func main() {
 	n := flag.Int("n", 2000, "")
 	pollers := flag.Int("pollers", 4, "workflow and activity pollers each")
 	width := flag.Int("fanout", 0, "0: hello; k: W2, k parallel activities per workflow")
+	inflight := flag.Int("inflight", 0, "at most this many workflows started and not finished: each completion starts the next (0: all upfront; needs -done ack)")
 	doneBy := flag.String("done", "poll", "completion: poll (one state read per instance, 1 ms between misses) | ack (seen in-process, no Redis cost)")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -124,6 +125,9 @@ func main() {
 	} else if *doneBy != "poll" {
 		panic("-done: poll or ack")
 	}
+	if *inflight < 0 || *inflight > 0 && *doneBy != "ack" {
+		panic("-inflight: not negative, and only with -done ack")
+	}
 	wo := worker.DefaultOptions
 	wo.WorkflowPollers, wo.ActivityPollers = *pollers, *pollers
 	wo.WorkflowPollingInterval, wo.ActivityPollingInterval = 0, 0
@@ -140,7 +144,12 @@ func main() {
 	u0 := cpu()
 	start := time.Now()
 	insts := make([]*workflow.Instance, *n)
+	waited := 0 // completions taken from dc.done while starting (-inflight)
 	for i := range insts {
+		if *inflight > 0 && i-waited >= *inflight {
+			<-dc.done
+			waited++
+		}
 		opts := client.WorkflowInstanceOptions{InstanceID: fmt.Sprintf("%s-%d", prefix, i)}
 		if *width > 0 {
 			insts[i], err = c.CreateWorkflowInstance(ctx, opts, Fanout, *width)
@@ -151,7 +160,7 @@ func main() {
 			panic(err)
 		}
 	}
-	for range insts {
+	for range insts[waited:] {
 		if *doneBy != "ack" {
 			break
 		}
@@ -182,7 +191,7 @@ func main() {
 	}
 	out := map[string]any{"workload": "hello", "fanout": *width, "activities_per_sec": acts / secs, "engine": "go-workflows v1.2.0", "n": *n, "seconds": secs,
 		"orch_per_sec": nf / secs, "redis_cmds_per_orch": (c1 - c0) / nf, "redis_script_usec_per_orch": (s1 - s0) / nf,
-		"redis_cpu_usec_per_orch": (r1 - r0) / nf, "client_cpu_usec_per_orch": (u1 - u0) / nf, "pollers": *pollers, "done": *doneBy}
+		"redis_cpu_usec_per_orch": (r1 - r0) / nf, "client_cpu_usec_per_orch": (u1 - u0) / nf, "pollers": *pollers, "done": *doneBy, "inflight": *inflight}
 	j, _ := json.Marshal(out)
 	fmt.Println(string(j))
 	cancel()

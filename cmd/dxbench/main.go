@@ -61,6 +61,7 @@ type config struct {
 	noExt             bool
 	batchAcks         bool
 	rate              float64
+	inflight          int
 	timerDelay        time.Duration
 	timerRate         float64
 	timerBackground   int
@@ -101,6 +102,7 @@ type Result struct {
 	Activities             int64    `json:"activities"`
 	TurnsPerSec            *float64 `json:"turns_per_sec,omitempty"`
 	Rate                   float64  `json:"rate,omitempty"`
+	Inflight               int      `json:"inflight,omitempty"`
 	RedisRoundTripsPerOrch *float64 `json:"redis_round_trips_per_orch,omitempty"`
 	// RedisKeptBytesPerOrch is MEMORY USAGE of the namespace's keys after - before / N, counting
 	// only keys without a TTL or with one over a minute (what a completed instance keeps);
@@ -221,6 +223,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&cfg.batchAcks, "batch-acks", false, "-mode runtime: dx.Options.BatchActivityAcks (activity acks that wait for the one in flight go together, with fetches)")
 	fs.BoolVar(&cfg.noExt, "noext", false, "-mode provider: the played dispatchers ack and fetch in separate calls, without the provider's ack-and-fetch-next extensions")
 	fs.Float64Var(&cfg.rate, "rate", 0, "orchestrations started per second; 0 = all enqueued upfront, as fast as possible")
+	fs.IntVar(&cfg.inflight, "inflight", 0, "at most this many orchestrations started and not completed: each completion starts the next (0 = no limit; not with -rate)")
 	fs.DurationVar(&cfg.timerDelay, "timer-delay", 100*time.Millisecond, "W3: durable timer of each orchestration")
 	fs.Float64Var(&cfg.timerRate, "timer-rate", 1000, "W3: orchestrations started per second (0 = all upfront)")
 	fs.IntVar(&cfg.timerBackground, "timer-background", 1000, "W3: background instances each holding a pending 1 h timer")
@@ -258,8 +261,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	switch {
 	case cfg.n < 1, cfg.orchConcurrency < 1, cfg.workerConcurrency < 1, cfg.payloadBytes < 0,
-		cfg.fanoutWidth < 1, cfg.lhSteps < 1, cfg.rate < 0, cfg.timerRate < 0, cfg.timerBackground < 0:
+		cfg.fanoutWidth < 1, cfg.lhSteps < 1, cfg.rate < 0, cfg.timerRate < 0, cfg.timerBackground < 0, cfg.inflight < 0:
 		return nil, errors.New("-n, -orch-concurrency, -worker-concurrency, -fanout-width and -lh-activities must be positive; sizes and rates not negative")
+	}
+	if cfg.inflight > 0 && cfg.rate > 0 {
+		return nil, errors.New("-inflight and -rate: one or the other")
 	}
 	if cfg.mode != modeRuntime && cfg.mode != modeProvider && cfg.mode != modeBoth {
 		return nil, fmt.Errorf("unknown -mode %q (runtime, provider, both)", cfg.mode)
@@ -538,6 +544,8 @@ func (b *bench) printSummary(r *Result) {
 			line("starts", "all %d enqueued upfront in %.3f s (%.0f/s), then dispatched", r.N, r.enqueueDur.Seconds(), float64(r.N)/r.enqueueDur.Seconds())
 		} else if r.Rate > 0 {
 			line("starts", "paced at %.0f/s", r.Rate)
+		} else if r.Inflight > 0 {
+			line("starts", "at most %d in flight: each completion starts the next", r.Inflight)
 		}
 		line("throughput", "%s orch/s, %s activities/s, %s turns/s over %s s",
 			fmtNum(r.OrchPerSec), fmtNum(r.ActivitiesPerSec), fmtNum(r.TurnsPerSec), fmtNum(r.Seconds))
@@ -550,6 +558,8 @@ func (b *bench) printSummary(r *Result) {
 			if r.enqueueDur > 0 {
 				line("", "from enqueue to completion, queueing included: -rate 0 enqueues every start upfront,")
 				line("", "so this is mostly time waiting in line; -rate N measures latency at a set load")
+			} else if r.Inflight > 0 {
+				line("", "from start to completion, at most %d in flight", r.Inflight)
 			} else {
 				line("", "from enqueue to completion, queueing included (starts paced at %.0f/s)", r.Rate)
 			}

@@ -223,6 +223,20 @@ func TestLatencyNote(t *testing.T) {
 	}
 }
 
+// -inflight keeps at most N instances started and not completed, and is refused with -rate.
+func TestInflight(t *testing.T) {
+	mr := miniredis.RunT(t)
+	out, _, res := runBench(t, append([]string{"-addr", mr.Addr(), "-workload", "hello", "-inflight", "2"}, tiny...)...)
+	if res.Inflight != 2 || !strings.Contains(out, "at most 2 in flight") {
+		t.Fatalf("-inflight 2: %+v\n%s", res, out)
+	}
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"-addr", mr.Addr(), "-inflight", "2", "-rate", "5"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "-inflight and -rate") {
+		t.Fatalf("-inflight with -rate: %v", err)
+	}
+}
+
 // command is the process: -h exits 0, bad flags 1, and go-redis's own log lines (one per
 // failed dial) are silenced.
 func TestCommand(t *testing.T) {

@@ -102,6 +102,7 @@ type runState struct {
 	lat       latencies    // start -> complete
 	done      chan struct{}
 	doneOnce  sync.Once
+	freed     chan struct{} // a completion (for -inflight)
 
 	// Instances the dx client started get ids of its own (UUIDs): register maps them to
 	// indexes; a completion seen before its id was registered waits in early.
@@ -111,7 +112,7 @@ type runState struct {
 }
 
 func newRunState(prefix string, n int) *runState {
-	return &runState{prefix: prefix, n: n, starts: make([]atomic.Int64, n), done: make(chan struct{}),
+	return &runState{prefix: prefix, n: n, starts: make([]atomic.Int64, n), done: make(chan struct{}), freed: make(chan struct{}, 1),
 		ids: map[string]int{}, early: map[string]time.Time{}}
 }
 
@@ -159,7 +160,12 @@ func (r *runState) completeIndex(i int, t1 time.Time) {
 		r.lat.add(t1.Sub(time.Unix(0, t0)))
 	}
 	r.lastDone.Store(t1.UnixNano())
-	if r.completed.Add(1) == int64(r.n) {
+	n := r.completed.Add(1)
+	select {
+	case r.freed <- struct{}{}:
+	default:
+	}
+	if n == int64(r.n) {
 		r.doneOnce.Do(func() { close(r.done) })
 	}
 }
@@ -183,11 +189,15 @@ func startItem(instance, name string, input string) provider.WorkItem {
 }
 
 // enqueueStarts starts every instance of r with start: all at once over several client
-// goroutines when rate is 0, else paced at rate per second from begin.
-func enqueueStarts(ctx context.Context, r *runState, rate float64, begin time.Time, start func(i int) error) error {
+// goroutines when rate and inflight are 0, else paced at rate per second from begin, or one
+// goroutine keeping at most inflight instances started and not completed.
+func enqueueStarts(ctx context.Context, r *runState, rate float64, inflight int, begin time.Time, start func(i int) error) error {
 	workers := 8
 	if rate > 0 {
 		workers = 4
+	}
+	if inflight > 0 {
+		workers = 1
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -203,6 +213,12 @@ func enqueueStarts(ctx context.Context, r *runState, rate float64, begin time.Ti
 				}
 				if rate > 0 {
 					sleepCtx(ctx, time.Until(begin.Add(time.Duration(float64(i)/rate*float64(time.Second)))))
+				}
+				for inflight > 0 && r.started.Load()-r.completed.Load() >= int64(inflight) && ctx.Err() == nil {
+					select {
+					case <-r.freed:
+					case <-ctx.Done():
+					}
 				}
 				r.starts[i].Store(time.Now().UnixNano())
 				if err := start(i); err != nil {
@@ -227,6 +243,7 @@ type orchSpec struct {
 	n              int
 	code           orchestration // the fake runtime's orchestration (-mode provider)
 	rate           float64
+	inflight       int // at most this many started and not completed (0: no limit)
 	workers        bool
 	hooks          turnHooks // extra observers, called after the completion bookkeeping
 	// setup runs with the dispatchers running, before the measured window (W3's background
@@ -331,9 +348,9 @@ func (b *bench) runOrchestrations(parent context.Context, mode string, spec orch
 	m.before, m.cpuBefore = readStats(ctx, b.admin, b.hook), processCPU()
 	calls0 := cp.calls.Load()
 	enqErr := make(chan error, 1)
-	if spec.rate <= 0 {
+	if spec.rate <= 0 && spec.inflight <= 0 {
 		t := time.Now()
-		if err := enqueueStarts(ctx, r, 0, t, drv.startIndex); err != nil {
+		if err := enqueueStarts(ctx, r, 0, 0, t, drv.startIndex); err != nil {
 			return nil, causeOr(ctx, err)
 		}
 		m.enqueueDur = time.Since(t)
@@ -347,7 +364,7 @@ func (b *bench) runOrchestrations(parent context.Context, mode string, spec orch
 			return nil, err
 		}
 		m.begin = time.Now()
-		go func() { enqErr <- enqueueStarts(ctx, r, spec.rate, m.begin, drv.startIndex) }()
+		go func() { enqErr <- enqueueStarts(ctx, r, spec.rate, spec.inflight, m.begin, drv.startIndex) }()
 	}
 	if err := b.waitDone(ctx, spec.name, m, enqErr, spec.sample); err != nil {
 		return m, err
@@ -474,35 +491,35 @@ func (b *bench) report(name string, m *measured) *Result {
 
 func (b *bench) runHello(ctx context.Context, mode string, n int) (*Result, error) {
 	m, err := b.runOrchestrations(ctx, mode, orchSpec{name: "hello", orchName: "Hello", n: n, code: helloOrch{},
-		rate: b.cfg.rate, workers: true})
+		rate: b.cfg.rate, inflight: b.cfg.inflight, workers: true})
 	if err != nil {
 		return nil, err
 	}
 	res := b.report("hello", m)
-	res.Rate = b.cfg.rate
+	res.Rate, res.Inflight = b.cfg.rate, b.cfg.inflight
 	return res, nil
 }
 
 func (b *bench) runFanout(ctx context.Context, mode string, n int) (*Result, error) {
 	m, err := b.runOrchestrations(ctx, mode, orchSpec{name: "fanout", orchName: "FanOut", n: n,
-		code: fanoutOrch{width: b.cfg.fanoutWidth}, rate: b.cfg.rate, workers: true})
+		code: fanoutOrch{width: b.cfg.fanoutWidth}, rate: b.cfg.rate, inflight: b.cfg.inflight, workers: true})
 	if err != nil {
 		return nil, err
 	}
 	res := b.report("fanout", m)
-	res.Rate = b.cfg.rate
+	res.Rate, res.Inflight = b.cfg.rate, b.cfg.inflight
 	return res, nil
 }
 
 // runChildren runs the children workload (an orchestration calling -fanout-width
 // sub-orchestrations of one activity each) on the dx runtime.
 func (b *bench) runChildren(ctx context.Context, mode string, n int) (*Result, error) {
-	m, err := b.runOrchestrations(ctx, mode, orchSpec{name: "children", orchName: "Children", n: n, rate: b.cfg.rate, workers: true})
+	m, err := b.runOrchestrations(ctx, mode, orchSpec{name: "children", orchName: "Children", n: n, rate: b.cfg.rate, inflight: b.cfg.inflight, workers: true})
 	if err != nil {
 		return nil, err
 	}
 	res := b.report("children", m)
-	res.Rate = b.cfg.rate
+	res.Rate, res.Inflight = b.cfg.rate, b.cfg.inflight
 	return res, nil
 }
 
@@ -534,12 +551,12 @@ func (b *bench) runLongHistory(ctx context.Context, mode string, n int) (*Result
 		}
 	}}
 	m, err := b.runOrchestrations(ctx, mode, orchSpec{name: "longhistory", orchName: "LongHistory", n: n,
-		code: longOrch{steps: b.cfg.lhSteps}, rate: b.cfg.rate, workers: true, hooks: hooks})
+		code: longOrch{steps: b.cfg.lhSteps}, rate: b.cfg.rate, inflight: b.cfg.inflight, workers: true, hooks: hooks})
 	if err != nil {
 		return nil, err
 	}
 	res := b.report("longhistory", m)
-	res.Rate = b.cfg.rate
+	res.Rate, res.Inflight = b.cfg.rate, b.cfg.inflight
 	for i, t := range historyBuckets {
 		bk := &buckets[i]
 		if bk.total.count() == 0 {
