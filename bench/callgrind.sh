@@ -16,7 +16,9 @@
 # ("dxredis go-workflows"; "floor" is bench/floor, the hand-written minimal store, FLOOR_BATCH items
 # per call, default 1), WORKLOADS ("W1 W2"), DXBENCH_FLAGS (more dxbench flags, e.g. -batch-acks),
 # INFLIGHT (dxbench and gwbench keep at most this many instances in flight, each completion
-# starting the next; default 0: every instance started up front; not for the floor),
+# starting the next; default 0: every instance started up front; not for the floor), GW_PARALLEL
+# (gwbench -parallel: go-workflows' MaxParallel{Workflow,Activity}Tasks; default 0, its default, no
+# limit, where dxbench runs 4 turns and 4 activities at once),
 # KEEP=1 keeps the work directory (callgrind files,
 # client outputs; callgrind_annotate FILE shows where the instructions go), GW_DONE=poll makes
 # gwbench detect completion by reading each instance's state (default ack: in-process, no Redis cost).
@@ -24,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 W1_SMALL=${W1_SMALL:-300} W1_BIG=${W1_BIG:-900}
 W2_SMALL=${W2_SMALL:-60} W2_BIG=${W2_BIG:-180}
-FANOUT=${FANOUT:-10} GW_DONE=${GW_DONE:-ack} FLOOR_BATCH=${FLOOR_BATCH:-1} INFLIGHT=${INFLIGHT:-0}
+FANOUT=${FANOUT:-10} GW_DONE=${GW_DONE:-ack} FLOOR_BATCH=${FLOOR_BATCH:-1} INFLIGHT=${INFLIGHT:-0} GW_PARALLEL=${GW_PARALLEL:-0}
 SYSTEMS=${SYSTEMS:-dxredis go-workflows}
 WORKLOADS=${WORKLOADS:-W1 W2}
 REDIS_SERVER=${REDIS_SERVER:-redis-server} REDIS_CLI=${REDIS_CLI:-redis-cli}
@@ -61,8 +63,8 @@ count() {
 	dxredis/W2) client+=(-workload fanout -fanout-width "$FANOUT") ;;
 	floor/W1) client=("$WORK/floor" -addr "127.0.0.1:$port" -n "$n" -batch "$FLOOR_BATCH") ;;
 	floor/W2) client=("$WORK/floor" -addr "127.0.0.1:$port" -n "$n" -fanout "$FANOUT" -batch "$FLOOR_BATCH") ;;
-	go-workflows/W1) client=("$WORK/gwbench" -addr "127.0.0.1:$port" -done "$GW_DONE" -n "$n" -inflight "$INFLIGHT") ;;
-	go-workflows/W2) client=("$WORK/gwbench" -addr "127.0.0.1:$port" -done "$GW_DONE" -n "$n" -fanout "$FANOUT" -inflight "$INFLIGHT") ;;
+	go-workflows/W1) client=("$WORK/gwbench" -addr "127.0.0.1:$port" -done "$GW_DONE" -n "$n" -inflight "$INFLIGHT" -parallel "$GW_PARALLEL") ;;
+	go-workflows/W2) client=("$WORK/gwbench" -addr "127.0.0.1:$port" -done "$GW_DONE" -n "$n" -fanout "$FANOUT" -inflight "$INFLIGHT" -parallel "$GW_PARALLEL") ;;
 	esac
 	if ! "${client[@]}" >"$out.client.log" 2>&1; then
 		echo "callgrind.sh: $sys $wl n=$n failed, see $out.client.log:" >&2

@@ -16,19 +16,18 @@ import (
 
 // The worker dispatcher: fetch an activity, run it with its lock renewed, acknowledge its result.
 
+// workerLoop starts the worker's pollers (dispatch); each activity fetched runs, and its ack
+// hands over the next one (ack-and-fetch): no fetch in between.
 func (rt *Runtime) workerLoop(ctx, workCtx context.Context) {
-	rt.pollLoop(ctx, "worker", func() (bool, error) {
+	dispatch(rt, ctx, "worker", rt.opts.WorkerPollers, rt.opts.WorkerConcurrency, func() (*provider.LockedWorkItem, error) {
 		began := time.Now()
 		item, err := rt.p.FetchWorkItem(ctx, rt.opts.WorkerLockTimeout, rt.opts.PollTimeout, rt.sessionConfig(), rt.opts.WorkerTagFilter)
 		rt.opts.Metrics.Observe(MetricFetchWait, time.Since(began), Labels{Queue: "worker"})
-		if err != nil || item == nil {
-			return false, err
-		}
-		// With ack-and-fetch, each ack hands over the next activity: no fetch in between.
+		return item, err
+	}, func(item *provider.LockedWorkItem) {
 		for at := time.Now(); item != nil; {
 			item, at = rt.processActivity(ctx, workCtx, item, at)
 		}
-		return true, nil
 	})
 }
 

@@ -27,7 +27,7 @@ var capabilityFilter = func() *provider.DispatcherCapabilityFilter {
 
 func (rt *Runtime) orchestrationLoop(ctx context.Context) {
 	lite, _ := rt.p.(provider.LiteFetcher)
-	rt.pollLoop(ctx, "orchestrator", func() (bool, error) {
+	dispatch(rt, ctx, "orchestrator", rt.opts.OrchestrationPollers, rt.opts.OrchestrationConcurrency, func() (*provider.LockedOrchestrationItem, error) {
 		began := time.Now()
 		var item *provider.LockedOrchestrationItem
 		var err error
@@ -37,14 +37,12 @@ func (rt *Runtime) orchestrationLoop(ctx context.Context) {
 			item, err = rt.p.FetchOrchestrationItem(ctx, rt.opts.OrchestrationLockTimeout, rt.opts.PollTimeout, capabilityFilter)
 		}
 		rt.opts.Metrics.Observe(MetricFetchWait, time.Since(began), Labels{Queue: "orchestrator"})
-		if err != nil || item == nil {
-			return false, err
-		}
+		return item, err
+	}, func(item *provider.LockedOrchestrationItem) {
 		// With ack-and-fetch, each ack hands over the next turn: no fetch in between.
 		for at := time.Now(); item != nil; {
 			item, at = rt.processOrchestration(ctx, item, at)
 		}
-		return true, nil
 	})
 }
 

@@ -21,6 +21,14 @@ type Options struct {
 	OrchestrationConcurrency int
 	// WorkerConcurrency is the number of activities run at once (default 2).
 	WorkerConcurrency int
+	// OrchestrationPollers and WorkerPollers are how many goroutines wait for turns and for
+	// activities, each holding a free slot of its queue's concurrency while it waits (default: the
+	// concurrency, at most 4; at most the concurrency). A fetched item runs with that slot on a
+	// goroutine of its own, and each acknowledgement fetches the next item in the same call, so a
+	// busy slot needs no poller: a process that runs 64 activities at once long-polls Redis from 4
+	// goroutines, not 64, and idle costs what 4 cost (as go-workflows' pollers and Temporal's
+	// pollers and slots).
+	OrchestrationPollers, WorkerPollers int
 	// BatchActivityAcks (default off) acknowledges activity results that become ready while
 	// another's acknowledgement is in flight together, when it returns, in one call of at most 32
 	// that also fetches an activity for each of their slots (provider.WorkBatchAcker; redisprovider
@@ -131,6 +139,12 @@ func (o Options) withDefaults() Options {
 	if o.WorkerConcurrency <= 0 {
 		o.WorkerConcurrency = 2
 	}
+	if o.OrchestrationPollers <= 0 {
+		o.OrchestrationPollers = min(o.OrchestrationConcurrency, 4)
+	}
+	if o.WorkerPollers <= 0 {
+		o.WorkerPollers = min(o.WorkerConcurrency, 4)
+	}
 	def(&o.OrchestrationLockTimeout, 5*time.Second)
 	def(&o.OrchestrationLockRenewalBuffer, 2*time.Second)
 	def(&o.WorkerLockTimeout, 30*time.Second)
@@ -175,6 +189,10 @@ func (o Options) withDefaults() Options {
 // validate refuses options that would leave the runtime unable to work (it would start and then
 // fail every fetch, or spin).
 func (o Options) validate() error {
+	if o.OrchestrationPollers > o.OrchestrationConcurrency || o.WorkerPollers > o.WorkerConcurrency {
+		return fmt.Errorf("dx: Options: %d orchestration pollers for %d turns at once, %d worker pollers for %d activities at once: a poller waits with a free slot, so pollers are at most the concurrency; raise OrchestrationConcurrency or WorkerConcurrency (%w)",
+			o.OrchestrationPollers, o.OrchestrationConcurrency, o.WorkerPollers, o.WorkerConcurrency, ErrInvalidInput)
+	}
 	if o.ReplayCheckRate > 1 || math.IsNaN(o.ReplayCheckRate) {
 		return fmt.Errorf("dx: Options.ReplayCheckRate is %v: it is a fraction of turns, from 0 (none) to 1 (every turn) (%w)", o.ReplayCheckRate, ErrInvalidInput)
 	}
@@ -297,14 +315,9 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	workCtx, abort := context.WithCancel(ctx)
 	fetchCtx, stop := context.WithCancel(workCtx)
 	rt.stop, rt.abort = stop, abort
-	n := rt.opts.OrchestrationConcurrency + rt.opts.WorkerConcurrency + 1
-	rt.loops.Add(n)
-	for range rt.opts.OrchestrationConcurrency {
-		go func() { defer rt.loops.Done(); rt.orchestrationLoop(fetchCtx) }()
-	}
-	for range rt.opts.WorkerConcurrency {
-		go func() { defer rt.loops.Done(); rt.workerLoop(fetchCtx, workCtx) }()
-	}
+	rt.orchestrationLoop(fetchCtx)
+	rt.workerLoop(fetchCtx, workCtx)
+	rt.loops.Add(1)
 	go func() { defer rt.loops.Done(); rt.sessionLoop(fetchCtx) }()
 	// Start's ctx ending stops the runtime too: once the loops are done, the kept orchestrations'
 	// goroutines end and Start may be called again. (Shutdown, which does the same, ends this
@@ -442,6 +455,38 @@ func (rt *Runtime) abandonInflight() int {
 
 // pollLoop runs fetch until ctx ends, keeping MinPollInterval between fetches that found nothing
 // and backing off after errors.
+// dispatch starts a queue's pollers: each takes a free one of slots, fetches, and runs what it got
+// on a goroutine of its own that keeps the slot (run returns once its chain of ack-and-fetches
+// ends); with nothing fetched it gives the slot back. Every goroutine is counted in rt.loops.
+func dispatch[T any](rt *Runtime, ctx context.Context, queue string, pollers, slots int, fetch func() (*T, error), run func(*T)) {
+	inUse := make(chan struct{}, slots)
+	rt.loops.Add(pollers)
+	for range pollers {
+		go func() {
+			defer rt.loops.Done()
+			rt.pollLoop(ctx, queue, func() (bool, error) {
+				select {
+				case inUse <- struct{}{}:
+				case <-ctx.Done():
+					return false, nil
+				}
+				item, err := fetch()
+				if err != nil || item == nil {
+					<-inUse
+					return false, err
+				}
+				rt.loops.Add(1) // while this poller counts: never from zero
+				go func() {
+					defer rt.loops.Done()
+					defer func() { <-inUse }()
+					run(item)
+				}()
+				return true, nil
+			})
+		}()
+	}
+}
+
 func (rt *Runtime) pollLoop(ctx context.Context, queue string, fetch func() (bool, error)) {
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {

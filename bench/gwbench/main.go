@@ -105,6 +105,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:6379", "")
 	n := flag.Int("n", 2000, "")
 	pollers := flag.Int("pollers", 4, "workflow and activity pollers each")
+	parallel := flag.Int("parallel", 0, "MaxParallelWorkflowTasks and MaxParallelActivityTasks (0: go-workflows' default, no limit; dxbench's -orch-concurrency and -worker-concurrency are such limits)")
 	width := flag.Int("fanout", 0, "0: hello; k: W2, k parallel activities per workflow")
 	inflight := flag.Int("inflight", 0, "at most this many workflows started and not finished: each completion starts the next (0: all upfront; needs -done ack)")
 	doneBy := flag.String("done", "poll", "completion: poll (one state read per instance, 1 ms between misses) | ack (seen in-process, no Redis cost)")
@@ -130,6 +131,7 @@ func main() {
 	}
 	wo := worker.DefaultOptions
 	wo.WorkflowPollers, wo.ActivityPollers = *pollers, *pollers
+	wo.MaxParallelWorkflowTasks, wo.MaxParallelActivityTasks = *parallel, *parallel
 	wo.WorkflowPollingInterval, wo.ActivityPollingInterval = 0, 0
 	wo.WorkflowExecutorCacheSize = *n + 100
 	w := worker.New(b, &wo)
@@ -191,7 +193,7 @@ func main() {
 	}
 	out := map[string]any{"workload": "hello", "fanout": *width, "activities_per_sec": acts / secs, "engine": "go-workflows v1.2.0", "n": *n, "seconds": secs,
 		"orch_per_sec": nf / secs, "redis_cmds_per_orch": (c1 - c0) / nf, "redis_script_usec_per_orch": (s1 - s0) / nf,
-		"redis_cpu_usec_per_orch": (r1 - r0) / nf, "client_cpu_usec_per_orch": (u1 - u0) / nf, "pollers": *pollers, "done": *doneBy, "inflight": *inflight}
+		"redis_cpu_usec_per_orch": (r1 - r0) / nf, "client_cpu_usec_per_orch": (u1 - u0) / nf, "pollers": *pollers, "parallel": *parallel, "done": *doneBy, "inflight": *inflight}
 	j, _ := json.Marshal(out)
 	fmt.Println(string(j))
 	cancel()

@@ -55,6 +55,8 @@ func (b *bench) runtimeDriver(ctx context.Context, spec orchSpec, r *runState, c
 	rt := dx.NewRuntime(cp.exposed(), dx.Options{
 		OrchestrationConcurrency: b.cfg.orchConcurrency,
 		WorkerConcurrency:        b.cfg.workerConcurrency,
+		OrchestrationPollers:     b.cfg.orchPollers,
+		WorkerPollers:            b.cfg.workerPollers,
 		BatchActivityAcks:        b.cfg.batchAcks,
 		PollTimeout:              dispatcherPoll,
 		Logger:                   b.logger,

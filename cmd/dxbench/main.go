@@ -62,6 +62,8 @@ type config struct {
 	batchAcks         bool
 	rate              float64
 	inflight          int
+	orchPollers       int
+	workerPollers     int
 	timerDelay        time.Duration
 	timerRate         float64
 	timerBackground   int
@@ -215,7 +217,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.mode, "mode", modeRuntime, "runtime (the dx runtime runs real orchestrations) | provider (dispatchers played over the provider) | both (each workload both ways, side by side); wake and idle always measure the provider")
 	fs.IntVar(&cfg.n, "n", 2000, "orchestrations per workload (without -n: longhistory 20, wake 500)")
 	fs.IntVar(&cfg.orchConcurrency, "orch-concurrency", 4, "orchestration dispatcher goroutines")
-	fs.IntVar(&cfg.workerConcurrency, "worker-concurrency", 4, "worker dispatcher goroutines")
+	fs.IntVar(&cfg.workerConcurrency, "worker-concurrency", 4, "worker dispatcher goroutines (-mode runtime: activities run at once)")
+	fs.IntVar(&cfg.orchPollers, "orch-pollers", 0, "-mode runtime: dx.Options.OrchestrationPollers (0: its default, the concurrency, at most 4)")
+	fs.IntVar(&cfg.workerPollers, "worker-pollers", 0, "-mode runtime: dx.Options.WorkerPollers (0: its default, the concurrency, at most 4)")
 	fs.IntVar(&cfg.payloadBytes, "payload-bytes", 100, "size of each activity result (a JSON string)")
 	fs.StringVar(&cfg.ns, "ns", "", "namespace, empty at the start (default dxbench-<random>); deleted at the end unless -keep")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the namespace's keys at the end (inspect them with dxctl)")

@@ -1,0 +1,112 @@
+package dx_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/provider"
+	"github.com/duroxide-go/dxredis/redisprovider"
+)
+
+// fetchCounter is a redisprovider that counts the plain fetches (the pollers' long polls) in
+// flight at once, and the most seen.
+type fetchCounter struct {
+	*redisprovider.Provider
+	orch, work       atomic.Int32
+	maxOrch, maxWork atomic.Int32
+}
+
+func raise(n, most *atomic.Int32) func() {
+	v := n.Add(1)
+	for m := most.Load(); v > m && !most.CompareAndSwap(m, v); m = most.Load() {
+	}
+	return func() { n.Add(-1) }
+}
+
+func (f *fetchCounter) FetchWorkItem(ctx context.Context, lock, poll time.Duration, s *provider.SessionFetchConfig, tags provider.TagFilter) (*provider.LockedWorkItem, error) {
+	defer raise(&f.work, &f.maxWork)()
+	return f.Provider.FetchWorkItem(ctx, lock, poll, s, tags)
+}
+
+func (f *fetchCounter) FetchOrchestrationItemLite(ctx context.Context, lock, poll time.Duration, filter *provider.DispatcherCapabilityFilter) (*provider.LockedOrchestrationItem, error) {
+	defer raise(&f.orch, &f.maxOrch)()
+	return f.Provider.FetchOrchestrationItemLite(ctx, lock, poll, filter)
+}
+
+func (f *fetchCounter) FetchOrchestrationItem(ctx context.Context, lock, poll time.Duration, filter *provider.DispatcherCapabilityFilter) (*provider.LockedOrchestrationItem, error) {
+	defer raise(&f.orch, &f.maxOrch)()
+	return f.Provider.FetchOrchestrationItem(ctx, lock, poll, filter)
+}
+
+// TestPollersAreNotSlots: WorkerPollers goroutines wait for activities while WorkerConcurrency of
+// them run: with 8 slots and one poller, eight activities that each wait until all eight run
+// complete (they run at once), and the runtime never long-polls from more goroutines than its
+// pollers.
+func TestPollersAreNotSlots(t *testing.T) {
+	t.Parallel()
+	f := &fetchCounter{Provider: newProvider(t)}
+	opts := testOptions()
+	opts.WorkerConcurrency, opts.WorkerPollers = 8, 1
+	opts.OrchestrationConcurrency, opts.OrchestrationPollers = 4, 1
+	rt := dx.NewRuntime(f, opts)
+	ctx := waitCtx(t)
+	var running atomic.Int32
+	all := make(chan struct{})
+	var once sync.Once
+	dx.RegisterActivity(rt, "Meet", func(actx context.Context, n int) (int, error) {
+		if running.Add(1) == 8 {
+			once.Do(func() { close(all) })
+		}
+		select { // every activity waits until all eight run: only eight slots at once pass
+		case <-all:
+			return n, nil
+		case <-actx.Done():
+			return 0, actx.Err()
+		}
+	})
+	dx.Register(rt, "Meet8", func(ctx dx.Context, _ int) (int, error) {
+		var fs []dx.Future[int]
+		for i := 1; i <= 8; i++ {
+			fs = append(fs, dx.Call[int](ctx, "Meet", i))
+		}
+		sum := 0
+		for _, fu := range fs {
+			v, err := fu.Await(ctx)
+			if err != nil {
+				return 0, err
+			}
+			sum += v
+		}
+		return sum, nil
+	})
+	startRuntime(t, rt)
+	c := dx.NewClient(f)
+	id, err := c.Start(ctx, "Meet8", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := dx.Result[int](ctx, c, id); err != nil || out != 36 {
+		t.Fatalf("Meet8 = %d, %v, want 36 (eight activities running at once)", out, err)
+	}
+	if w, o := f.maxWork.Load(), f.maxOrch.Load(); w != 1 || o != 1 {
+		t.Fatalf("at most %d worker and %d orchestration fetches at once, want 1 and 1 (the pollers)", w, o)
+	}
+}
+
+// TestPollersAtMostConcurrency: more pollers than slots is refused at Start.
+func TestPollersAtMostConcurrency(t *testing.T) {
+	t.Parallel()
+	for _, o := range []dx.Options{{WorkerConcurrency: 2, WorkerPollers: 3}, {OrchestrationPollers: 3}} {
+		rt := dx.NewRuntime(newProvider(t), o)
+		err := rt.Start(t.Context())
+		if !errors.Is(err, dx.ErrInvalidInput) {
+			_ = rt.Shutdown(t.Context())
+			t.Fatalf("%+v: Start = %v, want ErrInvalidInput", o, err)
+		}
+	}
+}
