@@ -78,6 +78,8 @@ func renewing(l *lease, interval time.Duration, renew func() error, lost func(er
 	stopped := false
 	failures := 0
 	var t *time.Timer
+	mu.Lock() // the callback reads t under mu: a short interval may run it before AfterFunc returns
+	defer mu.Unlock()
 	t = time.AfterFunc(interval, func() {
 		mu.Lock()
 		if stopped {
