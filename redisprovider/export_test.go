@@ -14,17 +14,29 @@ var ErrMigrateStopped = errMigrateStopped
 
 // SetForwardHooks sets the hooks that stop a forward before it reads the outboxes (before) or
 // between its applies and its trim (beforeTrim), as a crash there would: returning false stops
-// it. nil clears a hook. Not safe while providers forward.
+// it. nil clears a hook. Safe while providers forward (atomic).
 func SetForwardHooks(before, beforeTrim func(source int) bool) {
-	testHookBeforeForward, testHookBeforeTrim = before, beforeTrim
+	testHookBeforeForward.Store(nil)
+	if before != nil {
+		testHookBeforeForward.Store(&before)
+	}
+	testHookBeforeTrim.Store(nil)
+	if beforeTrim != nil {
+		testHookBeforeTrim.Store(&beforeTrim)
+	}
 }
 
-// SetApplyHook sets a hook run before each apply of a forward (nil clears it). Not safe while
-// providers forward.
-func SetApplyHook(h func(source, dest int)) { testHookBeforeApply = h }
+// SetApplyHook sets a hook run before each apply of a forward (nil clears it). Safe while
+// providers forward (atomic).
+func SetApplyHook(h func(source, dest int)) {
+	testHookBeforeApply.Store(nil)
+	if h != nil {
+		testHookBeforeApply.Store(&h)
+	}
+}
 
 // SetSweep sets how often fetching providers sweep the outboxes and how old an entry must be.
-func SetSweep(period, grace time.Duration) { sweepPeriod, forwardGrace = period, grace }
+func SetSweep(period, grace time.Duration) { sweepPeriod.Store(int64(period)); forwardGrace.Store(int64(grace)) }
 
 // ForwardAll forwards every partition's outboxes now (what a sweep does, without the grace).
 func (p *Provider) ForwardAll(ctx context.Context) error {

@@ -3,6 +3,7 @@ package redisprovider
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/duroxide-go/dxredis/internal/luascripts"
@@ -28,24 +29,27 @@ import (
 // forwardBatch is the most entries read per destination per round.
 const forwardBatch = 200
 
+// forwardGrace is how old an entry must be before a sweep forwards it (the committing process
+// normally does within milliseconds), sweepPeriod how often a fetching process sweeps every
+// partition's outboxes: 2 s and 5 s. Atomic so that tests may change them (SetSweep) while
+// other providers' sweeps run.
+var forwardGrace, sweepPeriod = atomicDuration(2 * time.Second), atomicDuration(5 * time.Second)
+
+func atomicDuration(d time.Duration) *atomic.Int64 {
+	var v atomic.Int64
+	v.Store(int64(d))
+	return &v
+}
+
+// Test hooks (export_test.go), atomic for the same reason. testHookBeforeForward runs before a
+// forward; returning false skips it (tests stop here to leave entries in an outbox, as a crash
+// between commit and forward would). testHookBeforeApply runs before each apply (after the read of
+// the outboxes). testHookBeforeTrim runs between the applies and the trim; returning false skips
+// the trim (a crash between forward and trim).
 var (
-	// forwardGrace is how old an entry must be before a sweep forwards it: the committing process
-	// normally does within milliseconds. (Variables for tests.)
-	forwardGrace = 2 * time.Second
-	// sweepPeriod is how often a fetching process sweeps every partition's outboxes.
-	sweepPeriod = 5 * time.Second
+	testHookBeforeForward, testHookBeforeTrim atomic.Pointer[func(source int) bool]
+	testHookBeforeApply                       atomic.Pointer[func(source, dest int)]
 )
-
-// testHookBeforeForward, when set, runs before a forward; returning false skips it (tests stop
-// here to leave entries in an outbox, as a crash between commit and forward would).
-var testHookBeforeForward func(source int) bool
-
-// testHookBeforeApply, when set, runs before each apply (after the read of the outboxes).
-var testHookBeforeApply func(source, dest int)
-
-// testHookBeforeTrim, when set, runs between the applies and the trim; returning false skips the
-// trim (a crash between forward and trim).
-var testHookBeforeTrim func(source int) bool
 
 // forwarded reports whether an ack-and-fetch reply carries the "the ack wrote to an outbox" mark
 // (lib.lua, ack_then_fetch), and removes it.
@@ -73,7 +77,7 @@ func (p *Provider) forward(ctx context.Context, source int) {
 // older old, in rounds of forwardBatch per destination until they are empty.
 func (p *Provider) forwardOlder(ctx context.Context, source int, older time.Duration) error {
 	const op = "forward"
-	if h := testHookBeforeForward; h != nil && !h(source) {
+	if h := testHookBeforeForward.Load(); h != nil && !(*h)(source) {
 		return nil
 	}
 	if p.opts.WaitReplicas > 0 && older > 0 {
@@ -113,7 +117,7 @@ func (p *Provider) forwardOlder(ctx context.Context, source int, older time.Dura
 			}
 			marks = append(marks, dest, strconv.FormatInt(hwm, 10))
 		}
-		if h := testHookBeforeTrim; h != nil && !h(source) {
+		if h := testHookBeforeTrim.Load(); h != nil && !(*h)(source) {
 			return nil
 		}
 		if len(marks) > 0 {
@@ -141,8 +145,8 @@ func (p *Provider) forwardOlder(ctx context.Context, source int, older time.Dura
 // apply applies entries of source's outbox at dest and returns dest's high-water mark for source.
 func (p *Provider) apply(ctx context.Context, source, dest int, entries []any) (int64, error) {
 	const op = "forward"
-	if h := testHookBeforeApply; h != nil {
-		h(source, dest)
+	if h := testHookBeforeApply.Load(); h != nil {
+		(*h)(source, dest)
 	}
 	e := luascripts.ObApply.Encoder(2 + len(entries))
 	e.Set("source", strconv.Itoa(source))
@@ -167,7 +171,8 @@ func (p *Provider) apply(ctx context.Context, source, dest int, entries []any) (
 // were left there for forwardGrace (their writer stopped before forwarding them). Cost: one
 // read-only script per partition per period.
 func (p *Provider) sweepOutboxes() {
-	t := time.NewTicker(sweepPeriod)
+	period := time.Duration(sweepPeriod.Load())
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
@@ -175,9 +180,9 @@ func (p *Provider) sweepOutboxes() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), sweepPeriod)
+		ctx, cancel := context.WithTimeout(context.Background(), period)
 		for part := range p.keys.Partitions() {
-			if err := p.forwardOlder(ctx, part, forwardGrace); err != nil && !p.isClosed() {
+			if err := p.forwardOlder(ctx, part, time.Duration(forwardGrace.Load())); err != nil && !p.isClosed() {
 				p.opts.Logger.Warn("dxredis: sweeping an outbox failed; the next sweep retries it", "partition", part, "err", err)
 			}
 		}
