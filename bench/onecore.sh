@@ -6,7 +6,8 @@
 # table). Every instance is started up front, so the rate is the system's ceiling with Redis on that
 # core. On a 2-core VM the client has one core: read its CPU beside the rate.
 #
-# Usage: bench/onecore.sh   (REDIS_CORE=1 CLIENT_CORES=0 W1_N=5000 W2_N=1000 RATE=500 RATE_N=5000 RUNS=1)
+# Usage: bench/onecore.sh   (REDIS_CORE=1 CLIENT_CORES=0 W1_N=5000 W2_N=1000 RATE=500 RATE_N=5000 RUNS=1;
+# DX_FLAGS: more dxbench flags, e.g. "-worker-concurrency 32")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REDIS_SERVER=${REDIS_SERVER:-redis-server} REDIS_CLI=${REDIS_CLI:-redis-cli}
@@ -33,9 +34,9 @@ show() {
 }
 echo "Redis on core $REDIS_CORE, clients on $CLIENT_CORES ($(nproc) cores), $("$REDIS_SERVER" --version | awk '{print $3}')"
 for run in $(seq "$RUNS"); do
-	fresh; show "dxredis W1 n=$W1_N" "$(taskset -c "$CLIENT_CORES" "$WORK/dxbench" -addr "127.0.0.1:$port" -mode runtime -baseline 0 -no-keybytes -workload hello -n "$W1_N" 2>/dev/null | tail -1)"
+	fresh; show "dxredis W1 n=$W1_N" "$(taskset -c "$CLIENT_CORES" "$WORK/dxbench" -addr "127.0.0.1:$port" -mode runtime -baseline 0 -no-keybytes ${DX_FLAGS:-} -workload hello -n "$W1_N" 2>/dev/null | tail -1)"
 	fresh; show "go-workflows W1 n=$W1_N" "$(taskset -c "$CLIENT_CORES" "$WORK/gwbench" -addr "127.0.0.1:$port" -done ack -n "$W1_N")"
-	fresh; show "dxredis W2 n=$W2_N" "$(taskset -c "$CLIENT_CORES" "$WORK/dxbench" -addr "127.0.0.1:$port" -mode runtime -baseline 0 -no-keybytes -workload fanout -n "$W2_N" 2>/dev/null | tail -1)"
+	fresh; show "dxredis W2 n=$W2_N" "$(taskset -c "$CLIENT_CORES" "$WORK/dxbench" -addr "127.0.0.1:$port" -mode runtime -baseline 0 -no-keybytes ${DX_FLAGS:-} -workload fanout -n "$W2_N" 2>/dev/null | tail -1)"
 	fresh; show "go-workflows W2 n=$W2_N" "$(taskset -c "$CLIENT_CORES" "$WORK/gwbench" -addr "127.0.0.1:$port" -done ack -n "$W2_N" -fanout 10)"
-	fresh; show "dxredis W1 at $RATE/s n=$RATE_N" "$(taskset -c "$CLIENT_CORES" "$WORK/dxbench" -addr "127.0.0.1:$port" -mode runtime -baseline 0 -no-keybytes -workload hello -n "$RATE_N" -rate "$RATE" 2>/dev/null | tail -1)"
+	fresh; show "dxredis W1 at $RATE/s n=$RATE_N" "$(taskset -c "$CLIENT_CORES" "$WORK/dxbench" -addr "127.0.0.1:$port" -mode runtime -baseline 0 -no-keybytes ${DX_FLAGS:-} -workload hello -n "$RATE_N" -rate "$RATE" 2>/dev/null | tail -1)"
 done
