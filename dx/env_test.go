@@ -137,7 +137,7 @@ func recv[T any](t testing.TB, ch <-chan T, what string) T {
 }
 
 func waitCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), raceSlowdown*20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -36,7 +36,10 @@ func SetApplyHook(h func(source, dest int)) {
 }
 
 // SetSweep sets how often fetching providers sweep the outboxes and how old an entry must be.
-func SetSweep(period, grace time.Duration) { sweepPeriod.Store(int64(period)); forwardGrace.Store(int64(grace)) }
+func SetSweep(period, grace time.Duration) {
+	sweepPeriod.Store(int64(period))
+	forwardGrace.Store(int64(grace))
+}
 
 // ForwardAll forwards every partition's outboxes now (what a sweep does, without the grace).
 func (p *Provider) ForwardAll(ctx context.Context) error {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package dx_test
+
+const raceSlowdown = 1
