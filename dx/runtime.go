@@ -338,7 +338,8 @@ func (rt *Runtime) Start(ctx context.Context) error {
 		rt.mu.Unlock()
 	}()
 	rt.opts.Logger.Info("dx: runtime started", "node", rt.opts.NodeID,
-		"orchestration_concurrency", rt.opts.OrchestrationConcurrency, "worker_concurrency", rt.opts.WorkerConcurrency)
+		"orchestration_concurrency", rt.opts.OrchestrationConcurrency, "worker_concurrency", rt.opts.WorkerConcurrency,
+		"orchestration_pollers", rt.opts.OrchestrationPollers, "worker_pollers", rt.opts.WorkerPollers)
 	return nil
 }
 
@@ -453,8 +454,6 @@ func (rt *Runtime) abandonInflight() int {
 	return len(fs)
 }
 
-// pollLoop runs fetch until ctx ends, keeping MinPollInterval between fetches that found nothing
-// and backing off after errors.
 // dispatch starts a queue's pollers: each takes a free one of slots, fetches, and runs what it got
 // on a goroutine of its own that keeps the slot (run returns once its chain of ack-and-fetches
 // ends); with nothing fetched it gives the slot back. Every goroutine is counted in rt.loops.
@@ -487,6 +486,8 @@ func dispatch[T any](rt *Runtime, ctx context.Context, queue string, pollers, sl
 	}
 }
 
+// pollLoop runs fetch until ctx ends, keeping MinPollInterval between fetches that found nothing
+// and backing off after errors.
 func (rt *Runtime) pollLoop(ctx context.Context, queue string, fetch func() (bool, error)) {
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
