@@ -172,6 +172,7 @@ func deepFsck(t *testing.T, p *redisprovider.Provider) redisprovider.FsckReport 
 // runtime ends), and a runtime brings every instance to an end: completed as its program says,
 // or failed naming the loss.
 func TestDeepFsckLosses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	type loss struct {
 		name string
@@ -297,6 +298,7 @@ func TestDeepFsckLosses(t *testing.T) {
 	}
 	for _, l := range losses {
 		t.Run(l.name, func(t *testing.T) {
+			t.Parallel() // each loss on a namespace and runtime of its own
 			w := newDeepWorld(t)
 			if rep := deepFsck(t, w.p); len(rep.Violations) != 0 {
 				t.Fatalf("before the loss: %q", codes(rep.Violations))
@@ -405,9 +407,11 @@ func globEscape(s string) string {
 // runtime brings every instance to an end (completed, failed naming the loss, or gone with its
 // record: not found); none stays Running.
 func TestDeepFsckRandomLoss(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for seed := range uint64(6) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
 			w := newDeepWorld(t)
 			rng := rand.New(rand.NewPCG(seed, 35))
 			cl, ks := w.p.Client(), w.p.Keyspace()
