@@ -421,17 +421,29 @@ func (rt *Runtime) poisonAck(item *provider.OrchestrationItem, attempts uint32) 
 	ack := failAck(env, item.Instance, item.ExecutionID, history, d)
 	ack.HistoryDelta = append(delta, ack.HistoryDelta...)
 	md.Status, md.Output = ack.Metadata.Status, ack.Metadata.Output
-	if st, ok := history[0].Kind.(provider.OrchestrationStartedEvent); ok && st.ParentInstance != nil && st.ParentID != nil {
-		md.ParentInstanceID = *st.ParentInstance
-		pexec := uint64(1)
-		if st.ParentExecutionID != nil {
-			pexec = *st.ParentExecutionID
-		}
-		ack.OrchestratorItems = append(ack.OrchestratorItems, provider.WorkItem{Kind: provider.SubOrchFailed{
-			ParentInstance: *st.ParentInstance, ParentExecutionID: pexec, ParentID: *st.ParentID, Details: d}})
+	if f, ok := parentFailed(history, d); ok {
+		md.ParentInstanceID = f.ParentInstance
+		ack.OrchestratorItems = append(ack.OrchestratorItems, provider.WorkItem{Kind: f})
 	}
 	ack.Metadata = md
 	return ack
+}
+
+// parentFailed is the SubOrchFailed that tells the parent named by a history's start event that
+// the child failed with d; false when the history names no parent (or is empty).
+func parentFailed(history []provider.Event, d provider.ErrorDetails) (provider.SubOrchFailed, bool) {
+	if len(history) == 0 {
+		return provider.SubOrchFailed{}, false
+	}
+	st, ok := history[0].Kind.(provider.OrchestrationStartedEvent)
+	if !ok || st.ParentInstance == nil || st.ParentID == nil {
+		return provider.SubOrchFailed{}, false
+	}
+	pexec := uint64(1)
+	if st.ParentExecutionID != nil {
+		pexec = *st.ParentExecutionID
+	}
+	return provider.SubOrchFailed{ParentInstance: *st.ParentInstance, ParentExecutionID: pexec, ParentID: *st.ParentID, Details: d}, true
 }
 
 // historyLost says why the item's history cannot be the execution's ("" when it can): the record
@@ -454,19 +466,14 @@ func (rt *Runtime) lostAck(ctx context.Context, item *provider.OrchestrationItem
 	ack.HistoryDelta[0].EventID = uint64(item.HistoryLen) + 1
 	md := provider.ExecutionMetadata{OrchestrationName: item.OrchestrationName, OrchestrationVersion: item.Version,
 		Status: ack.Metadata.Status, Output: ack.Metadata.Output}
-	if len(item.History) > 0 {
-		if st, ok := item.History[0].Kind.(provider.OrchestrationStartedEvent); ok && st.ParentInstance != nil && st.ParentID != nil {
-			md.ParentInstanceID = *st.ParentInstance
-			pexec := uint64(1)
-			if st.ParentExecutionID != nil {
-				pexec = *st.ParentExecutionID
-			}
-			ack.OrchestratorItems = append(ack.OrchestratorItems, provider.WorkItem{Kind: provider.SubOrchFailed{
-				ParentInstance: *st.ParentInstance, ParentExecutionID: pexec, ParentID: *st.ParentID, Details: d}})
+	if f, ok := parentFailed(item.History, d); ok {
+		md.ParentInstanceID = f.ParentInstance
+		ack.OrchestratorItems = append(ack.OrchestratorItems, provider.WorkItem{Kind: f})
+	} else if len(item.History) == 0 {
+		if w, ok := rt.parentWaiting(ctx, item.Instance); ok {
+			w.Details = d
+			ack.OrchestratorItems = append(ack.OrchestratorItems, provider.WorkItem{Kind: w})
 		}
-	} else if w, ok := rt.parentWaiting(ctx, item.Instance); ok {
-		w.Details = d
-		ack.OrchestratorItems = append(ack.OrchestratorItems, provider.WorkItem{Kind: w})
 	}
 	ack.Metadata = md
 	return ack
