@@ -7,7 +7,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -40,16 +39,10 @@ func TestHistoryLostFailsLoudly(t *testing.T) {
 	}
 	mustStart(t, c, ctx, "Parent", "", dx.WithInstanceID("lost-parent"))
 	for _, id := range []string{"lost-gone", "lost-cut", "lost-kid"} {
-		for {
+		waitFor(t, id+" waiting", func() bool {
 			h, _ := c.History(ctx, id, 1)
-			if len(h) > 0 && h[len(h)-1].Kind.EventType() == "ExternalSubscribed" {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("%s never waited", id)
-			}
-			time.Sleep(10 * time.Millisecond) // polling the condition
-		}
+			return len(h) > 0 && h[len(h)-1].Kind.EventType() == "ExternalSubscribed"
+		})
 	}
 	ks, cl := p.Keyspace(), p.Client()
 	cl.Del(ctx, ks.History("lost-gone", 1), ks.History("lost-kid", 1))

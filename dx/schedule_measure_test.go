@@ -82,7 +82,10 @@ func TestMeasureSchedules(t *testing.T) {
 		}
 	}
 	running(dx.ScheduleInstancePrefix+"idle-", idle)
-	time.Sleep(time.Second)
+	waitForWithin(t, time.Minute, "the schedules asleep on their timers", func() bool {
+		st, err := p.Idle(ctx)
+		return err == nil && st.Idle
+	})
 	mem1 := info("memory", "used_memory")
 	t.Logf("memory per idle schedule: %d bytes (%d schedules, used_memory %d -> %d)", (mem1-mem0)/int64(idle), idle, mem0, mem1)
 
@@ -91,7 +94,7 @@ func TestMeasureSchedules(t *testing.T) {
 	const window = 20 * time.Second
 	cmd0 := info("stats", "total_commands_processed")
 	cg.dump()
-	time.Sleep(window)
+	time.Sleep(window) // a measurement window of real time, not a wait for something
 	idleCmds := info("stats", "total_commands_processed") - cmd0
 	idleInstr := cg.dump()
 	if err := c.CreateSchedule(ctx, "tick", dx.Schedule{Spec: dx.ScheduleSpec{Every: time.Second},
@@ -197,13 +200,4 @@ func (c *callgrindDumps) dump() int64 {
 		}
 	}
 	return total
-}
-
-func waitForWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }

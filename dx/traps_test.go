@@ -80,12 +80,16 @@ func (m *countingMetrics) get(key string) int64 {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(raceSlowdown * 20 * time.Second)
-	for !cond() {
+	waitForWithin(t, raceSlowdown*20*time.Second, what, cond)
+}
+
+// waitForWithin polls cond until it holds, failing the test after d.
+func waitForWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -64,15 +64,11 @@ func TestTagConcurrencyCap(t *testing.T) { // not parallel: it waits for a short
 	}
 	// b's lock expires: its slot comes back (to the next item in line: b itself is due again, behind
 	// the items enqueued before its lock expired).
-	deadline := time.Now().Add(5 * time.Second)
 	var e *provider.LockedWorkItem
-	for e == nil && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond) // polling the condition
+	waitFor(t, 5*time.Second, "an item to start after b's lock expired", func() bool {
 		e = capFetch(t, p, "api", wLongLock)
-	}
-	if e == nil {
-		t.Fatal("no item started after b's lock expired")
-	}
+		return e != nil
+	})
 	if it := capFetch(t, p, "api", wLongLock); it != nil {
 		t.Fatal("over the cap after the expiry")
 	}

@@ -91,13 +91,11 @@ func newDeepWorld(t *testing.T) *deepWorld {
 			}
 		}
 	}
+	end, _ := ctx.Deadline()
 	for _, id := range w.ids {
-		for !slices.ContainsFunc(w.history(t, id), func(e provider.Event) bool { return e.Kind.EventType() == waits[id] }) {
-			if ctx.Err() != nil {
-				t.Fatalf("%s never reached %s", id, waits[id])
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitFor(t, time.Until(end), id+" reaching "+waits[id], func() bool {
+			return slices.ContainsFunc(w.history(t, id), func(e provider.Event) bool { return e.Kind.EventType() == waits[id] })
+		})
 	}
 	// Stopped without finishing anything: its turns are done, its timers and activities wait.
 	sctx, scancel := context.WithCancel(ctx)
@@ -127,24 +125,21 @@ func (w *deepWorld) finish(t *testing.T, lost map[string]bool) {
 		t.Fatal(err)
 	}
 	defer func() { _ = rt.Shutdown(context.Background()) }()
+	end, _ := ctx.Deadline()
 	for _, id := range w.ids {
-		for {
-			st, err := w.c.Status(ctx, id)
-			if err == nil && (st.Terminal() || st.State == dx.StateNotFound && lost[id]) {
-				switch {
-				case st.State == dx.StateCompleted && st.Output == w.want[id]:
-				case st.State == dx.StateFailed && lost[id] && strings.Contains(st.Err.Error(), "history"):
-				case st.State == dx.StateFailed && lost[id] && strings.Contains(st.Err.Error(), "lost"):
-				case st.State == dx.StateNotFound:
-				default:
-					t.Errorf("%s ended %s: output %s, err %v", id, st.State, st.Output, st.Err)
-				}
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("%s never ended: %+v, %v", id, st, err)
-			}
-			time.Sleep(20 * time.Millisecond)
+		var st dx.Status
+		waitFor(t, time.Until(end), id+" ending", func() bool {
+			var err error
+			st, err = w.c.Status(ctx, id)
+			return err == nil && (st.Terminal() || st.State == dx.StateNotFound && lost[id])
+		})
+		switch {
+		case st.State == dx.StateCompleted && st.Output == w.want[id]:
+		case st.State == dx.StateFailed && lost[id] && strings.Contains(st.Err.Error(), "history"):
+		case st.State == dx.StateFailed && lost[id] && strings.Contains(st.Err.Error(), "lost"):
+		case st.State == dx.StateNotFound:
+		default:
+			t.Errorf("%s ended %s: output %s, err %v", id, st.State, st.Output, st.Err)
 		}
 	}
 }
@@ -342,17 +337,15 @@ func (w *deepWorld) repair(t *testing.T) redisprovider.RepairReport {
 		if err == nil && !slices.ContainsFunc(rr.After.Violations, func(v redisprovider.FsckViolation) bool { return v.Code == "format_record" }) {
 			return rr
 		}
-		for {
-			// The partition count, as the runbook says: a lost root record no longer holds it.
+		// The partition count, as the runbook says: a lost root record no longer holds it. Migrate
+		// refuses (busy) until the stopped runtime's fetcher entry lapses (seconds).
+		waitFor(t, 30*time.Second, "migrate to take the namespace", func() bool {
 			_, err := redisprovider.Migrate(ctx, w.p.Client(), w.p.Keyspace().Namespace(), redisprovider.MigrateOptions{Partitions: w.p.Keyspace().Partitions()})
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, redisprovider.ErrNamespaceBusy) {
+			if err != nil && !errors.Is(err, redisprovider.ErrNamespaceBusy) {
 				t.Fatal(err)
 			}
-			time.Sleep(200 * time.Millisecond) // the stopped runtime's fetcher entry lapses (seconds)
-		}
+			return err == nil
+		})
 	}
 	t.Fatal("repair and migrate did not restore the format record")
 	return redisprovider.RepairReport{}
@@ -479,6 +472,7 @@ func TestDeepFsckLive(t *testing.T) {
 	const n = 40
 	var ids []string
 	done := make(chan struct{})
+	checked := make(chan struct{}, 1) // a check ended
 	go func() {
 		defer close(done)
 		for i := range n {
@@ -488,7 +482,13 @@ func TestDeepFsckLive(t *testing.T) {
 				return
 			}
 			ids = append(ids, id)
-			time.Sleep(10 * time.Millisecond) // pacing: spreads the starts over the checks
+			if i%4 == 3 { // four starts per check: the starts spread over the checks
+				select {
+				case <-checked:
+				case <-ctx.Done():
+					return
+				}
+			}
 		}
 	}()
 	const rate = 400
@@ -507,6 +507,10 @@ func TestDeepFsckLive(t *testing.T) {
 		took := time.Since(began)
 		for _, v := range rep.Violations {
 			t.Errorf("check %d under load: %s %s: %s", checks, v.Code, v.Subject, v.Detail)
+		}
+		select {
+		case checked <- struct{}{}:
+		default:
 		}
 		// The limiter lets a batch go at once, then spaces the reads at the rate.
 		if max := float64(rate)*took.Seconds() + 10 + 1; float64(rep.Histories) > max {

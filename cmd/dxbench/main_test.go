@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -220,6 +221,45 @@ func TestLatencyNote(t *testing.T) {
 	out, _, _ = runBench(t, append([]string{"-addr", mr.Addr(), "-workload", "hello", "-rate", "200"}, tiny...)...)
 	if !strings.Contains(out, "queueing included") || !strings.Contains(out, "paced at 200/s") {
 		t.Fatalf("no latency note for -rate 200:\n%s", out)
+	}
+}
+
+// enqueueStarts with inflight 3 never has more than 3 instances started and not completed: each
+// start waits for a completion once 3 are out. The test completes one only once 3 are out (or all
+// that are left), so a starter that did not wait would run ahead.
+func TestEnqueueStartsInflight(t *testing.T) {
+	const n, limit = 20, 3
+	r := newRunState("x-", n)
+	var mu sync.Mutex
+	changed := sync.NewCond(&mu)
+	var out []int // started, not completed
+	most := 0
+	done := make(chan error, 1)
+	go func() {
+		done <- enqueueStarts(t.Context(), r, 0, limit, time.Now(), func(i int) error {
+			mu.Lock()
+			defer mu.Unlock()
+			out = append(out, i)
+			most = max(most, len(out))
+			changed.Broadcast()
+			return nil
+		})
+	}()
+	for completed := 0; completed < n; completed++ {
+		mu.Lock()
+		for len(out) < min(limit, n-completed) {
+			changed.Wait()
+		}
+		next := out[0]
+		out = out[1:]
+		mu.Unlock()
+		r.completeIndex(next, time.Now())
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if most != limit {
+		t.Fatalf("at most %d started and not completed, want %d", most, limit)
 	}
 }
 

@@ -2,10 +2,10 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/duroxide-go/dxredis/dx"
 )
@@ -21,15 +21,12 @@ func TestSchedulesPagesAndActions(t *testing.T) {
 	su := "/schedules/" + IDSegment("hourly<b>")
 	wait := func(what string, cond func(dx.ScheduleInfo) bool) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			info, err := c.GetSchedule(ctx, "hourly<b>")
-			if err == nil && cond(info) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s: %+v %v", what, info, err)
-			}
-		}
+		var info dx.ScheduleInfo
+		var err error
+		eventually(t, func() bool {
+			info, err = c.GetSchedule(ctx, "hourly<b>")
+			return err == nil && cond(info)
+		}, func() string { return fmt.Sprintf("timed out waiting for %s: %+v %v", what, info, err) })
 	}
 	wait("the first turn", func(i dx.ScheduleInfo) bool { return len(i.Next) > 0 })
 	list := e.ok("/schedules")

@@ -160,20 +160,25 @@ func cloneForm(f url.Values) url.Values {
 
 func iu(id string) string { return "/instances/" + IDSegment(id) }
 
+// eventually polls cond until it holds, failing the test with fail's message after 10 s.
+func eventually(t testing.TB, cond func() bool, fail func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(fail())
+		}
+	}
+}
+
 // waitState polls the instance's state until it is want.
 func (e *env) waitState(id string, want dx.State) {
 	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, err := e.f.Client.Status(context.Background(), id)
-		if err == nil && st.State == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("instance %q: state %s (err %v), want %s", id, st.State, err, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var st dx.Status
+	var err error
+	eventually(e.t, func() bool {
+		st, err = e.f.Client.Status(context.Background(), id)
+		return err == nil && st.State == want
+	}, func() string { return fmt.Sprintf("instance %q: state %s (err %v), want %s", id, st.State, err, want) })
 }
 
 func TestOverviewPageAndAPI(t *testing.T) {
