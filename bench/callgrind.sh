@@ -14,7 +14,7 @@
 # anywhere; it is CPU heavy (Redis runs ~50x slower under valgrind): `nice -n 10 bench/callgrind.sh`.
 # Optional: W1_SMALL W1_BIG (300 900), W2_SMALL W2_BIG (60 180), FANOUT (10), SYSTEMS
 # ("dxredis go-workflows"; "floor" is bench/floor, the hand-written minimal store, FLOOR_BATCH items
-# per call, default 1), WORKLOADS ("W1 W2"), DXBENCH_FLAGS (more dxbench flags, e.g. -batch-acks),
+# per call, default 1), WORKLOADS ("W1 W2"), DXBENCH_FLAGS (more dxbench flags, e.g. "-worker-concurrency 64 -ack-batch 1"),
 # INFLIGHT (dxbench and gwbench keep at most this many instances in flight, each completion
 # starting the next; default 0: every instance started up front; not for the floor), GW_PARALLEL
 # (gwbench -parallel: go-workflows' MaxParallel{Workflow,Activity}Tasks; default 0, its default, no

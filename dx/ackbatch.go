@@ -7,25 +7,27 @@ import (
 	"github.com/duroxide-go/dxredis/provider"
 )
 
-// Batched activity acks (Options.BatchActivityAcks, provider.WorkBatchAcker). An activity whose
+// Batched activity acks (Options.ActivityAckBatch, provider.WorkBatchAcker). An activity whose
 // result is ready while no other ack is in flight is acknowledged at once, as without batching
 // (with ack-and-fetch when the provider has it): a lone activity waits for nothing. Results that
 // become ready while an ack is in flight queue up; when it returns, the first of them sends the
-// queue (at most maxAckBatch) in one batched call that also fetches an activity for each slot, and
+// queue (at most ActivityAckBatch) in one batched call that also fetches an activity for each slot, and
 // so on: the runtime batches only what is already waiting, never lingers. Each ack keeps its own
 // lock token, attempt id and outcome: one whose token was lost fails alone, and is retried (or
 // dropped) by its own ackActivity as before. Measured (docs/storage-v2.md, "Batched worker acks"):
 // fewer worker calls, but an orchestration's completions arrive in more deliveries (the first of a
-// round alone, the rest a round trip later), so it runs more turns; hence off by default.
+// round alone, the rest a round trip later), so it runs more turns; hence batched by default only
+// with at least autoAckBatchSlots activity slots, where the turns are few anyway (measured).
 
-// maxAckBatch is the most activity acks one batched call carries.
-const maxAckBatch = 32
+// autoAckBatchSlots is the WorkerConcurrency from which activity acks are batched by default.
+const autoAckBatchSlots = 32
 
 // ackBatcher is the runtime's queue of activity acks waiting for the ack in flight.
 type ackBatcher struct {
 	mu    sync.Mutex
 	busy  bool // an ack (single or batched) is in flight
 	queue []*ackReq
+	most  int // the most acks in one batch (Options.ActivityAckBatch)
 }
 
 // ackReq is an ack waiting in the queue: it receives either its outcome (done), sent by the
@@ -50,7 +52,7 @@ type ackResult struct {
 func (rt *Runtime) ackWork(fetchCtx, ctx context.Context, token string, c *provider.WorkItem, attemptID string, try int,
 	single func(context.Context) (*provider.LockedWorkItem, error)) (*provider.LockedWorkItem, error) {
 	ba, ok := rt.p.(provider.WorkBatchAcker)
-	if !ok || !rt.opts.BatchActivityAcks {
+	if !ok || rt.opts.ActivityAckBatch <= 1 {
 		return single(attemptContext(ctx, attemptID, try))
 	}
 	b := &rt.acks
@@ -108,7 +110,7 @@ func (b *ackBatcher) handOff() {
 		b.busy = false
 		return
 	}
-	n := min(len(b.queue), maxAckBatch)
+	n := min(len(b.queue), b.most)
 	batch := b.queue[:n:n]
 	b.queue = append([]*ackReq(nil), b.queue[n:]...)
 	batch[0].lead <- batch

@@ -48,7 +48,7 @@ func (g *ackGate) AckWorkItems(ctx context.Context, acks []provider.WorkAck, fet
 func TestActivityAcksBatchOnlyWhatWaits(t *testing.T) {
 	t.Parallel()
 	g := &ackGate{Provider: newProvider(t)}
-	rt := fanRuntime(g, true)
+	rt := fanRuntime(g, 8, 32)
 	startRuntime(t, rt)
 	c := dx.NewClient(g)
 	ctx := waitCtx(t)
@@ -65,15 +65,25 @@ func TestActivityAcksBatchOnlyWhatWaits(t *testing.T) {
 	if g.singles != 1 || len(g.batches) != 0 {
 		t.Fatalf("a lone activity: %d single acks and batches %v, want 1 single ack and no batch", g.singles, g.batches)
 	}
-	// Eight activities: the first ack waits until the seven others are ready and queued behind it.
 	g.singles = 0
+	g.mu.Unlock()
+	fanGated(t, g, rt, c)
+}
+
+// fanGated runs Fan(8) on rt, whose first single ack waits until the seven other results are
+// ready and queued behind it, and checks that they went in one batch.
+func fanGated(t *testing.T, g *ackGate, rt *dx.Runtime, c *dx.Client) {
+	t.Helper()
+	ctx := waitCtx(t)
+	g.mu.Lock()
 	g.hold = func() {
 		for dx.AckQueueLen(rt) < 7 && ctx.Err() == nil {
 			time.Sleep(time.Millisecond)
 		}
 	}
 	g.mu.Unlock()
-	if id, err = c.Start(ctx, "Fan", 8); err != nil {
+	id, err := c.Start(ctx, "Fan", 8)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if out, err := dx.Result[int](ctx, c, id); err != nil || out != 204 {
@@ -86,12 +96,21 @@ func TestActivityAcksBatchOnlyWhatWaits(t *testing.T) {
 	}
 }
 
-// fanRuntime is a runtime of 8 worker slots on p running Fan(n): the sum of the squares of 1..n,
-// each squared by an activity, all at once.
-func fanRuntime(p provider.Provider, batch bool) *dx.Runtime {
+// TestActivityAcksBatchedByDefaultWithManySlots: ActivityAckBatch's default batches from 32
+// activity slots (WorkerConcurrency's default).
+func TestActivityAcksBatchedByDefaultWithManySlots(t *testing.T) {
+	t.Parallel()
+	g := &ackGate{Provider: newProvider(t)}
+	rt := fanRuntime(g, 0, 0)
+	startRuntime(t, rt)
+	fanGated(t, g, rt, dx.NewClient(g))
+}
+
+// fanRuntime is a runtime of slots worker slots on p, with ActivityAckBatch ackBatch, running
+// Fan(n): the sum of the squares of 1..n, each squared by an activity, all at once.
+func fanRuntime(p provider.Provider, slots, ackBatch int) *dx.Runtime {
 	opts := testOptions()
-	opts.WorkerConcurrency = 8
-	opts.BatchActivityAcks = batch
+	opts.WorkerConcurrency, opts.ActivityAckBatch = slots, ackBatch
 	rt := dx.NewRuntime(p, opts)
 	dx.RegisterActivity(rt, "Sq", func(ctx context.Context, n int) (int, error) { return n * n, nil })
 	dx.Register(rt, "Fan", func(ctx dx.Context, n int) (int, error) {
@@ -112,12 +131,12 @@ func fanRuntime(p provider.Provider, batch bool) *dx.Runtime {
 	return rt
 }
 
-// TestActivityAcksUnbatchedByDefault: without Options.BatchActivityAcks every activity is
-// acknowledged on its own.
-func TestActivityAcksUnbatchedByDefault(t *testing.T) {
+// TestActivityAcksUnbatchedWithFewSlots: with ActivityAckBatch's default and fewer than 32
+// activity slots every activity is acknowledged on its own.
+func TestActivityAcksUnbatchedWithFewSlots(t *testing.T) {
 	t.Parallel()
 	g := &ackGate{Provider: newProvider(t)}
-	rt := fanRuntime(g, false)
+	rt := fanRuntime(g, 8, 0)
 	startRuntime(t, rt)
 	c := dx.NewClient(g)
 	ctx := waitCtx(t)

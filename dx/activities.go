@@ -17,19 +17,39 @@ import (
 // The worker dispatcher: fetch an activity, run it with its lock renewed, acknowledge its result.
 
 // workerLoop starts the worker's pollers (dispatch); each activity fetched runs, and its ack
-// hands over the next one (ack-and-fetch): no fetch in between.
+// hands over the next one (ack-and-fetch): no fetch in between. A poller with several free slots
+// fetches an activity for each in one call where the provider can (provider.WorkBatchFetcher),
+// taking only what waits: it never waits for more than one.
 func (rt *Runtime) workerLoop(ctx, workCtx context.Context) {
-	dispatch(rt, ctx, "worker", rt.opts.WorkerPollers, rt.opts.WorkerConcurrency, func() (*provider.LockedWorkItem, error) {
+	bf, _ := rt.p.(provider.WorkBatchFetcher)
+	batch := 1
+	if bf != nil {
+		batch = min(rt.opts.WorkerConcurrency, maxFetchBatch)
+	}
+	dispatch(rt, ctx, "worker", rt.opts.WorkerPollers, rt.opts.WorkerConcurrency, batch, func(n int) ([]*provider.LockedWorkItem, error) {
 		began := time.Now()
-		item, err := rt.p.FetchWorkItem(ctx, rt.opts.WorkerLockTimeout, rt.opts.PollTimeout, rt.sessionConfig(), rt.opts.WorkerTagFilter)
+		var items []*provider.LockedWorkItem
+		var err error
+		if n > 1 {
+			items, err = bf.FetchWorkItems(ctx, provider.WorkFetch{N: n, LockTimeout: rt.opts.WorkerLockTimeout,
+				Session: rt.sessionConfig(), Tags: rt.opts.WorkerTagFilter}, rt.opts.PollTimeout)
+		} else {
+			var item *provider.LockedWorkItem
+			if item, err = rt.p.FetchWorkItem(ctx, rt.opts.WorkerLockTimeout, rt.opts.PollTimeout, rt.sessionConfig(), rt.opts.WorkerTagFilter); item != nil {
+				items = []*provider.LockedWorkItem{item}
+			}
+		}
 		rt.opts.Metrics.Observe(MetricFetchWait, time.Since(began), Labels{Queue: "worker"})
-		return item, err
+		return items, err
 	}, func(item *provider.LockedWorkItem) {
 		for at := time.Now(); item != nil; {
 			item, at = rt.processActivity(ctx, workCtx, item, at)
 		}
 	})
 }
+
+// maxFetchBatch is the most activities one fetch locks.
+const maxFetchBatch = 32
 
 // processActivity runs one fetched activity (fetched at at) and acknowledges its completion; it
 // returns the next activity, and when it was fetched, when the acknowledgement fetched one

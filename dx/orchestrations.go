@@ -27,7 +27,7 @@ var capabilityFilter = func() *provider.DispatcherCapabilityFilter {
 
 func (rt *Runtime) orchestrationLoop(ctx context.Context) {
 	lite, _ := rt.p.(provider.LiteFetcher)
-	dispatch(rt, ctx, "orchestrator", rt.opts.OrchestrationPollers, rt.opts.OrchestrationConcurrency, func() (*provider.LockedOrchestrationItem, error) {
+	dispatch(rt, ctx, "orchestrator", rt.opts.OrchestrationPollers, rt.opts.OrchestrationConcurrency, 1, func(int) ([]*provider.LockedOrchestrationItem, error) {
 		began := time.Now()
 		var item *provider.LockedOrchestrationItem
 		var err error
@@ -37,7 +37,10 @@ func (rt *Runtime) orchestrationLoop(ctx context.Context) {
 			item, err = rt.p.FetchOrchestrationItem(ctx, rt.opts.OrchestrationLockTimeout, rt.opts.PollTimeout, capabilityFilter)
 		}
 		rt.opts.Metrics.Observe(MetricFetchWait, time.Since(began), Labels{Queue: "orchestrator"})
-		return item, err
+		if item == nil {
+			return nil, err
+		}
+		return []*provider.LockedOrchestrationItem{item}, err
 	}, func(item *provider.LockedOrchestrationItem) {
 		// With ack-and-fetch, each ack hands over the next turn: no fetch in between.
 		for at := time.Now(); item != nil; {

@@ -14,23 +14,35 @@ import (
 )
 
 // fetchCounter is a redisprovider that counts the plain fetches (the pollers' long polls) in
-// flight at once, and the most seen.
+// flight at once, and the most seen; and the most activities one batched fetch returned.
 type fetchCounter struct {
 	*redisprovider.Provider
 	orch, work       atomic.Int32
 	maxOrch, maxWork atomic.Int32
+	maxBatch         atomic.Int32
 }
 
 func raise(n, most *atomic.Int32) func() {
-	v := n.Add(1)
+	atLeast(most, n.Add(1))
+	return func() { n.Add(-1) }
+}
+
+// atLeast raises most to v.
+func atLeast(most *atomic.Int32, v int32) {
 	for m := most.Load(); v > m && !most.CompareAndSwap(m, v); m = most.Load() {
 	}
-	return func() { n.Add(-1) }
 }
 
 func (f *fetchCounter) FetchWorkItem(ctx context.Context, lock, poll time.Duration, s *provider.SessionFetchConfig, tags provider.TagFilter) (*provider.LockedWorkItem, error) {
 	defer raise(&f.work, &f.maxWork)()
 	return f.Provider.FetchWorkItem(ctx, lock, poll, s, tags)
+}
+
+func (f *fetchCounter) FetchWorkItems(ctx context.Context, fetch provider.WorkFetch, poll time.Duration) ([]*provider.LockedWorkItem, error) {
+	defer raise(&f.work, &f.maxWork)()
+	items, err := f.Provider.FetchWorkItems(ctx, fetch, poll)
+	atLeast(&f.maxBatch, int32(len(items)))
+	return items, err
 }
 
 func (f *fetchCounter) FetchOrchestrationItemLite(ctx context.Context, lock, poll time.Duration, filter *provider.DispatcherCapabilityFilter) (*provider.LockedOrchestrationItem, error) {
@@ -98,15 +110,60 @@ func TestPollersAreNotSlots(t *testing.T) {
 	}
 }
 
-// TestPollersAtMostConcurrency: more pollers than slots is refused at Start.
+// TestPollersAtMostConcurrency: more pollers than slots is refused at Start, as is a negative
+// ActivityAckBatch.
 func TestPollersAtMostConcurrency(t *testing.T) {
 	t.Parallel()
-	for _, o := range []dx.Options{{WorkerConcurrency: 2, WorkerPollers: 3}, {OrchestrationPollers: 3}} {
+	for _, o := range []dx.Options{{WorkerConcurrency: 2, WorkerPollers: 3}, {OrchestrationPollers: 3}, {ActivityAckBatch: -1}} {
 		rt := dx.NewRuntime(newProvider(t), o)
 		err := rt.Start(t.Context())
 		if !errors.Is(err, dx.ErrInvalidInput) {
 			_ = rt.Shutdown(t.Context())
 			t.Fatalf("%+v: Start = %v, want ErrInvalidInput", o, err)
 		}
+	}
+}
+
+// TestPollerFetchesForFreeSlots: a poller with several free slots fetches an activity for each in
+// one call (provider.WorkBatchFetcher): the eight activities a turn schedules reach the one poller
+// of eight slots in one fetch (redisprovider: in a namespace of one partition; of several, one
+// item per fetch).
+func TestPollerFetchesForFreeSlots(t *testing.T) {
+	t.Parallel()
+	f := &fetchCounter{Provider: newProvider(t)}
+	want := int32(8)
+	if f.Keyspace().Partitions() > 1 {
+		want = 1
+	}
+	opts := testOptions()
+	opts.WorkerConcurrency, opts.WorkerPollers = 8, 1
+	rt := dx.NewRuntime(f, opts)
+	dx.RegisterActivity(rt, "Double", func(_ context.Context, n int) (int, error) { return 2 * n, nil })
+	dx.Register(rt, "Double8", func(ctx dx.Context, _ int) (int, error) {
+		var fs []dx.Future[int]
+		for i := 1; i <= 8; i++ {
+			fs = append(fs, dx.Call[int](ctx, "Double", i))
+		}
+		sum := 0
+		for _, fu := range fs {
+			v, err := fu.Await(ctx)
+			if err != nil {
+				return 0, err
+			}
+			sum += v
+		}
+		return sum, nil
+	})
+	startRuntime(t, rt)
+	c := dx.NewClient(f)
+	id, err := c.Start(waitCtx(t), "Double8", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := dx.Result[int](waitCtx(t), c, id); err != nil || out != 72 {
+		t.Fatalf("Double8 = %d, %v, want 72", out, err)
+	}
+	if n := f.maxBatch.Load(); n != want {
+		t.Fatalf("at most %d activities in one fetch, want %d (the 8 the turn scheduled, in one partition)", n, want)
 	}
 }

@@ -19,7 +19,9 @@ import (
 type Options struct {
 	// OrchestrationConcurrency is the number of orchestration turns run at once (default 2).
 	OrchestrationConcurrency int
-	// WorkerConcurrency is the number of activities run at once (default 2).
+	// WorkerConcurrency is the number of activities run at once (default 32: activities mostly
+	// wait on I/O, and a runtime waits for activities from WorkerPollers goroutines, not one per
+	// slot; lower it for activities that keep a CPU busy).
 	WorkerConcurrency int
 	// OrchestrationPollers and WorkerPollers are how many goroutines wait for turns and for
 	// activities, each holding a free slot of its queue's concurrency while it waits (default: the
@@ -29,16 +31,17 @@ type Options struct {
 	// goroutines, not 64, and idle costs what 4 cost (as go-workflows' pollers and Temporal's
 	// pollers and slots).
 	OrchestrationPollers, WorkerPollers int
-	// BatchActivityAcks (default off) acknowledges activity results that become ready while
-	// another's acknowledgement is in flight together, when it returns, in one call of at most 32
-	// that also fetches an activity for each of their slots (provider.WorkBatchAcker; redisprovider
-	// fetches only in a namespace of one partition). Nothing waits to fill a batch: a lone activity
-	// is acknowledged at once. It cuts the worker's calls but splits an orchestration's completions
-	// into more deliveries, so orchestrations run more turns: with many slots it pays (dxbench W2,
-	// 32 activities at once: round trips per fan-out of ten 12.0 → 3.1, Redis CPU -13%, 2.2 turns
-	// instead of 2.0), with few it costs (4 at once: 6.2 turns instead of 4.1); see
-	// docs/storage-v2.md, "Issue 30's table as it stands".
-	BatchActivityAcks bool
+	// ActivityAckBatch is the most activity acknowledgements sent in one call: results that
+	// become ready while another's acknowledgement is in flight go together when it returns, in
+	// one call that also fetches an activity for each of their slots (provider.WorkBatchAcker;
+	// redisprovider fetches only in a namespace of one partition). Nothing waits to fill a batch:
+	// a lone result is acknowledged at once. 1 sends each on its own; 0 (default) picks: 32 when
+	// WorkerConcurrency is at least 32 (its default), else 1. Batches cut the worker's calls but split an
+	// orchestration's completions into more deliveries, so orchestrations run more turns: with
+	// many slots they pay (dxbench W2 at 64 activities at once: round trips per fan-out of ten
+	// 12.6 → 2.3, Redis instructions -8%, 2.0 turns either way), with few they cost (4 at once:
+	// 5.9 turns instead of 4.1); see docs/storage-v2.md, "Issue 30's table as it stands".
+	ActivityAckBatch int
 	// OrchestrationLockTimeout is how long a fetched orchestration item stays locked (default 5 s);
 	// a turn that runs longer renews its lock.
 	OrchestrationLockTimeout time.Duration
@@ -138,13 +141,19 @@ func (o Options) withDefaults() Options {
 		o.OrchestrationConcurrency = 2
 	}
 	if o.WorkerConcurrency <= 0 {
-		o.WorkerConcurrency = 2
+		o.WorkerConcurrency = 32
 	}
 	if o.OrchestrationPollers <= 0 {
 		o.OrchestrationPollers = min(o.OrchestrationConcurrency, 4)
 	}
 	if o.WorkerPollers <= 0 {
 		o.WorkerPollers = min(o.WorkerConcurrency, 4)
+	}
+	if o.ActivityAckBatch == 0 {
+		o.ActivityAckBatch = 1
+		if o.WorkerConcurrency >= autoAckBatchSlots {
+			o.ActivityAckBatch = 32
+		}
 	}
 	def(&o.OrchestrationLockTimeout, 5*time.Second)
 	def(&o.OrchestrationLockRenewalBuffer, 2*time.Second)
@@ -193,6 +202,9 @@ func (o Options) validate() error {
 	if o.OrchestrationPollers > o.OrchestrationConcurrency || o.WorkerPollers > o.WorkerConcurrency {
 		return fmt.Errorf("dx: Options: %d orchestration pollers for %d turns at once, %d worker pollers for %d activities at once: a poller waits with a free slot, so pollers are at most the concurrency; raise OrchestrationConcurrency or WorkerConcurrency (%w)",
 			o.OrchestrationPollers, o.OrchestrationConcurrency, o.WorkerPollers, o.WorkerConcurrency, ErrInvalidInput)
+	}
+	if o.ActivityAckBatch < 0 {
+		return fmt.Errorf("dx: Options.ActivityAckBatch is %d: it is the most activity acknowledgements in one call, at least 1 (0: the default) (%w)", o.ActivityAckBatch, ErrInvalidInput)
 	}
 	if o.ReplayCheckRate > 1 || math.IsNaN(o.ReplayCheckRate) {
 		return fmt.Errorf("dx: Options.ReplayCheckRate is %v: it is a fraction of turns, from 0 (none) to 1 (every turn) (%w)", o.ReplayCheckRate, ErrInvalidInput)
@@ -267,7 +279,7 @@ type flight struct {
 func NewRuntime(p provider.Provider, opts Options) *Runtime {
 	o := opts.withDefaults()
 	return &Runtime{p: p, opts: o, reg: newRegistry(), cache: newEngineCache(o.ExecutorCacheSize),
-		inflight: map[*flight]struct{}{}, sessions: map[string]int{}, unreg: map[string]bool{}}
+		inflight: map[*flight]struct{}{}, sessions: map[string]int{}, unreg: map[string]bool{}, acks: ackBatcher{most: o.ActivityAckBatch}}
 }
 
 // nilProvider reports whether p is nil, or an interface holding a nil pointer (or map, func...):
@@ -455,10 +467,11 @@ func (rt *Runtime) abandonInflight() int {
 	return len(fs)
 }
 
-// dispatch starts a queue's pollers: each takes a free one of slots, fetches, and runs what it got
-// on a goroutine of its own that keeps the slot (run returns once its chain of ack-and-fetches
-// ends); with nothing fetched it gives the slot back. Every goroutine is counted in rt.loops.
-func dispatch[T any](rt *Runtime, ctx context.Context, queue string, pollers, slots int, fetch func() (*T, error), run func(*T)) {
+// dispatch starts a queue's pollers: each takes a free one of slots and, when batch > 1, as many
+// more as are free then (batch in all), fetches up to that many items, and runs each on a
+// goroutine of its own that keeps a slot (run returns once its chain of ack-and-fetches ends); the
+// slots it got nothing for go back. Every goroutine is counted in rt.loops.
+func dispatch[T any](rt *Runtime, ctx context.Context, queue string, pollers, slots, batch int, fetch func(n int) ([]*T, error), run func(*T)) {
 	inUse := make(chan struct{}, slots)
 	rt.loops.Add(pollers)
 	for range pollers {
@@ -470,18 +483,30 @@ func dispatch[T any](rt *Runtime, ctx context.Context, queue string, pollers, sl
 				case <-ctx.Done():
 					return false, nil
 				}
-				item, err := fetch()
-				if err != nil || item == nil {
-					<-inUse
-					return false, err
+				n := 1
+			more:
+				for n < batch {
+					select {
+					case inUse <- struct{}{}:
+						n++
+					default:
+						break more
+					}
 				}
-				rt.loops.Add(1) // while this poller counts: never from zero
-				go func() {
-					defer rt.loops.Done()
-					defer func() { <-inUse }()
-					run(item)
-				}()
-				return true, nil
+				items, err := fetch(n)
+				items = items[:min(len(items), n)] // (at most n, as the fetch promises)
+				for range n - len(items) {
+					<-inUse
+				}
+				for _, item := range items {
+					rt.loops.Add(1) // while this poller counts: never from zero
+					go func() {
+						defer rt.loops.Done()
+						defer func() { <-inUse }()
+						run(item)
+					}()
+				}
+				return len(items) > 0, err
 			})
 		}()
 	}

@@ -69,7 +69,19 @@ type WorkBatchAcker interface {
 	AckWorkItems(ctx context.Context, acks []WorkAck, fetch *WorkFetch) (errs []error, next []*LockedWorkItem)
 }
 
-// WorkFetch is the fetch of an AckWorkItems call: at most N items, with FetchWorkItem's arguments.
+// WorkBatchFetcher is an optional extension: FetchWorkItems fetches as FetchWorkItem does, with
+// fetch's arguments, but returns up to fetch.N items from one call: when none is waiting it waits
+// up to pollTimeout for one, as FetchWorkItem does; once it has one it returns it with those
+// waiting at that moment, up to fetch.N in all, and never waits for more. Each item has its own
+// lock token, as FetchWorkItem's. An empty result with a nil error is a poll that timed out.
+// redisprovider fetches several in one call in a namespace of one partition; with several
+// partitions it returns at most one item.
+type WorkBatchFetcher interface {
+	FetchWorkItems(ctx context.Context, fetch WorkFetch, pollTimeout time.Duration) ([]*LockedWorkItem, error)
+}
+
+// WorkFetch is the fetch of an AckWorkItems or FetchWorkItems call: at most N items, with
+// FetchWorkItem's arguments.
 type WorkFetch struct {
 	N           int
 	LockTimeout time.Duration

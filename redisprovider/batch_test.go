@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
@@ -177,6 +178,79 @@ func TestAckWorkItemsFetches(t *testing.T) {
 	}
 	if got := bStored(t, p, "f"); got != 2 {
 		t.Fatalf("%d completions stored, want 2", got)
+	}
+	wNoQueueKeys(t, p)
+}
+
+// TestFetchWorkItems: a batched fetch locks up to N items in one call (a namespace of one
+// partition), in queue order, each with its own token; fewer when fewer wait, without registering
+// a wait once it has some; with none it waits and wakes on an enqueue as FetchWorkItem does.
+func TestFetchWorkItems(t *testing.T) {
+	t.Parallel()
+	onePartitionOnly(t, "a namespace of several partitions fetches one item at a time")
+	p := newTestProvider(t)
+	ctx := t.Context()
+	tags := provider.TagFilterDefaultOnly()
+	fetch := provider.WorkFetch{N: 3, LockTimeout: wLongLock, Tags: tags}
+	if _, err := p.FetchWorkItems(ctx, provider.WorkFetch{LockTimeout: wLongLock, Tags: tags}, 0); err == nil {
+		t.Fatal("a fetch of 0 items was accepted")
+	} else {
+		wWantKind(t, err, provider.ErrInvalidInput, "N 0")
+	}
+	for i := uint64(1); i <= 5; i++ {
+		wEnqueue(t, p, wAct("m", i, "", ""))
+	}
+	ids := func(items []*provider.LockedWorkItem) []uint64 {
+		var ids []uint64
+		for _, it := range items {
+			ids = append(ids, wID(t, it))
+		}
+		return ids
+	}
+	first, err := p.FetchWorkItems(ctx, fetch, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wWantIDs(t, "first batch", ids(first), 1, 2, 3)
+	// Fewer wait than asked for: both come at once, and the fetch registers no wait.
+	rest, err := p.FetchWorkItems(ctx, fetch, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wWantIDs(t, "second batch", ids(rest), 4, 5)
+	if n, err := p.Client().Exists(ctx, p.Keyspace().WorkWaiting(0)).Result(); err != nil || n != 0 {
+		t.Fatalf("a fetch that found items registered a wait (%d, %v)", n, err)
+	}
+	for _, it := range append(first, rest...) {
+		if err := p.AckWorkItem(ctx, it.LockToken, bCompleted("m", wID(t, it))); err != nil {
+			t.Fatalf("ack of item %d: %v", wID(t, it), err)
+		}
+	}
+	// None waits: the fetch waits for one and returns it.
+	done := make(chan []*provider.LockedWorkItem, 1)
+	go func() {
+		items, err := p.FetchWorkItems(ctx, fetch, 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- items
+	}()
+	waitFor(t, 5*time.Second, "the fetch registers its wait", func() bool {
+		n, _ := p.Client().Exists(ctx, p.Keyspace().WorkWaiting(0)).Result()
+		return n == 1
+	})
+	wEnqueue(t, p, wAct("m", 6, "", ""))
+	select {
+	case items := <-done:
+		wWantIDs(t, "woken fetch", ids(items), 6)
+		if err := p.AckWorkItem(ctx, items[0].LockToken, nil); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting fetch was not woken by the enqueue")
+	}
+	if got := bStored(t, p, "m"); got != 5 {
+		t.Fatalf("%d completions stored, want 5", got)
 	}
 	wNoQueueKeys(t, p)
 }

@@ -93,6 +93,7 @@ var (
 	_ provider.LiteFetcher             = (*Provider)(nil)
 	_ provider.OrchestrationAckFetcher = (*Provider)(nil)
 	_ provider.WorkAckFetcher          = (*Provider)(nil)
+	_ provider.WorkBatchFetcher        = (*Provider)(nil)
 	_ provider.StartIfAbsentEnqueuer   = (*Provider)(nil)
 )
 

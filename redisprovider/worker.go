@@ -156,6 +156,71 @@ func (p *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 	return locked, err
 }
 
+// FetchWorkItems implements provider.WorkBatchFetcher: in a namespace of one partition one
+// work_fetch_many call locks up to fetch.N items (at most maxAckBatch), waiting as FetchWorkItem
+// does while there are none; in a namespace of several it is FetchWorkItem (one item).
+func (p *Provider) FetchWorkItems(ctx context.Context, fetch provider.WorkFetch, pollTimeout time.Duration) ([]*provider.LockedWorkItem, error) {
+	const op = "fetch_work_items"
+	if fetch.N < 1 {
+		return nil, invalid(op, "fetch at least 1 item, got %d", fetch.N)
+	}
+	if fetch.N == 1 || p.keys.Partitions() > 1 {
+		it, err := p.FetchWorkItem(ctx, fetch.LockTimeout, pollTimeout, fetch.Session, fetch.Tags)
+		if it == nil {
+			return nil, err
+		}
+		return []*provider.LockedWorkItem{it}, err
+	}
+	args, wakeKeys, _, rescan, skip, err := p.workFetchArgs(op, 0, fetch.LockTimeout, pollTimeout, fetch.Session, fetch.Tags, "")
+	if err != nil {
+		return nil, err
+	}
+	if skip {
+		p.sleep(ctx, pollTimeout)
+		return nil, nil
+	}
+	var items []*provider.LockedWorkItem
+	err = p.poll(ctx, op, wakeKeys, pollTimeout, rescan, true, func() (bool, int64, int64, error) {
+		args[workFetchToken] = uuid.NewString()
+		e := luascripts.WorkFetchMany.Encoder(2 + len(args))
+		e.Set("want", strconv.Itoa(min(fetch.N, maxAckBatch)))
+		e.Section("fetch")
+		for _, a := range args {
+			e.Entry(str(a))
+		}
+		argv, err := encoded(op, e)
+		if err != nil {
+			return false, 0, 0, err
+		}
+		res, err := p.run(ctx, op, luascripts.WorkFetchMany.Op, 0, argv...)
+		if err != nil {
+			return false, 0, 0, err
+		}
+		r := list(res)
+		if len(r) == 0 {
+			return false, 0, 0, provider.NewPermanentError(op, "unexpected reply from work_fetch_many")
+		}
+		var bad error // an item that does not decode stays locked (as in FetchWorkItem); the others run
+		for _, f := range r {
+			var it *provider.LockedWorkItem
+			found, now, next, _, err := workFetchReply(op, f, &it)
+			switch {
+			case err != nil:
+				bad = err
+			case !found:
+				return false, now, next, nil
+			default:
+				items = append(items, it)
+			}
+		}
+		if len(items) > 0 {
+			return true, 0, 0, nil
+		}
+		return false, 0, 0, bad
+	})
+	return items, err
+}
+
 // workClass is the hub's class of worker fetches with this owner and tag filter (namespaces of
 // several partitions, hub.go).
 func (p *Provider) workClass(op string, lockTimeout time.Duration, session *provider.SessionFetchConfig, tags provider.TagFilter) (*fetchClass, bool, error) {

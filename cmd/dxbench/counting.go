@@ -27,6 +27,8 @@ type countingProvider struct {
 	workAcked  func()
 	failed     func(op string, err error)
 	fetchTimes sync.Map // lock token -> fetchInfo, while acked is set
+
+	noBatchFetch bool // hide provider.WorkBatchFetcher (dxbench -no-batch-fetch)
 }
 
 // fetchInfo is what an orchestration fetch returned, kept until its ack.
@@ -156,6 +158,9 @@ func (c *countingProvider) exposed() provider.Provider {
 	_, ok3 := c.Provider.(provider.LiteFetcher)
 	if ok1 && ok2 && ok3 {
 		if _, ok := c.Provider.(provider.WorkBatchAcker); ok {
+			if _, ok := c.Provider.(provider.WorkBatchFetcher); ok && !c.noBatchFetch {
+				return countingBatchFetch{countingBatch{countingExt{c}}}
+			}
 			return countingBatch{countingExt{c}}
 		}
 		return countingExt{c}
@@ -181,6 +186,17 @@ func (c countingBatch) AckWorkItems(ctx context.Context, acks []provider.WorkAck
 		}
 	}
 	return errs, next
+}
+
+// countingBatchFetch is countingBatch with batched fetches (provider.WorkBatchFetcher) forwarded:
+// each fetch one round trip (as FetchWorkItem's, however long it waited).
+type countingBatchFetch struct{ countingBatch }
+
+var _ provider.WorkBatchFetcher = countingBatchFetch{}
+
+func (c countingBatchFetch) FetchWorkItems(ctx context.Context, fetch provider.WorkFetch, pollTimeout time.Duration) ([]*provider.LockedWorkItem, error) {
+	items, err := c.Provider.(provider.WorkBatchFetcher).FetchWorkItems(ctx, fetch, pollTimeout)
+	return items, c.note("fetch_work_items", err)
 }
 
 // countingExt is countingProvider with the runtime extensions forwarded (see exposed).

@@ -57,7 +57,7 @@ func (b *bench) runtimeDriver(ctx context.Context, spec orchSpec, r *runState, c
 		WorkerConcurrency:        b.cfg.workerConcurrency,
 		OrchestrationPollers:     b.cfg.orchPollers,
 		WorkerPollers:            b.cfg.workerPollers,
-		BatchActivityAcks:        b.cfg.batchAcks,
+		ActivityAckBatch:         b.cfg.ackBatch,
 		PollTimeout:              dispatcherPoll,
 		Logger:                   b.logger,
 		Metrics:                  benchMetrics{d},

@@ -59,7 +59,8 @@ type config struct {
 	keep              bool
 	noKeyBytes        bool
 	noExt             bool
-	batchAcks         bool
+	ackBatch          int
+	noBatchFetch      bool
 	rate              float64
 	inflight          int
 	orchPollers       int
@@ -224,7 +225,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.ns, "ns", "", "namespace, empty at the start (default dxbench-<random>); deleted at the end unless -keep")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the namespace's keys at the end (inspect them with dxctl)")
 	fs.BoolVar(&cfg.noKeyBytes, "no-keybytes", false, "skip the kept-bytes measurement (SCAN, MEMORY USAGE and PTTL of every key before and after a workload): bench/callgrind.sh counts only the system's own Redis work")
-	fs.BoolVar(&cfg.batchAcks, "batch-acks", false, "-mode runtime: dx.Options.BatchActivityAcks (activity acks that wait for the one in flight go together, with fetches)")
+	fs.IntVar(&cfg.ackBatch, "ack-batch", 0, "-mode runtime: dx.Options.ActivityAckBatch, the most activity acks in one call (those that wait for the one in flight go together, with fetches); 1 each alone, 0 dx's default (32 from 32 worker slots, else 1)")
+	fs.BoolVar(&cfg.noBatchFetch, "no-batch-fetch", false, "-mode runtime: hide provider.WorkBatchFetcher, so that the worker's pollers fetch one activity per call")
 	fs.BoolVar(&cfg.noExt, "noext", false, "-mode provider: the played dispatchers ack and fetch in separate calls, without the provider's ack-and-fetch-next extensions")
 	fs.Float64Var(&cfg.rate, "rate", 0, "orchestrations started per second; 0 = all enqueued upfront, as fast as possible")
 	fs.IntVar(&cfg.inflight, "inflight", 0, "at most this many orchestrations started and not completed: each completion starts the next (0 = no limit; not with -rate)")

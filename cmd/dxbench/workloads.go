@@ -283,7 +283,7 @@ func (b *bench) runOrchestrations(parent context.Context, mode string, spec orch
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	r := newRunState(spec.name+"-", spec.n)
-	cp := &countingProvider{Provider: b.p}
+	cp := &countingProvider{Provider: b.p, noBatchFetch: b.cfg.noBatchFetch}
 	var dp provider.Provider = cp
 	if !b.cfg.noExt {
 		dp = cp.exposed() // the played dispatchers use ack-and-fetch-next when the provider has it

@@ -43,6 +43,7 @@ var (
 	WorkAckMany  = &Schema{Op: "work_ack_many", Args: []Arg{
 		N("want"), Sec("acks", "token", "completed", "target", "completion", "tpart", "failed"), All("fetch", "arg"),
 	}}
+	WorkFetchMany  = &Schema{Op: "work_fetch_many", Args: []Arg{N("want"), All("fetch", "arg")}}
 	WorkDead       = &Schema{Op: "work_dead", Args: []Arg{S("what"), S("token"), S("id"), N("lock_ms"), S("reason")}}
 	WorkAbandon    = &Schema{Op: "work_abandon", Args: []Arg{S("token"), N("delay"), F("ignore")}}
 	WorkRenew      = &Schema{Op: "work_renew", Args: []Arg{S("token"), N("ext")}}
@@ -77,7 +78,7 @@ var (
 
 // Schemas lists every declared operation by name (the library builder reads it).
 var Schemas = index(OrchEnqueue, OrchFetch, OrchAck, OrchAckFetch, OrchAbandon, OrchRenew, OrchAppend,
-	WorkEnqueue, WorkFetch, WorkAck, WorkAckFetch, WorkAckMany, WorkAbandon, WorkDead, WorkRenew, SessionCleanup, SessionRenew,
+	WorkEnqueue, WorkFetch, WorkAck, WorkAckFetch, WorkAckMany, WorkFetchMany, WorkAbandon, WorkDead, WorkRenew, SessionCleanup, SessionRenew,
 	InstRead, InstReplay, InstState, AdminIdle, AdminInspect, AdminList, AdminMetrics, AdminOrphans, AdminPrune, AdminMigrate, AdminRepart, AdminQueues, AdminFsck, AdminRepair, AdminDelete, NsInit, ObTake, ObApply, ObTrim)
 
 func index(ss ...*Schema) map[string]*Schema {
