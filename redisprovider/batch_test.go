@@ -252,5 +252,117 @@ func TestFetchWorkItems(t *testing.T) {
 	if got := bStored(t, p, "m"); got != 5 {
 		t.Fatalf("%d completions stored, want 5", got)
 	}
+	// An item delayed (abandoned with a delay) is not taken; with a session config and session
+	// items the fetch takes one at a time (work_fetch's general path), in queue order all the same.
+	wEnqueue(t, p, wAct("m", 7, "", ""), wAct("m", 8, "", "s1"), wAct("m", 9, "", ""), wAct("m", 10, "", "s1"))
+	seven := wFetch(t, p, wLongLock, nil, tags)
+	if err := p.AbandonWorkItem(ctx, seven.LockToken, 300*time.Millisecond, false); err != nil {
+		t.Fatal(err)
+	}
+	sess := fetch
+	sess.N, sess.Session = 5, wSess("A", time.Minute)
+	got, err := p.FetchWorkItems(ctx, sess, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wWantIDs(t, "with sessions", ids(got), 8, 9, 10)
+	for _, it := range got {
+		if err := p.AckWorkItem(ctx, it.LockToken, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Once its delay is over, the delayed item is taken (its second delivery).
+	again, err := p.FetchWorkItems(ctx, fetch, 5*time.Second)
+	if err != nil || len(again) != 1 || wID(t, again[0]) != 7 || again[0].AttemptCount != 2 {
+		t.Fatalf("after the delay: %d items (%v), want item 7's second delivery", len(again), err)
+	}
+	if err := p.AckWorkItem(ctx, again[0].LockToken, nil); err != nil {
+		t.Fatal(err)
+	}
+	wNoQueueKeys(t, p)
+}
+
+// TestAckWorkItemsGroupsCompletions: a batched ack enqueues each instance's completions together
+// (work_ack_many gathers them): an idle instance gets them in ack order in one ready turn; one
+// locked by a turn keeps them for its next turn; an instance that does not exist gets the orphan
+// rules as one ack would give them; the outcome stats count each.
+func TestAckWorkItemsGroupsCompletions(t *testing.T) {
+	t.Parallel()
+	p := newTestProvider(t)
+	ctx := t.Context()
+	admCreate(t, p, "g", "", []int{2}, "")
+	admCreate(t, p, "h", "", []int{2}, "")
+	// h is in a turn while its completions arrive.
+	if err := p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.ExternalRaised{Instance: "h", Name: "e", Data: "1"}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := p.FetchOrchestrationItem(ctx, admLock, 0, nil)
+	if err != nil || turn == nil || turn.Item.Instance != "h" {
+		t.Fatalf("fetch of h's turn: %+v, %v", turn, err)
+	}
+	before := outSum(t, p, 2)
+	// Activities 1-3 of g, 4-5 of h, 6 of o (no such instance); acked in the order 3, 1, 4, 6, 2, 5.
+	insts := map[uint64]string{1: "g", 2: "g", 3: "g", 4: "h", 5: "h", 6: "o"}
+	tokens := map[uint64]string{}
+	for id := uint64(1); id <= 6; id++ {
+		wEnqueue(t, p, wAct(insts[id], id, "", ""))
+		tokens[id] = wFetch(t, p, wLongLock, nil, provider.TagFilterDefaultOnly()).LockToken
+	}
+	var acks []provider.WorkAck
+	for _, id := range []uint64{3, 1, 4, 6, 2, 5} {
+		c := bCompleted(insts[id], id)
+		if id == 1 {
+			c = &provider.WorkItem{Kind: provider.ActivityFailed{Instance: "g", ExecutionID: 1, ID: 1, Details: provider.ErrorDetails{
+				Kind: provider.ApplicationError{Kind: provider.AppErrorKind{Name: provider.AppActivityFailed}, Message: "boom"}}}}
+		}
+		acks = append(acks, provider.WorkAck{LockToken: tokens[id], Completion: c})
+	}
+	errs, _ := p.AckWorkItems(ctx, acks, nil)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("ack %d: %v", i, err)
+		}
+	}
+	after := outSum(t, p, 2)
+	if after[2]-before[2] != 5 || after[3]-before[3] != 1 {
+		t.Fatalf("stats counted %d completed and %d failed activities, want 5 and 1", after[2]-before[2], after[3]-before[3])
+	}
+	// completionIDs are the activity ids of a turn's completions, in message order.
+	completionIDs := func(it *provider.LockedOrchestrationItem) []uint64 {
+		var ids []uint64
+		for _, m := range it.Item.Messages {
+			switch k := m.Kind.(type) {
+			case provider.ActivityCompleted:
+				ids = append(ids, k.ID)
+			case provider.ActivityFailed:
+				ids = append(ids, k.ID)
+			}
+		}
+		return ids
+	}
+	g, err := p.FetchOrchestrationItem(ctx, admLock, 0, nil)
+	if err != nil || g == nil || g.Item.Instance != "g" {
+		t.Fatalf("fetch of g: %+v, %v", g, err)
+	}
+	wWantIDs(t, "g's turn", completionIDs(g), 3, 1, 2)
+	if next, err := p.FetchOrchestrationItem(ctx, admLock, 0, nil); err != nil || next != nil {
+		t.Fatalf("another turn is ready while h is locked and o does not exist: %+v, %v", next, err)
+	}
+	if err := p.AckOrchestrationItem(ctx, turn.LockToken, provider.OrchestrationAck{ExecutionID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := p.FetchOrchestrationItem(ctx, admLock, 0, nil)
+	if err != nil || h == nil || h.Item.Instance != "h" {
+		t.Fatalf("fetch of h after its turn: %+v, %v", h, err)
+	}
+	wWantIDs(t, "h's next turn", completionIDs(h), 4, 5)
+	// o: what one ack leaves for an instance that does not exist (the orphan rules), the same.
+	wEnqueue(t, p, wAct("o2", 7, "", ""))
+	if err := p.AckWorkItem(ctx, wFetch(t, p, wLongLock, nil, provider.TagFilterDefaultOnly()).LockToken, bCompleted("o2", 7)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := bStored(t, p, "o"), bStored(t, p, "o2"); got != want {
+		t.Fatalf("%d messages kept for o, want %d as one ack keeps for o2", got, want)
+	}
 	wNoQueueKeys(t, p)
 }

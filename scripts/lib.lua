@@ -10,6 +10,8 @@ local setup_hooks = {} -- keys of the other lib files derived from P (lib_worker
 local OB_WRITTEN -- whether this call wrote to an outbox (ob_put)
 local NOW, NOW_S, NOW_US -- the server time of this call, read once (now_ms), and as a string (now_s)
 local LOCK_UNTIL -- the expiry (ms) of the lock this call's token holds, once checked (oq_held, WQ.held; see dx_once)
+local GROUP -- a batched worker ack's writes gathered for after its acks (work_ack_many; nil otherwise)
+local MANY, EXTRA -- a batched worker fetch: the items it still wants, and those locked beyond the first (WQ.fetch_many)
 -- Under FUNCTION the library's state outlives the call: the keys derived from the prefix are
 -- recomputed only when the prefix differs from the previous call's (about 25 string
 -- concatenations and internings per call saved, most calls use one prefix); per-call state is
@@ -18,7 +20,7 @@ local IN_CLUSTER -- whether the server is a Redis Cluster node, once asked (dx_s
 local format_checked = {} -- prefixes whose format record this library load has checked (see format_check)
 local format_check
 local function dx_setup(prefix, writes)
-  NOW, NOW_S, NOW_US, OQ_NEXT, LOCK_UNTIL, OB_WRITTEN = nil, nil, nil, nil, nil, false
+  NOW, NOW_S, NOW_US, OQ_NEXT, LOCK_UNTIL, OB_WRITTEN, GROUP, MANY, EXTRA = nil, nil, nil, nil, nil, false, nil, nil, nil
   if prefix ~= P then
     P = prefix
     -- A namespace of several partitions: their tags are "<ns>:<p>/<k>" (keys.go, Keyspace); the
@@ -252,6 +254,16 @@ local function ack_then_fetch(ack, fetch, KEYS, ARGV)
   return ob_mark(fetch(KEYS, { ARGV[1], unpack(ARGV, 2 + n, last - 1) })) -- OB_WRITTEN: by the ack or the fetch
 end
 
+-- Append v to lists[key], noting a new key in order (the gathering of GROUP, lib_worker.lua).
+local function group_push(order, lists, key, v)
+  local l = lists[key]
+  if l then
+    l[#l + 1] = v
+  else
+    lists[key], order[#order + 1] = { v }, key
+  end
+end
+
 -- redis.call(cmd, key, args...) with args in chunks of at most 900 (Lua's unpack has a small
 -- stack; an even size keeps pairs whole). Returns the reply's elements, concatenated over the
 -- chunks ({} for no args, which call nothing).
@@ -280,10 +292,11 @@ end
 -- are t-STATS_MINUTES+1 .. min(t, m-STATS_MINUTES).
 local STATS_MINUTES = 1440
 local STATS_KINDS = { 'oc', 'of', 'ac', 'af' }
-local function stats_count(kind)
+local function stats_count(kind, n)
+  n = n or 1
   local m = math.floor(now_ms() / 60000)
   local key, ms = P .. 'stats', d(m)
-  if redis.call('HINCRBY', key, ms .. ':' .. kind, '1') ~= 1 then return end
+  if redis.call('HINCRBY', key, ms .. ':' .. kind, d(n)) ~= n then return end
   local t = tonumber(redis.call('HGET', key, 't') or '')
   if t and t >= m then return end
   redis.call('HSET', key, 't', ms)
@@ -732,6 +745,39 @@ local function oq_enqueue(id, json, tcode, visible_at, now)
   local due = redis.call('ZSCORE', K_DUE, id)
   if due == false or due + 0 > visible_at then oq_due_set(id, visible_at) end
   return nil
+end
+
+-- Enqueue completions jsons (type 'O', visible now) to instance id, in order, as oq_enqueue would
+-- one by one, but with one lock check, one record read, one sequence increment and one write of
+-- the messages (work_ack_many: a batch's completions for one instance). Returns the pin key to
+-- wake a fetcher for, or nil.
+local function oq_enqueue_now(id, jsons, now)
+  local locked = is_locked(id)
+  local pin = '-'
+  if not locked then
+    local iv = redis.call('HMGET', k_inst(id), 'pink', 'name', 'exec')
+    if not iv[2] and not iv[3] then -- no record, no execution: the orphan rules, message by message
+      local woken = nil
+      for _, j in ipairs(jsons) do woken = oq_enqueue(id, j, 'O', now, now) or woken end
+      return woken
+    end
+    pin = iv[1] or '-'
+  end
+  local n = #jsons
+  local last, t = next_seq(n), 'O' .. now_s()
+  local fields = {}
+  for i = 1, n do
+    local s = d(last - n + i)
+    fields[4 * i - 3], fields[4 * i - 2], fields[4 * i - 1], fields[4 * i] = 'm' .. s, jsons[i], 't' .. s, t
+  end
+  call_chunked('HSET', k_msgs(id), fields)
+  if locked then
+    redis.call('HSET', k_lock(id), 'more', '1')
+    return nil
+  end
+  redis.call('ZADD', k_ready(pin), 'NX', d(last - n + 1), id)
+  if pin ~= '-' then redis.call('SADD', K_PINS, pin) end
+  return pin
 end
 
 -- Delete orchestrator messages seqs of an instance, one command per 300 messages. An ack calls it

@@ -272,6 +272,28 @@ function WQ.touch_session(sid, now)
   if u and tonumber(u) > now then redis.call('HSET', WQ.k_sess(sid), 'l', now) end
 end
 
+-- A batched worker ack's gathered writes (work_ack_many sets GROUP to WQ.group() before its acks
+-- and runs WQ.group_flush after them): the completions by target instance, in ack order, and the
+-- count of each outcome for the per-minute stats (work_ack); the schedule entries and instance-index
+-- fields of the items deleted (WQ.delete; the item hashes themselves go at once, so that a token
+-- repeated in the batch finds its item gone). Each is then written with one command per key
+-- instead of one per item: a batch of ten completions for one instance saves about 70 commands.
+function WQ.group()
+  return { targets = {}, msgs = {}, ac = 0, af = 0, tks = {}, zrem = {}, insts = {}, hdel = {} }
+end
+
+function WQ.group_flush(g, now)
+  GROUP = nil
+  for _, tk in ipairs(g.tks) do call_chunked('ZREM', WQ.k_q(tk), g.zrem[tk]) end
+  for _, kx in ipairs(g.insts) do call_chunked('HDEL', kx, g.hdel[kx]) end
+  for _, target in ipairs(g.targets) do
+    local pin = oq_enqueue_now(target, g.msgs[target], now)
+    if pin then wake_orch(pin, 1) end
+  end
+  if g.ac > 0 then stats_count('ac', g.ac) end
+  if g.af > 0 then stats_count('af', g.af) end
+end
+
 -- Delete worker item id wherever it stands; a held lock token stops working. keep_inst skips the
 -- instance index (the caller drops that entry itself). it, when the caller read them already, are
 -- the item's fields {i, e, a, s, t, k, x, r, d}. Returns true when the item existed.
@@ -282,7 +304,7 @@ function WQ.delete(id, keep_inst, it)
   if not inst then return false end
   if it[9] then redis.call('ZREM', WQ.K_DEAD, id) end -- a dead letter (work_dead)
   if sid == '' then
-    redis.call('ZREM', WQ.k_q(tk), id)
+    if GROUP then group_push(GROUP.tks, GROUP.zrem, tk, id) else redis.call('ZREM', WQ.k_q(tk), id) end
     if it[8] == '1' then WQ.cap_release(tk, id) end
   elseif tok then
     redis.call('ZREM', WQ.K_SHOLD, id)
@@ -298,7 +320,13 @@ function WQ.delete(id, keep_inst, it)
         if w ~= id then rest[#rest + 1] = w end
       end
     end
-    if #rest == 0 then redis.call('HDEL', kx, f) else redis.call('HSET', kx, f, table.concat(rest, ' ')) end
+    if #rest > 0 then
+      redis.call('HSET', kx, f, table.concat(rest, ' '))
+    elseif GROUP then
+      group_push(GROUP.insts, GROUP.hdel, kx, f)
+    else
+      redis.call('HDEL', kx, f)
+    end
   end
   if sid ~= '' and redis.call('HINCRBY', WQ.K_SCOUNT, sid, '-1') <= 0 then
     redis.call('HDEL', WQ.K_SCOUNT, sid)
@@ -322,6 +350,58 @@ function WQ.lock(id, token, until_ms, sid, tk)
   redis.call('HSET', ki, 'k', token, 'u', u, 'n', d(n))
   redis.call('ZADD', sid == '' and WQ.k_q(tk) or WQ.K_SHOLD, u, id)
   return { n, it[1], token }
+end
+
+-- Lock the due heads of tag key tk's schedule, at most want, for token until until_ms, in
+-- schedule order (what as many work_fetches would take one after the other from one tag key
+-- without sessions or caps), with one read and one write of the schedule for all. Returns
+-- work_fetch's reply for each.
+function WQ.lock_many(tk, token, now, until_ms, want)
+  local kq = WQ.k_q(tk)
+  local u = d(until_ms)
+  local zargs, out, stale = {}, {}, nil
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', kq, '-inf', d(now), 'LIMIT', '0', d(want))) do
+    local ki = WQ.k_item(id)
+    local it = redis.call('HMGET', ki, 'j', 'n')
+    if it[1] then
+      local n = (it[2] or 0) + 1
+      local tok = token .. '.' .. id
+      redis.call('HSET', ki, 'k', tok, 'u', u, 'n', d(n))
+      zargs[#zargs + 1], zargs[#zargs + 2] = u, id
+      out[#out + 1] = { 1, n, it[1], tok }
+    else -- a stale entry (never expected), as work_fetch drops one
+      stale = stale or {}
+      stale[#stale + 1] = id
+    end
+  end
+  if zargs[1] then redis.call('ZADD', kq, unpack(zargs)) end
+  if stale then redis.call('ZREM', kq, unpack(stale)) end
+  return out
+end
+
+-- A batched fetch's items (work_fetch_many, work_ack_many): up to want replies of fetch
+-- (op_work_fetch) with ARGV fa appended to out. The first fetch runs with fa as given: when it
+-- finds nothing it registers the caller's wait (a wait_ms in fa), and with keep_empty its empty
+-- reply goes to out; the others register nothing. A fetch of one tag key without sessions or caps
+-- locks every item it may take at once (work_fetch, MANY); others take one per fetch.
+function WQ.fetch_many(fetch, KEYS, fa, want, out, keep_empty)
+  local got = 0
+  while got < want do
+    MANY, EXTRA = want - got, nil
+    local r = fetch(KEYS, fa)
+    MANY = nil
+    if r[1] ~= 1 then
+      if got == 0 and keep_empty then out[#out + 1] = r end
+      return
+    end
+    out[#out + 1], got = r, got + 1
+    fa[6] = '0' -- wait_ms (work_fetch's fifth argument): only the first fetch registers a wait
+    if EXTRA then
+      for _, x in ipairs(EXTRA) do out[#out + 1] = x end
+      got = got + #EXTRA
+      return -- the fetch took all it could
+    end
+  end
 end
 
 -- Look up a held lock: returns the item id and its fields {k, u, s, t, n, i, e, a, x, c, r}, or nil

@@ -22,11 +22,17 @@ if not id then return it end
 -- Checks done; writes follow.
 if completed and tpart ~= '' then
   ob_put(tpart, 'k', target, completion, it[7], it[8])
+elseif completed and GROUP then -- a batched ack (work_ack_many): written after the batch's acks
+  group_push(GROUP.targets, GROUP.msgs, target, completion)
 elseif completed then
   local pin = oq_enqueue(target, completion, 'O', now, now)
   if pin then wake_orch(pin, 1) end
 end
-if completed then stats_count(failed and 'af' or 'ac') end
+if completed and GROUP then
+  if failed then GROUP.af = GROUP.af + 1 else GROUP.ac = GROUP.ac + 1 end
+elseif completed then
+  stats_count(failed and 'af' or 'ac')
+end
 WQ.touch_session(it[3], now)
 WQ.delete(id, false, { it[6], it[7], it[8], it[3], it[4], it[1], it[9], it[11] })
 if OB_WRITTEN then return 2 end

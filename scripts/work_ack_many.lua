@@ -17,8 +17,13 @@
 --   item fetched (at most want, fewer when the queue ran out); then 'ob' when an outbox was written.
 -- Errors: only those of the whole call (format, OOM): acks before it may have committed, and a
 --   retry with the same attempt keys returns their replies.
--- Cost: work_ack's per ack and work_fetch's per fetch, one FCALL's setup for all.
+-- Cost: work_ack's per ack, except that the completions for one instance are enqueued together
+--   (one lock check, record read, sequence increment, message write and wake-up for all), the
+--   stats counted once and the schedule and instance-index entries deleted with one command per
+--   key (lib_worker.lua, WQ.group); work_fetch's per fetch; one FCALL's setup for all.
 local out = {}
+local g = WQ.group() -- the acks' completions, stats and index deletes, written after them (lib_worker.lua)
+GROUP = g
 for i, a in ipairs(acks) do
   LOCK_UNTIL = nil
   local r = dx_once(op_work_ack, { KEYS[1], KEYS[1 + i] }, { P, a[1], a[2], a[3], a[4], a[5], a[6] })
@@ -29,12 +34,6 @@ for i, a in ipairs(acks) do
     out[i] = r.err
   end
 end
-if want > 0 then
-  local fa = { P, unpack(fetch) }
-  for _ = 1, want do
-    local r = op_work_fetch({ KEYS[1] }, fa)
-    if r[1] ~= 1 then break end
-    out[#out + 1] = r
-  end
-end
+WQ.group_flush(g, now_ms())
+if want > 0 then WQ.fetch_many(op_work_fetch, { KEYS[1] }, { P, unpack(fetch) }, want, out, false) end
 return ob_mark(out)

@@ -60,6 +60,15 @@ if mode == 'p' then
   if not best and wait_ms > 0 then WQ.register_waiter(all_tags and { '*' } or tks, owner, wait_ms) end
   return { 0, now, n2, best or -1 }
 end
+-- A batched fetch (MANY items, lib_worker.lua WQ.fetch_many) of one tag key without sessions or
+-- caps locks the due heads of its schedule at once: the first is the reply, the others EXTRA.
+if MANY and MANY > 1 and not sess and #tks == 1 and not all_tags and mode == '' and not (WQ.CAPS and WQ.CAPS[tks[1]]) then
+  local got = WQ.lock_many(tks[1], token, now, now + lock_ms, MANY)
+  if got[1] then
+    EXTRA = { unpack(got, 2) }
+    return got[1]
+  end
+end
 local r = nil
 for _ = 1, 10 do -- retries only if an index entry is stale (never expected)
   local best, best_member, best_tk, best_idx

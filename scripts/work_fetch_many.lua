@@ -11,16 +11,8 @@
 -- Reply: work_fetch's reply for each item locked, in order (at most want); when none was, the one
 --   empty reply of the first fetch ({0, now ms, next ms}).
 -- Errors: none.
--- Cost: work_fetch's per item, one FCALL's setup for all.
-local fa = { P, unpack(fetch) }
+-- Cost: work_fetch's per item, one FCALL's setup for all; for one tag key without sessions or
+--   caps, one read and one write of its schedule for all (lib_worker.lua, WQ.lock_many).
 local out = {}
-for i = 1, want do
-  local r = op_work_fetch({ KEYS[1] }, fa)
-  if r[1] ~= 1 then
-    if i == 1 then out[1] = r end
-    break
-  end
-  out[i] = r
-  fa[6] = '0' -- wait_ms (work_fetch's fifth argument): only the first fetch registers a wait
-end
+WQ.fetch_many(op_work_fetch, { KEYS[1] }, { P, unpack(fetch) }, want, out, true)
 return out
