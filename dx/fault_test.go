@@ -393,7 +393,9 @@ func TestSigkillWhileSurvivorIdle(t *testing.T) {
 	// Lets both children reach their long poll (deliberate: there is nothing to observe, and a
 	// child still starting only makes the test weaker, never wrong).
 	time.Sleep(300 * time.Millisecond)
-	ids := startChains(t, c, 4)
+	// Enough chains that their work lasts a while: a loaded machine (12 partitions make each
+	// queue-stats poll a dozen calls) missed the window of four.
+	ids := startChains(t, c, 24)
 	waitLockedWork(t, p) // work in progress
 	if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

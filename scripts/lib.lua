@@ -627,18 +627,19 @@ end
 
 -- Register an orchestration fetcher's filter for wake-ups for wait_ms (orch_fetch, after finding
 -- nothing): every wake-up for work it accepts reaches its list from then on (see wake_orch).
+-- (GT: never shortens another waiter's registration of the same filter. Expired filters are
+-- dropped when a new one joins, and the set expires once nobody registers: as WQ.register_waiter.)
 local function oq_register_waiter(filtered, ranges, wait_ms, now)
-  redis.call('ZREMRANGEBYSCORE', K_WAKE_FILTERS, '-inf', now_s())
   local f = '*'
   if filtered then
     local bounds = {}
     for i, r in ipairs(ranges) do bounds[2 * i - 1], bounds[2 * i] = r[1], r[2] end
     f = table.concat(bounds, ' ')
   end
-  local until_ms = now + wait_ms
-  local cur = redis.call('ZSCORE', K_WAKE_FILTERS, f) -- never shorten another waiter's registration
-  if not cur or tonumber(cur) < until_ms then redis.call('ZADD', K_WAKE_FILTERS, until_ms, f) end
-  if redis.call('PTTL', K_WAKE_FILTERS) < wait_ms then redis.call('PEXPIRE', K_WAKE_FILTERS, wait_ms) end -- gone once nobody waits
+  if redis.call('ZADD', K_WAKE_FILTERS, 'GT', d(now + wait_ms), f) > 0 then
+    redis.call('ZREMRANGEBYSCORE', K_WAKE_FILTERS, '-inf', '(' .. now_s())
+  end
+  if redis.call('PTTL', K_WAKE_FILTERS) < wait_ms then redis.call('PEXPIRE', K_WAKE_FILTERS, d(2 * wait_ms)) end
 end
 
 -- Remove an instance from every orchestrator index (before locking or deleting it).
