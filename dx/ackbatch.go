@@ -81,7 +81,8 @@ func (rt *Runtime) ackWork(fetchCtx, ctx context.Context, token string, c *provi
 		}
 		var fetch *provider.WorkFetch
 		if fetchCtx.Err() == nil {
-			fetch = &provider.WorkFetch{N: len(batch), LockTimeout: rt.opts.WorkerLockTimeout, Session: rt.sessionConfig(),
+			session, n := rt.sessionFetch(len(batch))
+			fetch = &provider.WorkFetch{N: n, LockTimeout: rt.opts.WorkerLockTimeout, Session: session,
 				Tags: rt.opts.WorkerTagFilter}
 		}
 		errs, next := ba.AckWorkItems(ctx, acks, fetch)

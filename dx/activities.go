@@ -30,16 +30,24 @@ func (rt *Runtime) workerLoop(ctx, workCtx context.Context) {
 		began := time.Now()
 		var items []*provider.LockedWorkItem
 		var err error
+		session, n := rt.sessionFetch(n)
 		if n > 1 {
 			items, err = bf.FetchWorkItems(ctx, provider.WorkFetch{N: n, LockTimeout: rt.opts.WorkerLockTimeout,
-				Session: rt.sessionConfig(), Tags: rt.opts.WorkerTagFilter}, rt.opts.PollTimeout)
+				Session: session, Tags: rt.opts.WorkerTagFilter}, rt.opts.PollTimeout)
 		} else {
 			var item *provider.LockedWorkItem
-			if item, err = rt.p.FetchWorkItem(ctx, rt.opts.WorkerLockTimeout, rt.opts.PollTimeout, rt.sessionConfig(), rt.opts.WorkerTagFilter); item != nil {
+			if item, err = rt.p.FetchWorkItem(ctx, rt.opts.WorkerLockTimeout, rt.opts.PollTimeout, session, rt.opts.WorkerTagFilter); item != nil {
 				items = []*provider.LockedWorkItem{item}
 			}
 		}
 		rt.opts.Metrics.Observe(MetricFetchWait, time.Since(began), Labels{Queue: "worker"})
+		for _, it := range items {
+			if a, ok := it.Item.Kind.(provider.ActivityExecute); ok && a.SessionID != nil {
+				rt.mu.Lock()
+				rt.sessionsSeen = true // before this poller's next fetch (sessionFetch)
+				rt.mu.Unlock()
+			}
+		}
 		return items, err
 	}, func(item *provider.LockedWorkItem) {
 		for at := time.Now(); item != nil; {
@@ -272,13 +280,25 @@ func (rt *Runtime) ackActivity(fetchCtx context.Context, log func() *slog.Logger
 // sessionConfig is the session part of a worker fetch: none while this runtime runs activities of
 // MaxSessionsPerRuntime distinct sessions, so that it takes only activities without a session.
 func (rt *Runtime) sessionConfig() *provider.SessionFetchConfig {
+	s, _ := rt.sessionFetch(1)
+	return s
+}
+
+// sessionFetch is the session part of a fetch of up to n activities, and how many to fetch. Once
+// this runtime has fetched an activity of a session, at most as many as it has room for more sessions,
+// since each may claim a session of its own (enterSession would refuse those beyond the room, and
+// they would go back to the queue); a runtime that never saw one (most) batches freely.
+func (rt *Runtime) sessionFetch(n int) (*provider.SessionFetchConfig, int) {
 	rt.mu.Lock()
-	full := len(rt.sessions) >= rt.opts.MaxSessionsPerRuntime
+	room, seen := rt.opts.MaxSessionsPerRuntime-len(rt.sessions), rt.sessionsSeen
 	rt.mu.Unlock()
-	if full {
-		return nil
+	if room <= 0 {
+		return nil, n
 	}
-	return &provider.SessionFetchConfig{OwnerID: rt.opts.NodeID, LockTimeout: rt.opts.SessionLockTimeout}
+	if seen {
+		n = min(n, room)
+	}
+	return &provider.SessionFetchConfig{OwnerID: rt.opts.NodeID, LockTimeout: rt.opts.SessionLockTimeout}, n
 }
 
 // enterSession counts an activity of session id in progress; it reports false (and counts
@@ -286,6 +306,7 @@ func (rt *Runtime) sessionConfig() *provider.SessionFetchConfig {
 func (rt *Runtime) enterSession(id string) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	rt.sessionsSeen = true
 	if _, ok := rt.sessions[id]; !ok && len(rt.sessions) >= rt.opts.MaxSessionsPerRuntime {
 		return false
 	}

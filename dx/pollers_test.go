@@ -19,7 +19,7 @@ type fetchCounter struct {
 	*redisprovider.Provider
 	orch, work       atomic.Int32
 	maxOrch, maxWork atomic.Int32
-	maxBatch         atomic.Int32
+	maxBatch, maxN   atomic.Int32 // the most items one batched fetch returned, and asked for (of those that returned some)
 }
 
 func raise(n, most *atomic.Int32) func() {
@@ -41,6 +41,9 @@ func (f *fetchCounter) FetchWorkItem(ctx context.Context, lock, poll time.Durati
 func (f *fetchCounter) FetchWorkItems(ctx context.Context, fetch provider.WorkFetch, poll time.Duration) ([]*provider.LockedWorkItem, error) {
 	defer raise(&f.work, &f.maxWork)()
 	items, err := f.Provider.FetchWorkItems(ctx, fetch, poll)
+	if len(items) > 0 {
+		atLeast(&f.maxN, int32(fetch.N))
+	}
 	atLeast(&f.maxBatch, int32(len(items)))
 	return items, err
 }
@@ -135,8 +138,53 @@ func TestPollerFetchesForFreeSlots(t *testing.T) {
 	if f.Keyspace().Partitions() > 1 {
 		want = 1
 	}
+	rt := double8(f, 8)
+	runDouble8(t, f, rt)
+	if n := f.maxBatch.Load(); n != want {
+		t.Fatalf("at most %d activities in one fetch, want %d (the 8 the turn scheduled, in one partition)", n, want)
+	}
+}
+
+// TestBatchFetchWithinSessionRoom: once a runtime has run an activity of a session, a batched
+// fetch asks for no more activities than it may still take sessions for (each may claim one), so
+// that none is fetched only to go back; before, it asks for every free slot.
+func TestBatchFetchWithinSessionRoom(t *testing.T) {
+	t.Parallel()
+	f := &fetchCounter{Provider: newProvider(t)}
+	rt := double8(f, 3)
+	dx.Register(rt, "InSession", func(ctx dx.Context, _ int) (int, error) {
+		return dx.Call[int](ctx, "Double", 1, dx.OnSession("s1")).Await(ctx)
+	})
+	runDouble8(t, f, rt)
+	if n := f.maxN.Load(); n != 8 {
+		t.Fatalf("before any session, fetches asked for at most %d activities, want the 8 free slots", n)
+	}
+	c := dx.NewClient(f)
+	id, err := c.Start(waitCtx(t), "InSession", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := dx.Result[int](waitCtx(t), c, id); err != nil || out != 2 {
+		t.Fatalf("InSession = %d, %v, want 2", out, err)
+	}
+	f.maxN.Store(0)
+	id, err = c.Start(waitCtx(t), "Double8", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := dx.Result[int](waitCtx(t), c, id); err != nil || out != 72 {
+		t.Fatalf("Double8 = %d, %v, want 72", out, err)
+	}
+	if n := f.maxN.Load(); n > 3 || n == 0 {
+		t.Fatalf("after a session, a fetch asked for %d activities with room for at most 3 sessions", n)
+	}
+}
+
+// double8 is a runtime of 8 activity slots and one poller on f, room for sessions sessions,
+// running Double8: eight activities at once, the sum of their doubles.
+func double8(f *fetchCounter, sessions int) *dx.Runtime {
 	opts := testOptions()
-	opts.WorkerConcurrency, opts.WorkerPollers = 8, 1
+	opts.WorkerConcurrency, opts.WorkerPollers, opts.MaxSessionsPerRuntime = 8, 1, sessions
 	rt := dx.NewRuntime(f, opts)
 	dx.RegisterActivity(rt, "Double", func(_ context.Context, n int) (int, error) { return 2 * n, nil })
 	dx.Register(rt, "Double8", func(ctx dx.Context, _ int) (int, error) {
@@ -154,6 +202,11 @@ func TestPollerFetchesForFreeSlots(t *testing.T) {
 		}
 		return sum, nil
 	})
+	return rt
+}
+
+func runDouble8(t *testing.T, f *fetchCounter, rt *dx.Runtime) {
+	t.Helper()
 	startRuntime(t, rt)
 	c := dx.NewClient(f)
 	id, err := c.Start(waitCtx(t), "Double8", 0)
@@ -162,8 +215,5 @@ func TestPollerFetchesForFreeSlots(t *testing.T) {
 	}
 	if out, err := dx.Result[int](waitCtx(t), c, id); err != nil || out != 72 {
 		t.Fatalf("Double8 = %d, %v, want 72", out, err)
-	}
-	if n := f.maxBatch.Load(); n != want {
-		t.Fatalf("at most %d activities in one fetch, want %d (the 8 the turn scheduled, in one partition)", n, want)
 	}
 }

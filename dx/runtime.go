@@ -251,17 +251,18 @@ type Runtime struct {
 	reg   *registry
 	cache *engineCache
 
-	mu       sync.Mutex
-	stop     context.CancelFunc // stops fetching
-	abort    context.CancelFunc // cancels running activities (Shutdown's deadline)
-	loops    sync.WaitGroup     // dispatcher loops
-	running  bool
-	quit     chan struct{} // closed by Shutdown: the goroutine watching Start's ctx returns
-	exited   chan struct{} // closed when that goroutine returned
-	inflight map[*flight]struct{}
-	sessions map[string]int // activities in progress per session
-	acks     ackBatcher     // activity acks waiting for the one in flight (ackbatch.go)
-	regErr   error          // the first registration refused before Start: Start returns it
+	mu           sync.Mutex
+	stop         context.CancelFunc // stops fetching
+	abort        context.CancelFunc // cancels running activities (Shutdown's deadline)
+	loops        sync.WaitGroup     // dispatcher loops
+	running      bool
+	quit         chan struct{} // closed by Shutdown: the goroutine watching Start's ctx returns
+	exited       chan struct{} // closed when that goroutine returned
+	inflight     map[*flight]struct{}
+	sessions     map[string]int // activities in progress per session
+	sessionsSeen bool           // an activity of a session was fetched here (sessionFetch)
+	acks         ackBatcher     // activity acks waiting for the one in flight (ackbatch.go)
+	regErr       error          // the first registration refused before Start: Start returns it
 
 	unregMu sync.Mutex
 	unreg   map[string]bool // unregistered names already reported at warning level
