@@ -26,10 +26,11 @@ import (
 	"os"
 	"testing"
 
-	dxredis "github.com/duroxide-go/dxredis"
+	_ "github.com/duroxide-go/dxredis" // registers the scripts
+	"github.com/duroxide-go/dxredis/internal/luascripts"
 )
 
-func TestDumpLibrary(t *testing.T) { os.WriteFile(os.Getenv("LUAPROF_OUT"), []byte(dxredis.FunctionLibrary()), 0o644) }
+func TestDumpLibrary(t *testing.T) { os.WriteFile(os.Getenv("LUAPROF_OUT"), []byte(luascripts.FunctionLibrary()), 0o644) }
 GO
 cp "$work/dump_test.go" "$root/zz_luaprof_dump_test.go"
 trap 'rm -f "$root/zz_luaprof_dump_test.go"' EXIT
