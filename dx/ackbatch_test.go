@@ -106,11 +106,24 @@ func TestActivityAcksBatchedByDefaultWithManySlots(t *testing.T) {
 	fanGated(t, g, rt, dx.NewClient(g))
 }
 
+// TestBatchActivityAcksStillBatches: the deprecated BatchActivityAcks still turns batches on
+// where the default would not (8 slots).
+func TestBatchActivityAcksStillBatches(t *testing.T) {
+	t.Parallel()
+	g := &ackGate{Provider: newProvider(t)}
+	rt := fanRuntime(g, 8, 0, func(o *dx.Options) { o.BatchActivityAcks = true })
+	startRuntime(t, rt)
+	fanGated(t, g, rt, dx.NewClient(g))
+}
+
 // fanRuntime is a runtime of slots worker slots on p, with ActivityAckBatch ackBatch, running
 // Fan(n): the sum of the squares of 1..n, each squared by an activity, all at once.
-func fanRuntime(p provider.Provider, slots, ackBatch int) *dx.Runtime {
+func fanRuntime(p provider.Provider, slots, ackBatch int, more ...func(*dx.Options)) *dx.Runtime {
 	opts := testOptions()
 	opts.WorkerConcurrency, opts.ActivityAckBatch = slots, ackBatch
+	for _, f := range more {
+		f(&opts)
+	}
 	rt := dx.NewRuntime(p, opts)
 	dx.RegisterActivity(rt, "Sq", func(ctx context.Context, n int) (int, error) { return n * n, nil })
 	dx.Register(rt, "Fan", func(ctx dx.Context, n int) (int, error) {

@@ -42,6 +42,10 @@ type Options struct {
 	// 12.6 → 2.3, Redis instructions -8%, 2.0 turns either way), with few they cost (4 at once:
 	// 5.9 turns instead of 4.1); see docs/storage-v2.md, "Issue 30's table as it stands".
 	ActivityAckBatch int
+	// BatchActivityAcks true is ActivityAckBatch 32 (when ActivityAckBatch is 0).
+	//
+	// Deprecated: set ActivityAckBatch; batching is the default from 32 activity slots.
+	BatchActivityAcks bool
 	// OrchestrationLockTimeout is how long a fetched orchestration item stays locked (default 5 s);
 	// a turn that runs longer renews its lock.
 	OrchestrationLockTimeout time.Duration
@@ -151,7 +155,7 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ActivityAckBatch == 0 {
 		o.ActivityAckBatch = 1
-		if o.WorkerConcurrency >= autoAckBatchSlots {
+		if o.WorkerConcurrency >= autoAckBatchSlots || o.BatchActivityAcks {
 			o.ActivityAckBatch = 32
 		}
 	}

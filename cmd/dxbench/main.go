@@ -60,6 +60,7 @@ type config struct {
 	noKeyBytes        bool
 	noExt             bool
 	ackBatch          int
+	batchAcks         bool
 	noBatchFetch      bool
 	rate              float64
 	inflight          int
@@ -225,6 +226,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.ns, "ns", "", "namespace, empty at the start (default dxbench-<random>); deleted at the end unless -keep")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the namespace's keys at the end (inspect them with dxctl)")
 	fs.BoolVar(&cfg.noKeyBytes, "no-keybytes", false, "skip the kept-bytes measurement (SCAN, MEMORY USAGE and PTTL of every key before and after a workload): bench/callgrind.sh counts only the system's own Redis work")
+	fs.BoolVar(&cfg.batchAcks, "batch-acks", false, "-mode runtime: the same as -ack-batch 32 (kept for older scripts)")
 	fs.IntVar(&cfg.ackBatch, "ack-batch", 0, "-mode runtime: dx.Options.ActivityAckBatch, the most activity acks in one call (those that wait for the one in flight go together, with fetches); 1 each alone, 0 dx's default (32 from 32 worker slots, else 1)")
 	fs.BoolVar(&cfg.noBatchFetch, "no-batch-fetch", false, "-mode runtime: hide provider.WorkBatchFetcher, so that the worker's pollers fetch one activity per call")
 	fs.BoolVar(&cfg.noExt, "noext", false, "-mode provider: the played dispatchers ack and fetch in separate calls, without the provider's ack-and-fetch-next extensions")
@@ -264,6 +266,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		var b [4]byte
 		_, _ = rand.Read(b[:])
 		cfg.ns = "dxbench-" + hex.EncodeToString(b[:])
+	}
+	if cfg.batchAcks && cfg.ackBatch == 0 {
+		cfg.ackBatch = 32
 	}
 	switch {
 	case cfg.n < 1, cfg.orchConcurrency < 1, cfg.workerConcurrency < 1, cfg.payloadBytes < 0,
