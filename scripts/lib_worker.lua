@@ -355,12 +355,19 @@ end
 -- Lock the due heads of tag key tk's schedule, at most want, for token until until_ms, in
 -- schedule order (what as many work_fetches would take one after the other from one tag key
 -- without sessions or caps), with one read and one write of the schedule for all. Returns
--- work_fetch's reply for each.
+-- work_fetch's reply for each, and when the schedule's first entry not due comes due (-1: none),
+-- or nil for that when a stale entry was dropped (the caller looks again).
 function WQ.lock_many(tk, token, now, until_ms, want)
   local kq = WQ.k_q(tk)
   local u = d(until_ms)
-  local zargs, out, stale = {}, {}, nil
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', kq, '-inf', d(now), 'LIMIT', '0', d(want))) do
+  local zargs, out, stale, later = {}, {}, nil, -1
+  local h = redis.call('ZRANGE', kq, '0', d(want - 1), 'WITHSCORES')
+  for i = 1, #h, 2 do
+    local id, at = h[i], h[i + 1] + 0
+    if at > now then
+      later = at
+      break
+    end
     local ki = WQ.k_item(id)
     local it = redis.call('HMGET', ki, 'j', 'n')
     if it[1] then
@@ -375,8 +382,11 @@ function WQ.lock_many(tk, token, now, until_ms, want)
     end
   end
   if zargs[1] then redis.call('ZADD', kq, unpack(zargs)) end
-  if stale then redis.call('ZREM', kq, unpack(stale)) end
-  return out
+  if stale then
+    redis.call('ZREM', kq, unpack(stale))
+    return out, nil
+  end
+  return out, later
 end
 
 -- A batched fetch's items (work_fetch_many, work_ack_many): up to want replies of fetch

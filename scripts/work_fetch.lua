@@ -62,11 +62,16 @@ if mode == 'p' then
 end
 -- A batched fetch (MANY items, lib_worker.lua WQ.fetch_many) of one tag key without sessions or
 -- caps locks the due heads of its schedule at once: the first is the reply, the others EXTRA.
+-- Finding none due, it replies as the search below would, without reading the schedule again.
 if MANY and MANY > 1 and not sess and #tks == 1 and not all_tags and mode == '' and not (WQ.CAPS and WQ.CAPS[tks[1]]) then
-  local got = WQ.lock_many(tks[1], token, now, now + lock_ms, MANY)
+  local got, later = WQ.lock_many(tks[1], token, now, now + lock_ms, MANY)
   if got[1] then
     EXTRA = { unpack(got, 2) }
     return got[1]
+  end
+  if later then
+    if wait_ms > 0 then WQ.register_waiter(tks, owner, wait_ms) end
+    return { 0, now, later }
   end
 end
 local r = nil
