@@ -51,16 +51,9 @@ func TestActivityAcksBatchOnlyWhatWaits(t *testing.T) {
 	rt := fanRuntime(g, 8, 32)
 	startRuntime(t, rt)
 	c := dx.NewClient(g)
-	ctx := waitCtx(t)
 
 	// One activity: acknowledged alone.
-	id, err := c.Start(ctx, "Fan", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := dx.Result[int](ctx, c, id); err != nil || out != 1 {
-		t.Fatalf("Fan(1) = %d, %v", out, err)
-	}
+	runWant(t, c, "Fan", 1, 1)
 	g.mu.Lock()
 	if g.singles != 1 || len(g.batches) != 0 {
 		t.Fatalf("a lone activity: %d single acks and batches %v, want 1 single ack and no batch", g.singles, g.batches)
@@ -82,13 +75,7 @@ func fanGated(t *testing.T, g *ackGate, rt *dx.Runtime, c *dx.Client) {
 		}
 	}
 	g.mu.Unlock()
-	id, err := c.Start(ctx, "Fan", 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := dx.Result[int](ctx, c, id); err != nil || out != 204 {
-		t.Fatalf("Fan(8) = %d, %v, want 204", out, err)
-	}
+	runWant(t, c, "Fan", 8, 204)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.singles != 1 || !slices.Equal(g.batches, []int{7}) {
@@ -126,21 +113,7 @@ func fanRuntime(p provider.Provider, slots, ackBatch int, more ...func(*dx.Optio
 	}
 	rt := dx.NewRuntime(p, opts)
 	dx.RegisterActivity(rt, "Sq", func(ctx context.Context, n int) (int, error) { return n * n, nil })
-	dx.Register(rt, "Fan", func(ctx dx.Context, n int) (int, error) {
-		var fs []dx.Future[int]
-		for i := 1; i <= n; i++ {
-			fs = append(fs, dx.Call[int](ctx, "Sq", i))
-		}
-		sum := 0
-		for _, f := range fs {
-			v, err := f.Await(ctx)
-			if err != nil {
-				return 0, err
-			}
-			sum += v
-		}
-		return sum, nil
-	})
+	dx.Register(rt, "Fan", sumOfCalls("Sq"))
 	return rt
 }
 
@@ -151,15 +124,7 @@ func TestActivityAcksUnbatchedWithFewSlots(t *testing.T) {
 	g := &ackGate{Provider: newProvider(t)}
 	rt := fanRuntime(g, 8, 0)
 	startRuntime(t, rt)
-	c := dx.NewClient(g)
-	ctx := waitCtx(t)
-	id, err := c.Start(ctx, "Fan", 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := dx.Result[int](ctx, c, id); err != nil || out != 204 {
-		t.Fatalf("Fan(8) = %d, %v, want 204", out, err)
-	}
+	runWant(t, dx.NewClient(g), "Fan", 8, 204)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.singles != 8 || len(g.batches) != 0 {

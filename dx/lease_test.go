@@ -7,17 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duroxide-go/dxredis/internal/testwait"
 	"github.com/duroxide-go/dxredis/provider"
 )
 
 // waitUntil polls cond until it holds, failing the test after 5 s.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5 s", what)
-		}
-	}
+	testwait.Until(t, 5*time.Second, what, cond)
 }
 
 func TestLeaseRetryAfter(t *testing.T) {

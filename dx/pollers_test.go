@@ -69,7 +69,6 @@ func TestPollersAreNotSlots(t *testing.T) {
 	opts.WorkerConcurrency, opts.WorkerPollers = 8, 1
 	opts.OrchestrationConcurrency, opts.OrchestrationPollers = 4, 1
 	rt := dx.NewRuntime(f, opts)
-	ctx := waitCtx(t)
 	var running atomic.Int32
 	all := make(chan struct{})
 	var once sync.Once
@@ -84,30 +83,9 @@ func TestPollersAreNotSlots(t *testing.T) {
 			return 0, actx.Err()
 		}
 	})
-	dx.Register(rt, "Meet8", func(ctx dx.Context, _ int) (int, error) {
-		var fs []dx.Future[int]
-		for i := 1; i <= 8; i++ {
-			fs = append(fs, dx.Call[int](ctx, "Meet", i))
-		}
-		sum := 0
-		for _, fu := range fs {
-			v, err := fu.Await(ctx)
-			if err != nil {
-				return 0, err
-			}
-			sum += v
-		}
-		return sum, nil
-	})
+	dx.Register(rt, "Meet8", sumOfCalls("Meet"))
 	startRuntime(t, rt)
-	c := dx.NewClient(f)
-	id, err := c.Start(ctx, "Meet8", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := dx.Result[int](ctx, c, id); err != nil || out != 36 {
-		t.Fatalf("Meet8 = %d, %v, want 36 (eight activities running at once)", out, err)
-	}
+	runWant(t, dx.NewClient(f), "Meet8", 8, 36) // (only eight activities running at once pass)
 	if w, o := f.maxWork.Load(), f.maxOrch.Load(); w != 1 || o != 1 {
 		t.Fatalf("at most %d worker and %d orchestration fetches at once, want 1 and 1 (the pollers)", w, o)
 	}
@@ -139,7 +117,8 @@ func TestPollerFetchesForFreeSlots(t *testing.T) {
 		want = 1
 	}
 	rt := double8(f, 8)
-	runDouble8(t, f, rt)
+	startRuntime(t, rt)
+	runWant(t, dx.NewClient(f), "Double8", 8, 72)
 	if n := f.maxBatch.Load(); n != want {
 		t.Fatalf("at most %d activities in one fetch, want %d (the 8 the turn scheduled, in one partition)", n, want)
 	}
@@ -155,26 +134,15 @@ func TestBatchFetchWithinSessionRoom(t *testing.T) {
 	dx.Register(rt, "InSession", func(ctx dx.Context, _ int) (int, error) {
 		return dx.Call[int](ctx, "Double", 1, dx.OnSession("s1")).Await(ctx)
 	})
-	runDouble8(t, f, rt)
+	startRuntime(t, rt)
+	c := dx.NewClient(f)
+	runWant(t, c, "Double8", 8, 72)
 	if n := f.maxN.Load(); n != 8 {
 		t.Fatalf("before any session, fetches asked for at most %d activities, want the 8 free slots", n)
 	}
-	c := dx.NewClient(f)
-	id, err := c.Start(waitCtx(t), "InSession", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := dx.Result[int](waitCtx(t), c, id); err != nil || out != 2 {
-		t.Fatalf("InSession = %d, %v, want 2", out, err)
-	}
+	runWant(t, c, "InSession", 0, 2)
 	f.maxN.Store(0)
-	id, err = c.Start(waitCtx(t), "Double8", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := dx.Result[int](waitCtx(t), c, id); err != nil || out != 72 {
-		t.Fatalf("Double8 = %d, %v, want 72", out, err)
-	}
+	runWant(t, c, "Double8", 8, 72)
 	if n := f.maxN.Load(); n > 3 || n == 0 {
 		t.Fatalf("after a session, a fetch asked for %d activities with room for at most 3 sessions", n)
 	}
@@ -187,10 +155,17 @@ func double8(f *fetchCounter, sessions int) *dx.Runtime {
 	opts.WorkerConcurrency, opts.WorkerPollers, opts.MaxSessionsPerRuntime = 8, 1, sessions
 	rt := dx.NewRuntime(f, opts)
 	dx.RegisterActivity(rt, "Double", func(_ context.Context, n int) (int, error) { return 2 * n, nil })
-	dx.Register(rt, "Double8", func(ctx dx.Context, _ int) (int, error) {
+	dx.Register(rt, "Double8", sumOfCalls("Double"))
+	return rt
+}
+
+// sumOfCalls is an orchestration that calls activity with 1..n, all at once, and returns the sum
+// of their results.
+func sumOfCalls(activity string) func(dx.Context, int) (int, error) {
+	return func(ctx dx.Context, n int) (int, error) {
 		var fs []dx.Future[int]
-		for i := 1; i <= 8; i++ {
-			fs = append(fs, dx.Call[int](ctx, "Double", i))
+		for i := 1; i <= n; i++ {
+			fs = append(fs, dx.Call[int](ctx, activity, i))
 		}
 		sum := 0
 		for _, fu := range fs {
@@ -201,19 +176,18 @@ func double8(f *fetchCounter, sessions int) *dx.Runtime {
 			sum += v
 		}
 		return sum, nil
-	})
-	return rt
+	}
 }
 
-func runDouble8(t *testing.T, f *fetchCounter, rt *dx.Runtime) {
+// runWant starts orchestration name with input in and fails unless it returns want.
+func runWant(t *testing.T, c *dx.Client, name string, in, want int) {
 	t.Helper()
-	startRuntime(t, rt)
-	c := dx.NewClient(f)
-	id, err := c.Start(waitCtx(t), "Double8", 0)
+	ctx := waitCtx(t)
+	id, err := c.Start(ctx, name, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := dx.Result[int](waitCtx(t), c, id); err != nil || out != 72 {
-		t.Fatalf("Double8 = %d, %v, want 72", out, err)
+	if out, err := dx.Result[int](ctx, c, id); err != nil || out != want {
+		t.Fatalf("%s(%d) = %d, %v, want %d", name, in, out, err, want)
 	}
 }

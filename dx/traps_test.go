@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/internal/testwait"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 )
@@ -86,11 +87,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // waitForWithin polls cond until it holds, failing the test after d.
 func waitForWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	testwait.Until(t, d, what, cond)
 }
 
 func historyHas(t *testing.T, p provider.Provider, id string, pred func(provider.Event) bool) bool {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/duroxide-go/dxredis/internal/redistest"
+	"github.com/duroxide-go/dxredis/internal/testwait"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 	"github.com/redis/go-redis/v9"
@@ -235,11 +236,7 @@ func TestSentinelFailoverWithWaitReplicas(t *testing.T) {
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(within); !cond(); time.Sleep(5 * time.Millisecond) { // polling cond
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	testwait.Until(t, within, what, cond)
 }
 
 // BenchmarkWaitReplicas measures what Options.WaitReplicas costs: one orchestration turn (enqueue

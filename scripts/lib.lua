@@ -292,11 +292,10 @@ end
 -- are t-STATS_MINUTES+1 .. min(t, m-STATS_MINUTES).
 local STATS_MINUTES = 1440
 local STATS_KINDS = { 'oc', 'of', 'ac', 'af' }
-local function stats_count(kind, n)
-  n = n or 1
+local function stats_count(kind, n) -- n: how many (default 1, passed as text without formatting)
   local m = math.floor(now_ms() / 60000)
   local key, ms = P .. 'stats', d(m)
-  if redis.call('HINCRBY', key, ms .. ':' .. kind, d(n)) ~= n then return end
+  if redis.call('HINCRBY', key, ms .. ':' .. kind, n and d(n) or '1') ~= (n or 1) then return end
   local t = tonumber(redis.call('HGET', key, 't') or '')
   if t and t >= m then return end
   redis.call('HSET', key, 't', ms)

@@ -277,7 +277,7 @@ end
 -- count of each outcome for the per-minute stats (work_ack); the schedule entries and instance-index
 -- fields of the items deleted (WQ.delete; the item hashes themselves go at once, so that a token
 -- repeated in the batch finds its item gone). Each is then written with one command per key
--- instead of one per item: a batch of ten completions for one instance saves about 70 commands.
+-- instead of one per item (dxbench W2 at 32 activity slots: 270 -> 176 commands per fan-out).
 function WQ.group()
   return { targets = {}, msgs = {}, ac = 0, af = 0, tks = {}, zrem = {}, insts = {}, hdel = {} }
 end

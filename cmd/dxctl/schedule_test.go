@@ -8,16 +8,13 @@ import (
 	"time"
 
 	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/internal/testwait"
 )
 
 // eventually polls cond (real time: these tests run a real runtime) for up to 10 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	testwait.Until(t, 10*time.Second, what, cond)
 }
 
 func TestSchedule(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/duroxide-go/dxredis/cmd/dxctl/web/webfixture"
 	"github.com/duroxide-go/dxredis/dx"
+	"github.com/duroxide-go/dxredis/internal/testwait"
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 )
@@ -163,11 +164,7 @@ func iu(id string) string { return "/instances/" + IDSegment(id) }
 // eventually polls cond until it holds, failing the test with fail's message after 10 s.
 func eventually(t testing.TB, cond func() bool, fail func() string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal(fail())
-		}
-	}
+	testwait.For(t, 10*time.Second, cond, fail)
 }
 
 // waitState polls the instance's state until it is want.
