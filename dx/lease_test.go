@@ -11,12 +11,6 @@ import (
 	"github.com/duroxide-go/dxredis/provider"
 )
 
-// waitUntil polls cond until it holds, failing the test after 5 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testwait.Until(t, 5*time.Second, what, cond)
-}
-
 func TestLeaseRetryAfter(t *testing.T) {
 	l := newLease(time.Now(), time.Minute)
 	if !l.retryAfter(provider.NewRetryableError("op", "LOADING"), 1) {
@@ -42,7 +36,7 @@ func TestRenewingRetriesTransientErrors(t *testing.T) {
 		}
 		return nil
 	}, func(err error) { lost.Store(err) })
-	waitUntil(t, "a renewal succeeds after 4 transient failures", func() bool { return calls.Load() >= 6 })
+	testwait.Until(t, 5*time.Second, "a renewal succeeds after 4 transient failures", func() bool { return calls.Load() >= 6 })
 	stop()
 	if err := lost.Load(); err != nil {
 		t.Fatalf("lost called: %v", err)
@@ -77,7 +71,7 @@ func TestRenewingGivesUpWhenLeaseEnds(t *testing.T) {
 	stop := renewing(l, time.Millisecond, func() error { return provider.NewRetryableError("renew", "LOADING") },
 		func(err error) { mu.Lock(); lostErr, leftAtLost = err, l.left(); mu.Unlock() })
 	defer stop()
-	waitUntil(t, "lost is called", func() bool { mu.Lock(); defer mu.Unlock(); return lostErr != nil })
+	testwait.Until(t, 5*time.Second, "lost is called", func() bool { mu.Lock(); defer mu.Unlock(); return lostErr != nil })
 	mu.Lock()
 	defer mu.Unlock()
 	if leftAtLost > 0 || !provider.IsRetryable(lostErr) {

@@ -167,15 +167,12 @@ func sumOfCalls(activity string) func(dx.Context, int) (int, error) {
 		for i := 1; i <= n; i++ {
 			fs = append(fs, dx.Call[int](ctx, activity, i))
 		}
+		vs, err := dx.All(ctx, fs...)
 		sum := 0
-		for _, fu := range fs {
-			v, err := fu.Await(ctx)
-			if err != nil {
-				return 0, err
-			}
+		for _, v := range vs {
 			sum += v
 		}
-		return sum, nil
+		return sum, err
 	}
 }
 

@@ -162,11 +162,7 @@ func TestAckWorkItemsFetches(t *testing.T) {
 		t.Fatalf("acks: %v", errs)
 	}
 	wWantKind(t, errs[1], provider.ErrInvalidLockToken, "an unknown token")
-	var ids []uint64
-	for _, it := range next {
-		ids = append(ids, wID(t, it))
-	}
-	wWantIDs(t, "fetched with the acks", ids, 3, 4)
+	wWantIDs(t, "fetched with the acks", wIDs(t, next), 3, 4)
 	// Fewer wait than asked for: one comes, and its token acks.
 	errs, next = p.AckWorkItems(ctx, []provider.WorkAck{{LockToken: next[0].LockToken}, {LockToken: next[1].LockToken}},
 		&provider.WorkFetch{N: 2, LockTimeout: wLongLock, Tags: tags})
@@ -200,24 +196,17 @@ func TestFetchWorkItems(t *testing.T) {
 	for i := uint64(1); i <= 5; i++ {
 		wEnqueue(t, p, wAct("m", i, "", ""))
 	}
-	ids := func(items []*provider.LockedWorkItem) []uint64 {
-		var ids []uint64
-		for _, it := range items {
-			ids = append(ids, wID(t, it))
-		}
-		return ids
-	}
 	first, err := p.FetchWorkItems(ctx, fetch, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wWantIDs(t, "first batch", ids(first), 1, 2, 3)
+	wWantIDs(t, "first batch", wIDs(t, first), 1, 2, 3)
 	// Fewer wait than asked for: both come at once, and the fetch registers no wait.
 	rest, err := p.FetchWorkItems(ctx, fetch, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wWantIDs(t, "second batch", ids(rest), 4, 5)
+	wWantIDs(t, "second batch", wIDs(t, rest), 4, 5)
 	if n, err := p.Client().Exists(ctx, p.Keyspace().WorkWaiting(0)).Result(); err != nil || n != 0 {
 		t.Fatalf("a fetch that found items registered a wait (%d, %v)", n, err)
 	}
@@ -242,7 +231,7 @@ func TestFetchWorkItems(t *testing.T) {
 	wEnqueue(t, p, wAct("m", 6, "", ""))
 	select {
 	case items := <-done:
-		wWantIDs(t, "woken fetch", ids(items), 6)
+		wWantIDs(t, "woken fetch", wIDs(t, items), 6)
 		if err := p.AckWorkItem(ctx, items[0].LockToken, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +254,7 @@ func TestFetchWorkItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wWantIDs(t, "with sessions", ids(got), 8, 9, 10)
+	wWantIDs(t, "with sessions", wIDs(t, got), 8, 9, 10)
 	for _, it := range got {
 		if err := p.AckWorkItem(ctx, it.LockToken, nil); err != nil {
 			t.Fatal(err)

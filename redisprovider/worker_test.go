@@ -70,6 +70,16 @@ func wID(t *testing.T, it *provider.LockedWorkItem) uint64 {
 	return a.ID
 }
 
+// wIDs returns the activity ids of fetched items, in order.
+func wIDs(t *testing.T, items []*provider.LockedWorkItem) []uint64 {
+	t.Helper()
+	var ids []uint64
+	for _, it := range items {
+		ids = append(ids, wID(t, it))
+	}
+	return ids
+}
+
 // wDrain fetches and acks until nothing is left and returns the activity ids in fetch order.
 func wDrain(t *testing.T, p provider.Provider, s *provider.SessionFetchConfig, f provider.TagFilter) []uint64 {
 	t.Helper()
