@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 
@@ -41,12 +42,13 @@ func (rt *Runtime) workerLoop(ctx, workCtx context.Context) {
 			}
 		}
 		rt.opts.Metrics.Observe(MetricFetchWait, time.Since(began), Labels{Queue: "worker"})
-		for _, it := range items {
-			if a, ok := it.Item.Kind.(provider.ActivityExecute); ok && a.SessionID != nil {
-				rt.mu.Lock()
-				rt.sessionsSeen = true // before this poller's next fetch (sessionFetch)
-				rt.mu.Unlock()
-			}
+		if slices.ContainsFunc(items, func(it *provider.LockedWorkItem) bool {
+			a, ok := it.Item.Kind.(provider.ActivityExecute)
+			return ok && a.SessionID != nil
+		}) {
+			rt.mu.Lock()
+			rt.sessionsSeen = true // before this poller's next fetch (sessionFetch)
+			rt.mu.Unlock()
 		}
 		return items, err
 	}, func(item *provider.LockedWorkItem) {

@@ -39,8 +39,8 @@ type Options struct {
 	// WorkerConcurrency is at least 32 (its default), else 1. Batches cut the worker's calls but
 	// split an orchestration's completions into more deliveries, so orchestrations run more
 	// turns: with many slots they pay (dxbench W2 at 32 activities at once: round trips per
-	// fan-out of ten 12.0 → 3.1, Redis commands 273 → 148, instructions 5.6 → 4.3 M, 2.2 turns
-	// instead of 2.0), with few they cost (4 at once: 5.9 turns instead of 4.1); see
+	// fan-out of ten 12.0 → 3.2-3.3, Redis commands 271-274 → 151-152, instructions 5.6 → 4.3 M,
+	// 2.3 turns instead of 2.0), with few they cost (4 at once: 5.8-5.9 turns instead of 4.0); see
 	// docs/storage-v2.md, "Issue 30, second round".
 	ActivityAckBatch int
 	// BatchActivityAcks true is ActivityAckBatch 32 (when ActivityAckBatch is 0).
