@@ -341,14 +341,21 @@ end
 -- token until until_ms: the lock's expiry becomes its score in its schedule (wq:shold for a
 -- session item). Returns {attempt, json, token}, or nil when the item does not exist.
 function WQ.lock(id, token, until_ms, sid, tk)
+  local u = d(until_ms)
+  local r = WQ.lock_item(id, token, u)
+  if r then redis.call('ZADD', sid == '' and WQ.k_q(tk) or WQ.K_SHOLD, u, id) end
+  return r
+end
+
+-- The item hash's part of a lock (WQ.lock, WQ.lock_many): item id's token (token '.' id), expiry
+-- u (ms, as text) and delivery count. Returns {delivery, json, token}, or nil when it is gone.
+function WQ.lock_item(id, token, u)
   local ki = WQ.k_item(id)
   local it = redis.call('HMGET', ki, 'j', 'n')
   if not it[1] then return nil end
   local n = (it[2] or 0) + 1
   token = token .. '.' .. id
-  local u = d(until_ms)
   redis.call('HSET', ki, 'k', token, 'u', u, 'n', d(n))
-  redis.call('ZADD', sid == '' and WQ.k_q(tk) or WQ.K_SHOLD, u, id)
   return { n, it[1], token }
 end
 
@@ -368,14 +375,10 @@ function WQ.lock_many(tk, token, now, until_ms, want)
       later = at
       break
     end
-    local ki = WQ.k_item(id)
-    local it = redis.call('HMGET', ki, 'j', 'n')
-    if it[1] then
-      local n = (it[2] or 0) + 1
-      local tok = token .. '.' .. id
-      redis.call('HSET', ki, 'k', tok, 'u', u, 'n', d(n))
+    local r = WQ.lock_item(id, token, u)
+    if r then
       zargs[#zargs + 1], zargs[#zargs + 2] = u, id
-      out[#out + 1] = { 1, n, it[1], tok }
+      out[#out + 1] = { 1, r[1], r[2], r[3] }
     else -- a stale entry (never expected), as work_fetch drops one
       stale = stale or {}
       stale[#stale + 1] = id

@@ -28,10 +28,9 @@ elseif completed then
   local pin = oq_enqueue(target, completion, 'O', now, now)
   if pin then wake_orch(pin, 1) end
 end
-if completed and GROUP then
-  if failed then GROUP.af = GROUP.af + 1 else GROUP.ac = GROUP.ac + 1 end
-elseif completed then
-  stats_count(failed and 'af' or 'ac')
+if completed then
+  local kind = failed and 'af' or 'ac'
+  if GROUP then GROUP[kind] = GROUP[kind] + 1 else stats_count(kind) end
 end
 WQ.touch_session(it[3], now)
 WQ.delete(id, false, { it[6], it[7], it[8], it[3], it[4], it[1], it[9], it[11] })
