@@ -14,7 +14,8 @@
 # anywhere; it is CPU heavy (Redis runs ~50x slower under valgrind): `nice -n 10 bench/callgrind.sh`.
 # Optional: W1_SMALL W1_BIG (300 900), W2_SMALL W2_BIG (60 180), FANOUT (10), SYSTEMS
 # ("dxredis go-workflows"; "floor" is bench/floor, the hand-written minimal store, FLOOR_BATCH items
-# per call, default 1), WORKLOADS ("W1 W2"), DXBENCH_FLAGS (more dxbench flags, e.g. "-worker-concurrency 64 -ack-batch 1"),
+# per call, default 1; "floor2" the same in format 2's layout, today's commands with lean Lua, W1
+# only), WORKLOADS ("W1 W2"), DXBENCH_FLAGS (more dxbench flags, e.g. "-worker-concurrency 64 -ack-batch 1"),
 # INFLIGHT (dxbench and gwbench keep at most this many instances in flight, each completion
 # starting the next; default 0: every instance started up front; not for the floor), GW_PARALLEL
 # (gwbench -parallel: go-workflows' MaxParallel{Workflow,Activity}Tasks; default 0, its default, no
@@ -63,6 +64,8 @@ count() {
 	dxredis/W2) client+=(-workload fanout -fanout-width "$FANOUT") ;;
 	floor/W1) client=("$WORK/floor" -addr "127.0.0.1:$port" -n "$n" -batch "$FLOOR_BATCH") ;;
 	floor/W2) client=("$WORK/floor" -addr "127.0.0.1:$port" -n "$n" -fanout "$FANOUT" -batch "$FLOOR_BATCH") ;;
+	floor2/W1) client=("$WORK/floor" -addr "127.0.0.1:$port" -n "$n" -layout 2) ;;
+	floor2/W2) echo "callgrind.sh: floor2 plays W1 only" >&2; exit 1 ;;
 	go-workflows/W1) client=("$WORK/gwbench" -addr "127.0.0.1:$port" -done "$GW_DONE" -n "$n" -inflight "$INFLIGHT" -parallel "$GW_PARALLEL") ;;
 	go-workflows/W2) client=("$WORK/gwbench" -addr "127.0.0.1:$port" -done "$GW_DONE" -n "$n" -fanout "$FANOUT" -inflight "$INFLIGHT" -parallel "$GW_PARALLEL") ;;
 	esac
@@ -105,12 +108,12 @@ fmt() { [ -n "${1:-}" ] && awk -v v="$1" 'BEGIN { printf "%.2f M", v / 1e6 }' ||
 echo
 echo "Redis instructions per orchestration ($("$REDIS_SERVER" --version | awk '{print $1, $2, $3}'), callgrind)"
 echo
-echo "| per orchestration | go-workflows | dxredis | floor (batch $FLOOR_BATCH) |"
-echo "|---|---|---|---|"
+echo "| per orchestration | go-workflows | dxredis | floor (batch $FLOOR_BATCH) | floor2 |"
+echo "|---|---|---|---|---|"
 for wl in $WORKLOADS; do
 	case $wl in
 	W1) label="W1 hello (n=$W1_SMALL / $W1_BIG)" ;;
 	W2) label="W2 fan-out x$FANOUT (n=$W2_SMALL / $W2_BIG)" ;;
 	esac
-	echo "| $label | $(fmt "${per[go-workflows/$wl]:-}") | $(fmt "${per[dxredis/$wl]:-}") | $(fmt "${per[floor/$wl]:-}") |"
+	echo "| $label | $(fmt "${per[go-workflows/$wl]:-}") | $(fmt "${per[dxredis/$wl]:-}") | $(fmt "${per[floor/$wl]:-}") | $(fmt "${per[floor2/$wl]:-}") |"
 done

@@ -2,7 +2,9 @@
 // (fan-out): every instance started up front, then orchestrator turns and activities fetched and
 // acked, batch items per script call (ack and fetch of the next in the same call). What it costs
 // Redis per orchestration is the floor a lean turn can aim at; bench/callgrind.sh counts it
-// (SYSTEMS=floor, FLOOR_BATCH). See docs/storage-v2.md, "The floor".
+// (SYSTEMS=floor, FLOOR_BATCH). See docs/storage-v2.md, "The floor". With -layout 2 it drives
+// floor2.lua instead: format 2's keys and today's commands for a hello, with lean Lua (W1 only,
+// one item per call; SYSTEMS=floor2).
 package main
 
 import (
@@ -19,6 +21,9 @@ import (
 
 //go:embed floor.lua
 var library string
+
+//go:embed floor2.lua
+var library2 string
 
 // Event and message bodies about as long as duroxide's JSON ones.
 const (
@@ -37,31 +42,46 @@ func main() {
 	n := flag.Int("n", 300, "orchestrations")
 	width := flag.Int("fanout", 1, "activities per orchestration (1: W1 hello, 10: W2)")
 	batch := flag.Int("batch", 1, "items per fetch and ack call")
+	layout := flag.Int("layout", 1, "1: floor.lua, the fewest commands; 2: floor2.lua, format 2's keys and commands (hello only, -batch 1)")
 	flag.Parse()
-	if err := run(*addr, *n, *width, *batch); err != nil {
+	if *layout == 2 && (*width != 1 || *batch != 1) {
+		fmt.Fprintln(os.Stderr, "floor: -layout 2 plays a hello only: -fanout 1 -batch 1")
+		os.Exit(2)
+	}
+	if err := run(*addr, *n, *width, *batch, *layout); err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr string, n, width, batch int) error {
+func run(addr string, n, width, batch, layout int) error {
 	ctx := context.Background()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	if err := c.Do(ctx, "FUNCTION", "LOAD", "REPLACE", library).Err(); err != nil {
+	lib, pattern := library, `\{f\}*`
+	if layout == 2 {
+		lib, pattern = library2, `\{dxfloor2-*`
+	}
+	if err := c.Do(ctx, "FUNCTION", "LOAD", "REPLACE", lib).Err(); err != nil {
 		return err
 	}
 	// A run starts empty: an earlier run's keys would be taken for this one's.
-	if keys, err := c.Keys(ctx, `\{f\}*`).Result(); err != nil {
+	if keys, err := c.Keys(ctx, pattern).Result(); err != nil {
 		return err
 	} else if len(keys) > 0 {
 		if err := c.Del(ctx, keys...).Err(); err != nil {
 			return err
 		}
 	}
-	calls := 0
+	calls, attempts := 0, 0
 	fcall := func(name string, args ...any) ([]any, error) {
 		calls++
+		if layout == 2 { // every call but a fetch is under an attempt key, as dxredis's
+			if name == "f_oack" || name == "f_wack" {
+				attempts++
+				args = append(args, attemptKey(attempts))
+			}
+		}
 		v, err := c.Do(ctx, append([]any{"FCALL", name, 0}, args...)...).Result()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -71,8 +91,14 @@ func run(addr string, n, width, batch int) error {
 	}
 	for i := range n {
 		id := "i" + strconv.Itoa(i)
+		args := []any{"FCALL", "f_start", 0, id, fmt.Sprintf(startMsg, id)}
+		if layout == 2 { // UUID-long ids, as dxbench's
+			id = fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i)
+			attempts++
+			args = []any{"FCALL", "f_start", 0, id, fmt.Sprintf(startMsg, id), attemptKey(attempts)}
+		}
 		calls++
-		if err := c.Do(ctx, "FCALL", "f_start", 0, id, fmt.Sprintf(startMsg, id)).Err(); err != nil {
+		if err := c.Do(ctx, args...).Err(); err != nil {
 			return err
 		}
 	}
@@ -92,7 +118,7 @@ func run(addr string, n, width, batch int) error {
 			args := []any{len(turns)}
 			nturns += len(turns)
 			for _, t := range turns {
-				a, fin := decide(t.([]any), width)
+				a, fin := decide(t.([]any), width, layout)
 				args = append(args, a...)
 				if fin {
 					finished++
@@ -120,6 +146,12 @@ func run(addr string, n, width, batch int) error {
 				inst, _, _ := strings.Cut(body, "\n")
 				act := f[0].(string)
 				actID, _ := strconv.Atoi(act[strings.LastIndexByte(act, ':')+1:])
+				if layout == 2 { // the body is the item's JSON (item, above)
+					inst = body[strings.Index(body, `"instance":"`)+12:]
+					inst = inst[:strings.IndexByte(inst, '"')]
+					idAt := body[strings.Index(body, `"id":`)+5:]
+					actID, _ = strconv.Atoi(idAt[:strings.IndexByte(idAt, ',')])
+				}
 				args = append(args, act, f[1], inst, fmt.Sprintf(completed, inst, actID))
 			}
 			r, err := fcall("f_wack", append(args, batch, 30000)...)
@@ -132,15 +164,29 @@ func run(addr string, n, width, batch int) error {
 			return fmt.Errorf("stuck with %d of %d finished", finished, n)
 		}
 	}
-	fmt.Printf(`{"system":"floor","n":%d,"fanout":%d,"batch":%d,"script_calls_per_orch":%.2f,"turns_per_orch":%.2f}`+"\n",
-		n, width, batch, float64(calls)/float64(n), float64(nturns)/float64(n))
+	fmt.Printf(`{"system":"floor","layout":%d,"n":%d,"fanout":%d,"batch":%d,"script_calls_per_orch":%.2f,"turns_per_orch":%.2f}`+"\n",
+		layout, n, width, batch, float64(calls)/float64(n), float64(nturns)/float64(n))
 	return nil
 }
 
+// attemptKey is the k-th attempt key of a layout-2 run (dxredis's are as long: 22 characters of
+// base64 after the prefix).
+func attemptKey(k int) string { return fmt.Sprintf("{dxfloor2-00000000:0}:att:%022d", k) }
+
 // decide plays the orchestration's turn: the first schedules width activities, each completion is
 // appended, the last one completes it. It returns the turn's oack arguments and whether it ended.
-func decide(t []any, width int) ([]any, bool) {
-	id, token, msgs, hist := t[0].(string), t[1], t[2].([]any), t[3].([]any)
+func decide(t []any, width, layout int) ([]any, bool) {
+	id, token, msgs := t[0].(string), t[1], t[2].([]any)
+	var hist []any
+	if layout == 2 { // one string, an event a line
+		for _, line := range strings.Split(strings.TrimSuffix(t[3].(string), "\n"), "\n") {
+			if line != "" {
+				hist = append(hist, line)
+			}
+		}
+	} else {
+		hist = t[3].([]any)
+	}
 	var events, its []any
 	fin := false
 	next := len(hist) + 1
@@ -149,7 +195,11 @@ func decide(t []any, width int) ([]any, bool) {
 		next++
 		for range width {
 			events = append(events, fmt.Sprintf(scheduled, next))
-			its = append(its, id+":"+strconv.Itoa(next), fmt.Sprintf(item, id, next))
+			itemID := id + ":" + strconv.Itoa(next)
+			if layout == 2 { // the activity's id (floor2.lua keys its item index by '1:<id>')
+				itemID = strconv.Itoa(next)
+			}
+			its = append(its, itemID, fmt.Sprintf(item, id, next))
 			next++
 		}
 		msgs = msgs[1:] // the start
