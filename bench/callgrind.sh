@@ -35,7 +35,7 @@ for t in valgrind "$REDIS_SERVER" "$REDIS_CLI" go; do
 	command -v "$t" >/dev/null || { echo "callgrind.sh: $t not found" >&2; exit 1; }
 done
 WORK=$(mktemp -d /tmp/callgrind.XXXXXX)
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$WORK"' EXIT
+if [ -n "${KEEP:-}" ]; then echo "callgrind.sh: keeping $WORK" >&2; else trap 'rm -rf "$WORK"' EXIT; fi
 
 go build -o "$WORK/dxbench" ./cmd/dxbench
 go build -o "$WORK/floor" ./bench/floor
