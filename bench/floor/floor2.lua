@@ -37,13 +37,13 @@ local function start(_, a)
   return 1
 end
 
--- One turn locked: {id, token, {messages...}, history}, or nil.
+-- The next turn locked, as a fetch's reply: {{id, token, {messages...}, history}}, or {}.
 local function fetch(lock_ms)
   redis.call('GET', P .. 'oq:gate')
   redis.call('SMEMBERS', P .. 'oq:pins')
   local h = redis.call('ZRANGE', P .. 'oq:ready:-', '0', '0', 'WITHSCORES')
   local id = h[1]
-  if not id then return nil end
+  if not id then return {} end
   redis.call('ZREM', P .. 'oq:ready:-', id)
   local q = redis.call('HGETALL', P .. 'q:' .. id)
   local iv = redis.call('HMGET', P .. 'i:' .. id, 'name', 'ver', 'exec', 'tag', 'hn', 'kv', 'hb')
@@ -61,13 +61,12 @@ local function fetch(lock_ms)
   redis.call('ZADD', P .. 'oq:locked', until_s, id)
   local hist = ''
   if iv[3] then hist = redis.call('GET', P .. 'h:1:' .. id) end
-  return { id, token, msgs, hist }
+  return { { id, token, msgs, hist } }
 end
 
 local function ofetch(_, a)
   now()
-  local t = fetch(tonumber(a[2]))
-  return t and { t } or {}
+  return fetch(tonumber(a[2]))
 end
 
 -- oack(1, id, token, taken, record, event count, events..., item count, (item id, body)...,
@@ -113,28 +112,26 @@ local function oack(_, a)
   end
   local i = 8 + ne + 2 * ni
   redis.call('SET', a[i + 2], '1', 'PX', '25000')
-  local t = fetch(tonumber(a[i + 1]))
-  return { { 1 }, t and { t } or {} }
+  return { { 1 }, fetch(tonumber(a[i + 1])) }
 end
 
--- One activity locked: {id, token, body}, or nil.
+-- The next activity locked, as a fetch's reply: {{id, token, body}}, or {}.
 local function wfetch_one(lock_ms)
   redis.call('EXISTS', P .. 'wq:scount')
   local h = redis.call('ZRANGE', P .. 'wq:q:-', '0', '0', 'WITHSCORES')
-  if not h[1] or h[2] + 0 > NOW then return nil end
+  if not h[1] or h[2] + 0 > NOW then return {} end
   local key = P .. 'wq:m:' .. h[1]
   local it = redis.call('HMGET', key, 'j', 'n')
   local token = 'ffffffff-ffff-4fff-bfff-ffffffffffff.' .. h[1]
   local until_s = string.format('%d', NOW + lock_ms)
   redis.call('HSET', key, 'k', token, 'u', until_s, 'n', string.format('%d', it[2] + 1))
   redis.call('ZADD', P .. 'wq:q:-', until_s, h[1])
-  return { h[1], token, it[1] }
+  return { { h[1], token, it[1] } }
 end
 
 local function wfetch(_, a)
   now()
-  local w = wfetch_one(tonumber(a[2]))
-  return w and { w } or {}
+  return wfetch_one(tonumber(a[2]))
 end
 
 -- wack(1, id, token, instance, completion, fetch count, lock ms, attempt key): the completion
@@ -151,12 +148,11 @@ local function wack(_, a)
   redis.call('DEL', key)
   redis.call('HDEL', P .. 'wq:inst:' .. inst, it[7] .. ':' .. it[8])
   redis.call('SET', a[8], '1', 'PX', '50000')
-  local w = wfetch_one(tonumber(a[7]))
-  return { { 1 }, w and { w } or {} }
+  return { { 1 }, wfetch_one(tonumber(a[7])) }
 end
 
-redis.register_function('f_start', start)
-redis.register_function('f_ofetch', ofetch)
-redis.register_function('f_oack', oack)
-redis.register_function('f_wfetch', wfetch)
-redis.register_function('f_wack', wack)
+redis.register_function('f2_start', start)
+redis.register_function('f2_ofetch', ofetch)
+redis.register_function('f2_oack', oack)
+redis.register_function('f2_wfetch', wfetch)
+redis.register_function('f2_wack', wack)

@@ -58,9 +58,9 @@ func run(addr string, n, width, batch, layout int) error {
 	ctx := context.Background()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	lib, pattern := library, `\{f\}*`
-	if layout == 2 {
-		lib, pattern = library2, `\{dxfloor2-*`
+	lib, pattern, prefix := library, `\{f\}*`, "f_"
+	if layout == 2 { // its own function names: both libraries may be loaded on one server
+		lib, pattern, prefix = library2, `\{dxfloor2-*`, "f2_"
 	}
 	if err := c.Do(ctx, "FUNCTION", "LOAD", "REPLACE", lib).Err(); err != nil {
 		return err
@@ -76,13 +76,11 @@ func run(addr string, n, width, batch, layout int) error {
 	calls, attempts := 0, 0
 	fcall := func(name string, args ...any) ([]any, error) {
 		calls++
-		if layout == 2 { // every call but a fetch is under an attempt key, as dxredis's
-			if name == "f_oack" || name == "f_wack" {
-				attempts++
-				args = append(args, attemptKey(attempts))
-			}
+		if layout == 2 && name != "ofetch" && name != "wfetch" { // every other call is under an attempt key, as dxredis's
+			attempts++
+			args = append(args, attemptKey(attempts))
 		}
-		v, err := c.Do(ctx, append([]any{"FCALL", name, 0}, args...)...).Result()
+		v, err := c.Do(ctx, append([]any{"FCALL", prefix + name, 0}, args...)...).Result()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -91,14 +89,10 @@ func run(addr string, n, width, batch, layout int) error {
 	}
 	for i := range n {
 		id := "i" + strconv.Itoa(i)
-		args := []any{"FCALL", "f_start", 0, id, fmt.Sprintf(startMsg, id)}
 		if layout == 2 { // UUID-long ids, as dxbench's
 			id = fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i)
-			attempts++
-			args = []any{"FCALL", "f_start", 0, id, fmt.Sprintf(startMsg, id), attemptKey(attempts)}
 		}
-		calls++
-		if err := c.Do(ctx, args...).Err(); err != nil {
+		if _, err := fcall("start", id, fmt.Sprintf(startMsg, id)); err != nil {
 			return err
 		}
 	}
@@ -107,7 +101,7 @@ func run(addr string, n, width, batch, layout int) error {
 	for finished < n {
 		progress := false
 		if len(turns) == 0 {
-			r, err := fcall("f_ofetch", batch, 5000)
+			r, err := fcall("ofetch", batch, 5000)
 			if err != nil {
 				return err
 			}
@@ -124,14 +118,14 @@ func run(addr string, n, width, batch, layout int) error {
 					finished++
 				}
 			}
-			r, err := fcall("f_oack", append(args, batch, 5000)...)
+			r, err := fcall("oack", append(args, batch, 5000)...)
 			if err != nil {
 				return err
 			}
 			turns = r[1].([]any)
 		}
 		if len(items) == 0 {
-			r, err := fcall("f_wfetch", batch, 30000)
+			r, err := fcall("wfetch", batch, 30000)
 			if err != nil {
 				return err
 			}
@@ -142,19 +136,21 @@ func run(addr string, n, width, batch, layout int) error {
 			args := []any{len(items)}
 			for _, it := range items {
 				f := it.([]any)
-				body := f[2].(string)
-				inst, _, _ := strings.Cut(body, "\n")
-				act := f[0].(string)
-				actID, _ := strconv.Atoi(act[strings.LastIndexByte(act, ':')+1:])
+				body, act := f[2].(string), f[0].(string)
+				var inst string
+				var actID int
 				if layout == 2 { // the body is the item's JSON (item, above)
 					inst = body[strings.Index(body, `"instance":"`)+12:]
 					inst = inst[:strings.IndexByte(inst, '"')]
 					idAt := body[strings.Index(body, `"id":`)+5:]
 					actID, _ = strconv.Atoi(idAt[:strings.IndexByte(idAt, ',')])
+				} else { // "<instance>\n<body>", the item id "<instance>:<activity id>"
+					inst, _, _ = strings.Cut(body, "\n")
+					actID, _ = strconv.Atoi(act[strings.LastIndexByte(act, ':')+1:])
 				}
 				args = append(args, act, f[1], inst, fmt.Sprintf(completed, inst, actID))
 			}
-			r, err := fcall("f_wack", append(args, batch, 30000)...)
+			r, err := fcall("wack", append(args, batch, 30000)...)
 			if err != nil {
 				return err
 			}
