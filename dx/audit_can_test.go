@@ -679,12 +679,14 @@ func TestAuditCANTimersOneBatch(t *testing.T) {
 	t.Parallel()
 	// Three timers (300, 150, 200 ms) created in one turn all come due while the only
 	// orchestration slot is held: one batch, TimerFired in enqueue (creation) order, not fire order.
+	// Both instances are started before the runtime, so the blocker's turn is the next one fetched
+	// after the first turn (its ack fetches it): starting the blocker once the test had seen the
+	// timers lost the 150 ms race three runs in a row under the race detector on a loaded machine.
 	i, blk := "timer-batch", "timer-batch-blocker"
-	var a *eaEnv
 	prog := goldenProgram{
-		racy: "the blocker must hold the only slot before the 150 ms timer fires",
+		racy: "the blocker's turn must follow the first within 150 ms",
 		register: func(g *goldenEnv) {
-			a = newEA(g)
+			newEA(g) // registers the Blocker
 			dx.Register(g.rt, "TimerBatch", func(ctx dx.Context, _ dx.Raw) (dx.Raw, error) {
 				t1 := ctx.Timer(300 * time.Millisecond)
 				t2 := ctx.Timer(150 * time.Millisecond)
@@ -696,10 +698,9 @@ func TestAuditCANTimersOneBatch(t *testing.T) {
 			})
 		},
 		drive: func(g *goldenEnv) {
-			g.startRuntime()
 			g.start("TimerBatch", i, nil)
-			g.waitHistory(i, "TimerCreated", 3)
-			a.block(blk, 600*time.Millisecond)
+			g.start("Blocker", blk, (600 * time.Millisecond).Milliseconds())
+			g.startRuntime()
 			g.wait(i, blk)
 		},
 	}
