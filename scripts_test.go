@@ -1,6 +1,7 @@
 package dxredis
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -68,12 +69,16 @@ func TestScriptHeadersNameTheirSchema(t *testing.T) {
 }
 
 // TestSchemaBodiesReadNoPositions: an operation with a schema reads its arguments by name only
-// (its unpacking is written from the schema), never ARGV[n] in its own code.
+// (its unpacking is written from the schema), never ARGV[n] in its own code: ARGV is indexed only
+// from a section's position (ARGV[j] with j from name_at, ARGV[name_at + ...]), never by a number
+// or the unpacking's running index, and never counted.
+var positional = regexp.MustCompile(`ARGV\[\s*([0-9]|_p|_i)`)
+
 func TestSchemaBodiesReadNoPositions(t *testing.T) {
 	for n := range luascripts.Schemas {
 		for i, line := range strings.Split(luascripts.ScriptSource(n), "\n") {
 			code, _, _ := strings.Cut(line, "--")
-			if strings.Contains(code, "ARGV[") || strings.Contains(code, "#ARGV") {
+			if positional.MatchString(code) || strings.Contains(code, "#ARGV") {
 				t.Errorf("scripts/%s.lua:%d reads ARGV by position: %s", n, i+1, line)
 			}
 		}

@@ -21,7 +21,7 @@ import (
 // decodeInLua runs a schema's unpacking code (the code the library puts before the operation's
 // body) on args in a script, and returns what the Lua locals hold: name -> value for scalars
 // (tostring: a Flag is "true"/"false", a Num its number), "name.<k>.<field>" for entry k (1-based)
-// of a section or rest, and "#name" for its length.
+// of a section (read in place) or rest, and "#name" for its length.
 func decodeInLua(t *testing.T, rdb *redis.Client, s *luascripts.Schema, args []any) map[string]string {
 	t.Helper()
 	var b strings.Builder
@@ -29,7 +29,15 @@ func decodeInLua(t *testing.T, rdb *redis.Client, s *luascripts.Schema, args []a
 	b.WriteString("local out = {}\nlocal function put(k, v) out[#out + 1] = k; out[#out + 1] = tostring(v) end\n")
 	for _, a := range s.Args {
 		switch a.Kind {
-		case luascripts.Section, luascripts.Rest:
+		case luascripts.Section: // read in place: name_at, name_n
+			w := strconv.Itoa(len(a.Entry))
+			b.WriteString("put('#" + a.Name + "', " + a.Name + "_n)\n")
+			b.WriteString("for k = 1, " + a.Name + "_n do\n")
+			for j, f := range a.Entry {
+				b.WriteString("  put('" + a.Name + ".' .. k .. '." + f + "', ARGV[" + a.Name + "_at + " + w + " * (k - 1) + " + strconv.Itoa(j+1) + "])\n")
+			}
+			b.WriteString("end\n")
+		case luascripts.Rest:
 			b.WriteString("put('#" + a.Name + "', #" + a.Name + ")\n")
 			b.WriteString("for k, e in ipairs(" + a.Name + ") do\n")
 			for j, f := range a.Entry {
@@ -66,8 +74,8 @@ func wantValues(t *testing.T, op string, got, want map[string]string) {
 }
 
 // TestArgsRoundTrip: what the Go call sites encode, the Lua unpacking written from the same
-// schema reads back under the same names, sections and rests included (orch_ack's five sections,
-// orch_fetch's scalars after a section, work_fetch's and orch_append's rests, the composed
+// schema reads back under the same names, sections and rests included (orch_ack's seven sections,
+// orch_fetch's scalars after a section, work_fetch's rest, orch_append's section, the composed
 // ack-and-fetch layout).
 func TestArgsRoundTrip(t *testing.T) {
 	mr := miniredis.RunT(t)

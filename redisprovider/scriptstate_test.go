@@ -218,7 +218,7 @@ wq_enqueue(1000, '{"a":0}', 'i', '1', '3', '', '')
 	const persistWakes = ` for _, k in ipairs(redis.call('KEYS', P .. 'wq:wake:*')) do redis.call('PERSIST', k) end return 1`
 	dumps := map[string]map[string]string{}
 	for name, body := range map[string]string{
-		"batch":      prepare + `wq_enqueue_many(2000, items)` + persistWakes,
+		"batch":      prepare + `wq_enqueue_many(2000, ARGV, 2, #items)` + persistWakes, // a section read in place at ARGV[2]
 		"one by one": prepare + `for _, w in ipairs(items) do wq_enqueue(2000, w[1], w[2], w[3], w[4], w[5], w[6]) end` + persistWakes,
 	} {
 		p := newTestProvider(t)

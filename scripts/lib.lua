@@ -419,21 +419,18 @@ end
 -- and the status is terminal (orch_ack writes each exactly when it differs). i: the instance hash's
 -- REC_FIELDS when the caller read them already (further fields may follow).
 local REC_FIELDS = { 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd', 'created', 'updated' }
--- orch_ack's view of an execution record: each field's name in a record table, in the instance
--- hash and in x:<e>:<id> (which keeps no hb); built once per library load. rec_of and rec_copy
--- build a record table with one pre-sized constructor: an ack builds a few, and filling empty
--- tables field by field (with this list built per call) cost a hello 3.5% more Redis instructions.
-local REC_NAMES = { { 'status', 'status', 'status' }, { 'started', 'xs', 'started' }, { 'completed', 'done', 'completed' },
-  { 'out', 'out', 'out' }, { 'hn', 'hn', 'hn' }, { 'hb', 'hb' }, { 'hd', 'hd', 'hd' }, { 'pink', 'pink', 'pink' } }
--- A record table from values in REC_NAMES' order (false or nil: absent), given as arguments (no
--- table of them to build).
-local function rec_of(status, started, completed, out, hn, hb, hd, pink)
-  return { status = status or nil, started = started or nil, completed = completed or nil, out = out or nil,
-    hn = hn or nil, hb = hb or nil, hd = hd or nil, pink = pink or nil }
-end
-local function rec_copy(t)
-  return { status = t.status, started = t.started, completed = t.completed, out = t.out, hn = t.hn,
-    hb = t.hb, hd = t.hd, pink = t.pink }
+-- A record's write-back (orch_ack): field n of value v, where the hash holds s (nil: absent),
+-- goes into the HSET arguments f when it differs, into dels (made when needed) when v is nil.
+-- Returns dels.
+local function rec_put(f, dels, n, v, s)
+  if v == s then return dels end
+  if v == nil then
+    dels = dels or {}
+    dels[#dels + 1] = n
+  else
+    f[#f + 1], f[#f + 2] = n, v
+  end
+  return dels
 end
 
 local function rec_fields(id) return redis.call('HMGET', k_inst(id), unpack(REC_FIELDS)) end
@@ -598,16 +595,17 @@ local function ready_pins()
 end
 
 -- orch_fetch's candidate: the instance with the oldest ready message among the pins its filter
--- accepts (filtered false: every pin; else the ranges {lo, hi}, pin '-' always), with its pin,
+-- accepts (filtered false: every pin; else the ranges, a section of {lo, hi} entries of A at at
+-- with n entries (args.go, Section), pin '-' always), with its pin,
 -- ready key and score (the message's sequence number); nil when none. Ready sets found empty
 -- leave K_PINS.
-local function oq_next_candidate(filtered, ranges)
+local function oq_next_candidate(filtered, A, at, n)
   local best, best_score, best_pin, best_key = nil, nil, nil, nil
   for _, pin in ipairs(ready_pins()) do
     local ok = pin == '-' or not filtered
     if not ok then
-      for _, r in ipairs(ranges) do
-        if pin >= r[1] and pin <= r[2] then ok = true; break end
+      for j = at + 1, at + 2 * n, 2 do
+        if pin >= A[j] and pin <= A[j + 1] then ok = true; break end
       end
     end
     if ok then
@@ -628,13 +626,9 @@ end
 -- nothing): every wake-up for work it accepts reaches its list from then on (see wake_orch).
 -- (GT: never shortens another waiter's registration of the same filter. Expired filters are
 -- dropped when a new one joins, and the set expires once nobody registers: as WQ.register_waiter.)
-local function oq_register_waiter(filtered, ranges, wait_ms, now)
+local function oq_register_waiter(filtered, A, at, n, wait_ms, now)
   local f = '*'
-  if filtered then
-    local bounds = {}
-    for i, r in ipairs(ranges) do bounds[2 * i - 1], bounds[2 * i] = r[1], r[2] end
-    f = table.concat(bounds, ' ')
-  end
+  if filtered then f = table.concat(A, ' ', at + 1, at + 2 * n) end -- the ranges as oq_next_candidate takes them
   if redis.call('ZADD', K_WAKE_FILTERS, 'GT', d(now + wait_ms), f) > 0 then
     redis.call('ZREMRANGEBYSCORE', K_WAKE_FILTERS, '-inf', '(' .. now_s())
   end
@@ -854,28 +848,29 @@ end
 -- hn n): duplicates are then ids <= n, and no id set is kept. The first other id writes the set
 -- he:<e>:<id> (1..n and what follows) and the execution stays with the set.
 
--- Whether hist continues a dense execution of n events: ids n+1, n+2, ... in order.
-local function dense_next(n, hist)
-  for i, h in ipairs(hist) do
-    if h[1] ~= d(n + i) then return false end -- d: as tostring for these integers, without '%.14g'
+-- A history delta is a section of {event_id, json} entries read in place (args.go, Section): A's
+-- entry i is A[at + 2i - 1] (its id) and A[at + 2i] (its event), for i = 1..cnt.
+
+-- Whether the delta continues a dense execution of n events: ids n+1, n+2, ... in order.
+local function dense_next(n, A, at, cnt)
+  for i = 1, cnt do
+    if A[at + 2 * i - 1] ~= d(n + i) then return false end -- d: as tostring for these integers, without '%.14g'
   end
   return true
 end
 
--- Append events to an execution's history: stored bytes are never decoded, reordered or changed.
--- hist holds {event_id, json} pairs already checked by history_check; dense is the event count
--- when the execution's ids are dense, else nil. compact_from (nil: never) is the stored history's
--- byte length when the caller knows it and the execution is finishing: APPEND leaves up to 100%
--- slack behind (Redis grows strings greedily), so a finished history of at most 4 KiB is rewritten
--- exactly (a raw byte copy, bounded whatever the history's length).
--- Returns the bytes appended, whether the ids are still dense and the history's stored length
--- after it (nil when nothing was appended; the record's hb plus the bytes appended, unless the
--- stored history was lost or cut: the length stored is what offsets into it must use). Cost:
--- O(events), one APPEND (GET + SET when compacting); O(n) once when a dense execution gets its id
--- set.
-local function history_append(id, exec, hist, compact_from, dense)
-  if #hist == 0 then return 0, dense ~= nil, nil end
-  local still = dense ~= nil and dense_next(dense, hist)
+-- Append a delta to an execution's history: stored bytes are never decoded, reordered or changed.
+-- The delta was checked by history_check; dense is the event count when the execution's ids are
+-- dense, else nil, and still whether the delta keeps them so (dense_next). compact_from (nil:
+-- never) is the stored history's byte length when the caller knows it and the execution is
+-- finishing: APPEND leaves up to 100% slack behind (Redis grows strings greedily), so a finished
+-- history of at most 4 KiB is rewritten exactly (a raw byte copy, bounded whatever the history's
+-- length). Returns the bytes appended and the history's stored length after it (nil when nothing
+-- was appended; the record's hb plus the bytes appended, unless the stored history was lost or
+-- cut: the length stored is what offsets into it must use). Cost: O(events), one APPEND (GET + SET
+-- when compacting); O(n) once when a dense execution gets its id set.
+local function history_append(id, exec, A, at, cnt, compact_from, dense, still)
+  if cnt == 0 then return 0, nil end
   if not still then -- (the table and closure only here: a dense append, the usual one, needs neither)
     local ids = {}
     local function flush(force)
@@ -887,14 +882,19 @@ local function history_append(id, exec, hist, compact_from, dense)
     if dense then
       for n = 1, dense do ids[#ids + 1] = n; flush(false) end
     end
-    for _, h in ipairs(hist) do ids[#ids + 1] = h[1]; flush(false) end
+    for i = 1, cnt do ids[#ids + 1] = A[at + 2 * i - 1]; flush(false) end
     flush(true)
   end
-  local lines = {}
-  for i, h in ipairs(hist) do lines[i] = h[2] end
-  lines[#lines + 1] = '' -- every line ends with '\n'
-  local key, add = k_hist(id, exec), table.concat(lines, '\n')
-  local total
+  local add -- every line ends with '\n'
+  if cnt == 1 then
+    add = A[at + 2] .. '\n'
+  else
+    local lines = {}
+    for i = 1, cnt do lines[i] = A[at + 2 * i] end
+    lines[cnt + 1] = ''
+    add = table.concat(lines, '\n')
+  end
+  local key, total = k_hist(id, exec), nil
   if compact_from and compact_from > 0 and compact_from + #add <= 4096 then
     local v = (redis.call('GET', key) or '') .. add
     redis.call('SET', key, v, 'KEEPTTL')
@@ -902,30 +902,30 @@ local function history_append(id, exec, hist, compact_from, dense)
   else
     total = redis.call('APPEND', key, add)
   end
-  return #add, still, total
+  return #add, total
 end
 
--- Fail unless every event id of hist is new to the execution and unique within hist (dense: see
--- history_append).
+-- Fail unless every event id of the delta is new to the execution and unique within the delta
+-- (dense and still: see history_append).
 local function history_dup(id, exec, eid)
   return fail('DUPLICATE', 'duplicate event_id ' .. eid .. ' in execution ' .. exec .. ' of instance ' .. id)
 end
-local function history_check(id, exec, hist, dense)
+local function history_check(id, exec, A, at, cnt, dense, still)
   -- The usual delta continues a dense execution (dense_next): its ids are new and distinct.
-  if dense and dense_next(dense, hist) then return nil end
+  if still then return nil end
   local seen = {}
   if dense then
-    for _, h in ipairs(hist) do
-      local eid = h[1]
+    for i = 1, cnt do
+      local eid = A[at + 2 * i - 1]
       local n = #eid <= 15 and tonumber(eid)
       if seen[eid] or (n and n <= dense) then return history_dup(id, exec, eid) end
       seen[eid] = true
     end
     return nil
   end
-  for i = 1, #hist, 500 do -- one SMISMEMBER per 500 events (Lua's unpack has a small stack)
+  for i = 1, cnt, 500 do -- one SMISMEMBER per 500 events (Lua's unpack has a small stack)
     local ids = {}
-    for j = i, math.min(i + 499, #hist) do ids[#ids + 1] = hist[j][1] end
+    for j = i, math.min(i + 499, cnt) do ids[#ids + 1] = A[at + 2 * j - 1] end
     local found = redis.call('SMISMEMBER', k_hids(id, exec), unpack(ids))
     for j, eid in ipairs(ids) do
       if seen[eid] or found[j] == 1 then return history_dup(id, exec, eid) end

@@ -30,6 +30,7 @@
 --   xw[dest, json, instance, execution, activity, session, tag]: worker items of sessions homed
 --     in other partitions, sent through the outbox; the instance's index wq:inst notes where
 --     each went ('@<dest>'), so that a cancellation follows it
+-- Sections are read in place (args.go, Section): <name>_at and <name>_n.
 -- Reply: 1, or 2 when the ack wrote to an outbox (redisprovider forwards it then).
 -- Errors (nothing written): DX_INVALID_TOKEN unknown/expired token (also after a delete under
 --   the lock, or when the instance existed at fetch and its retention TTL lapsed since), DX_DUPLICATE event id already stored or repeated in the delta.
@@ -53,14 +54,15 @@ if lk[4] == '1' and not has_inst then
   return fail('INVALID_TOKEN', 'Invalid lock token: instance ' .. id .. ' expired while locked')
 end
 
--- The execution this turn writes and its record (lib.lua, Executions), as a table by field
--- (status, started, completed, out, hn, hb, hd, pink): stored is what its hash holds now (the
+-- The execution this turn writes and its record (lib.lua, Executions), as locals in one order:
+-- status, started, completed, out, hn, hb, hd, pink (no record tables: an ack built four and
+-- looped over their fields, 10% of a hello's Lua). s_*: what the record's hash holds now (the
 -- instance hash's started and completed as stored: xs and done are left out when they equal
--- created and updated, lib.lua, exec_record), rec what this turn makes of it (started and
--- completed as they are); only the fields that differ are written. The current execution's record
--- is in the instance hash (a new current execution takes the place of the previous one, whose
--- record moves to x:<prev>:<id>; one that an append recorded in x:<e>:<id> is moved in); any
--- other execution's is in x:<e>:<id>, which does not keep hb.
+-- created and updated, lib.lua, exec_record); r_*: what this turn makes of it (started and
+-- completed as they are); only the fields that differ are written (rec_put). The current
+-- execution's record is in the instance hash (a new current execution takes the place of the
+-- previous one, whose record moves to x:<prev>:<id>; one that an append recorded in x:<e>:<id> is
+-- moved in); any other execution's is in x:<e>:<id>, which does not keep hb.
 local prev = iv[5] and iv[5] + 0 or nil -- (+ 0 converts once, tonumber twice)
 local nexec = exec + 0
 local new_exec = prev == nil or nexec > prev
@@ -68,42 +70,44 @@ local is_current = new_exec or nexec == prev
 -- x:<e>:<id> is read or written only for an execution other than the instance's current one
 -- (prev nil: there is none, this one becomes it); the key is built only then.
 local xkey = prev ~= nil and nexec ~= prev and k_exec(id, exec) or nil
-local in_i = rec_of(iv[3], iv[14], iv[15], iv[12], iv[8], iv[9], iv[11], iv[13]) -- REC_NAMES' order
-local cur = rec_copy(in_i) -- the current execution's record as it is (lib.lua, exec_record)
-cur.started = in_i.started or iv[16] or nil
-if not in_i.completed and is_terminal(in_i.status) then cur.completed = iv[17] or nil end
-local stored, rec, in_x = {}, nil, false
-if nexec == prev then
-  stored = cur
+local s_st, s_sd, s_cd, s_out, s_hn, s_hb, s_hd, s_pk -- (nil: absent)
+local r_st, r_sd, r_cd, r_out, r_hn, r_hb, r_hd, r_pk
+local in_x = false
+if nexec == prev then -- the usual turn: the current execution's record, unfolded
+  r_st, r_sd, r_cd, r_out, r_hn, r_hb, r_hd, r_pk = iv[3] or nil, iv[14] or iv[16] or nil, iv[15] or nil,
+    iv[12] or nil, iv[8] or nil, iv[9] or nil, iv[11] or nil, iv[13] or nil
+  if not r_cd and is_terminal(r_st) then r_cd = iv[17] or nil end
 elseif prev ~= nil then -- (an instance without a current execution has no other either)
   local x = redis.call('HMGET', xkey, 'status', 'started', 'completed', 'out', 'hn', 'hd', 'pink')
   if x[5] then -- hn: every execution record has it
     in_x = true
-    stored = rec_of(x[1], x[2], x[3], x[4], x[5], nil, x[6], x[7]) -- x: keeps no hb
+    s_st, s_sd, s_cd, s_out, s_hn, s_hd, s_pk = x[1] or nil, x[2] or nil, x[3] or nil, x[4] or nil, x[5], x[6] or nil, x[7] or nil
+    r_st, r_sd, r_cd, r_out, r_hn, r_hd, r_pk = s_st, s_sd, s_cd, s_out, s_hn, s_hd, s_pk -- x: keeps no hb
   end
 end
 local new_record = nexec ~= prev and not in_x
 if new_record then
-  rec = { status = 'Running', started = nows, out = '-', hn = '0', hb = '0', hd = '1' }
-else
-  rec = rec_copy(stored)
+  r_st, r_sd, r_out, r_hn, r_hb, r_hd = 'Running', nows, '-', '0', '0', '1'
 end
 if is_current then
   if in_x then -- an appended execution this ack makes current (and starts, unless an ack did)
-    rec.hb = d(redis.call('STRLEN', k_hist(id, exec)))
-    rec.started = rec.started or nows
+    r_hb = d(redis.call('STRLEN', k_hist(id, exec)))
+    r_sd = r_sd or nows
   end
-  stored = in_i -- as stored: rec's started and completed are folded before they are compared
+  -- as stored: r_sd and r_cd are folded before they are compared
+  s_st, s_sd, s_cd, s_out, s_hn, s_hb, s_hd, s_pk = iv[3] or nil, iv[14] or nil, iv[15] or nil, iv[12] or nil,
+    iv[8] or nil, iv[9] or nil, iv[11] or nil, iv[13] or nil
 else
-  rec.hb = nil
+  r_hb = nil
 end
-local hn, hb = rec.hn and rec.hn + 0, rec.hb and rec.hb + 0 -- the history's events and bytes before this turn
+local hn, hb = r_hn and r_hn + 0, r_hb and r_hb + 0 -- the history's events and bytes before this turn
 local dense = nil -- the event count while the execution's ids are dense (lib.lua)
-if rec.hd == '1' then dense = hn end
+if r_hd == '1' then dense = hn end
 
 -- Check duplicates before any write.
-if #hist > 0 then
-  local dup = history_check(id, exec, hist, dense)
+local still = dense ~= nil and dense_next(dense, ARGV, hist_at, hist_n) -- (true for no events)
+if hist_n > 0 then
+  local dup = history_check(id, exec, ARGV, hist_at, hist_n, dense, still)
   if dup then return dup end
 end
 
@@ -138,10 +142,12 @@ elseif has_inst and name ~= '' and ver ~= '' and (iv[1] ~= name or iv[2] ~= ver)
 end
 -- A new current execution moves the previous one's record out of the instance hash.
 if new_exec and prev ~= nil then
-  local a = {}
-  for _, f in ipairs(REC_NAMES) do
-    if f[3] and cur[f[1]] then a[#a + 1], a[#a + 2] = f[3], cur[f[1]] end
-  end
+  local a, st = {}, iv[3] or nil
+  local cd = iv[15] or nil
+  if not cd and is_terminal(st) then cd = iv[17] or nil end
+  rec_put(a, nil, 'status', st); rec_put(a, nil, 'started', iv[14] or iv[16] or nil); rec_put(a, nil, 'completed', cd)
+  rec_put(a, nil, 'out', iv[12] or nil); rec_put(a, nil, 'hn', iv[8] or nil); rec_put(a, nil, 'hd', iv[11] or nil)
+  rec_put(a, nil, 'pink', iv[13] or nil)
   redis.call('HSET', k_exec(id, prev), unpack(a))
 end
 if new_exec and prev ~= nil or new_record and not is_current then execs_add(id, exec) end
@@ -149,43 +155,43 @@ if new_exec and prev ~= nil or new_record and not is_current then execs_add(id, 
 -- 3. Pinned version: stored when given; a new execution starts unpinned unless given. The record
 -- keeps only its sortable key (what the ready indexes use; the version itself is in the history's
 -- OrchestrationStarted event).
-if pin ~= '' then rec.pink = pink end
+if pin ~= '' then r_pk = pink end
 
 -- 4. History (append only). The record counts its execution's events and, in the instance hash,
 -- bytes (hn, hb: what lite fetches report, and when a finished history may be compacted).
 local compact = nil
 if terminal and is_current then compact = hb end
-local added, still, hlen = history_append(id, exec, hist, compact, dense)
-if #hist > 0 then
-  rec.hn = d(hn + #hist)
+local added, hlen = history_append(id, exec, ARGV, hist_at, hist_n, compact, dense, still)
+if hist_n > 0 then
+  r_hn = d(hn + hist_n)
   -- (hlen is hb + added, but after a lost or cut history: then the bytes that are there)
-  if hb then rec.hb = d(hlen) end
+  if hb then r_hb = d(hlen) end
 end
-rec.hd = still and '1' or '0'
+r_hd = still and '1' or '0'
 
 -- 5. Status and output.
 if status ~= '' then
-  rec.status = status
+  r_st = status
   -- The output is not a field of a record: a value over 64 bytes would push the hash out of Redis's
   -- compact listpack encoding (~400 bytes more). It is where the history has it (the terminal
   -- event carries it), else a string key of its own, xo:<e>:<id> (lib.lua, exec_output).
   local p, l = string.match(out_at, '^(%d+) (%d+)$')
   if has_output and p and hb then
-    if rec.out == 'k' then redis.call('DEL', k_xout(id, exec)) end
-    rec.out = d(hlen - added + p) .. ' ' .. l
+    if r_out == 'k' then redis.call('DEL', k_xout(id, exec)) end
+    r_out = d(hlen - added + p) .. ' ' .. l
   elseif has_output then
     redis.call('SET', k_xout(id, exec), output, 'KEEPTTL')
-    rec.out = 'k'
+    r_out = 'k'
   else
-    if rec.out == 'k' then redis.call('DEL', k_xout(id, exec)) end
-    rec.out = '-'
+    if r_out == 'k' then redis.call('DEL', k_xout(id, exec)) end
+    r_out = '-'
   end
-  if terminal then rec.completed = nows end
+  if terminal then r_cd = nows end
 end
 local st = nil -- the current execution's status after this turn
 if is_current then
-  if rec.status == nil and has_inst then rec.status = 'Running' end -- an appended execution a created instance acks
-  st = rec.status
+  if r_st == nil and has_inst then r_st = 'Running' end -- an appended execution a created instance acks
+  st = r_st
   if new_exec then
     add_field(ifields, 'exec', exec)
     -- The execution's tag: the one the fetch announced, unless it is the old execution's.
@@ -218,21 +224,22 @@ end
 -- The instance field kv marks a created instance that ever wrote KV (fetches and this merge skip
 -- the KV keys of the others).
 -- (The keys are built where used: most acks touch no KV.)
-if #kvops > 0 then
+if kvops_n > 0 then
   local kd, kv = k_kd(id), k_kv(id)
   if has_inst and not iv[10] then add_field(ifields, 'kv', '1') end
-  for _, op in ipairs(kvops) do
-    if op[1] == 's' then
-      redis.call('HSET', kd, op[2], 's' .. op[3])
-    elseif op[1] == 'c' then
-      redis.call('HSET', kd, op[2], 't')
+  for j = kvops_at + 1, kvops_at + 3 * kvops_n, 3 do
+    local op = ARGV[j]
+    if op == 's' then
+      redis.call('HSET', kd, ARGV[j + 1], 's' .. ARGV[j + 2])
+    elseif op == 'c' then
+      redis.call('HSET', kd, ARGV[j + 1], 't')
     else
       for _, key in ipairs(redis.call('HKEYS', kv)) do redis.call('HSET', kd, key, 't') end
       for _, key in ipairs(redis.call('HKEYS', kd)) do redis.call('HSET', kd, key, 't') end
     end
   end
 end
-if terminal and (#kvops > 0 or iv[10] or not has_inst or created) then
+if terminal and (kvops_n > 0 or iv[10] or not has_inst or created) then
   local kd, kv = k_kd(id), k_kv(id)
   local d = redis.call('HGETALL', kd)
   for i = 1, #d, 2 do
@@ -241,29 +248,33 @@ if terminal and (#kvops > 0 or iv[10] or not has_inst or created) then
   if #d > 0 then redis.call('DEL', kd) end
 end
 
--- The records, written once: the fields of rec that differ from what its hash holds. In the
--- instance hash, started is left out when it is the instance's created time and completed when it
--- is its updated time and the status is terminal (lib.lua, exec_record: about 30 bytes less per
--- finished instance). This turn wrote created when it created the instance, and updated, in the
--- current execution's case, when the instance has a record (5.).
-if is_current then
-  if rec.started == (created and nows or iv[16] or nil) then rec.started = nil end
-  if is_terminal(rec.status) and rec.completed == (has_inst and nows or iv[17] or nil) then rec.completed = nil end
-end
+-- The records, written once: the fields this turn changed (rec_put). In the instance hash,
+-- started is left out when it is the instance's created time and completed when it is its
+-- updated time and the status is terminal (lib.lua, exec_record: about 30 bytes less per finished
+-- instance). This turn wrote created when it created the instance, and updated, in the current
+-- execution's case, when the instance has a record (5.).
 local xfields, dels = nil, nil -- (tables made only when needed: most acks have neither)
-for _, f in ipairs(REC_NAMES) do
-  local v, n = rec[f[1]], f[is_current and 2 or 3]
-  if n and v ~= stored[f[1]] then
-    if v == nil then
-      dels = dels or {}
-      dels[#dels + 1] = n
-    elseif is_current then
-      add_field(ifields, n, v)
-    else
-      xfields = xfields or {}
-      add_field(xfields, n, v)
-    end
-  end
+if is_current then
+  if r_sd == (created and nows or iv[16] or nil) then r_sd = nil end
+  if is_terminal(r_st) and r_cd == (has_inst and nows or iv[17] or nil) then r_cd = nil end
+  dels = rec_put(ifields, dels, 'status', r_st, s_st)
+  dels = rec_put(ifields, dels, 'xs', r_sd, s_sd)
+  dels = rec_put(ifields, dels, 'done', r_cd, s_cd)
+  dels = rec_put(ifields, dels, 'out', r_out, s_out)
+  dels = rec_put(ifields, dels, 'hn', r_hn, s_hn)
+  dels = rec_put(ifields, dels, 'hb', r_hb, s_hb)
+  dels = rec_put(ifields, dels, 'hd', r_hd, s_hd)
+  dels = rec_put(ifields, dels, 'pink', r_pk, s_pk)
+else
+  xfields = {}
+  dels = rec_put(xfields, dels, 'status', r_st, s_st)
+  dels = rec_put(xfields, dels, 'started', r_sd, s_sd)
+  dels = rec_put(xfields, dels, 'completed', r_cd, s_cd)
+  dels = rec_put(xfields, dels, 'out', r_out, s_out)
+  dels = rec_put(xfields, dels, 'hn', r_hn, s_hn)
+  dels = rec_put(xfields, dels, 'hd', r_hd, s_hd)
+  dels = rec_put(xfields, dels, 'pink', r_pk, s_pk)
+  if #xfields == 0 then xfields = nil end
 end
 if #ifields > 0 then redis.call('HSET', ikey, unpack(ifields)) end
 if xfields then redis.call('HSET', xkey, unpack(xfields)) end
@@ -284,26 +295,28 @@ if created then
 end
 
 -- 8. Worker items (wq_enqueue_many wakes a fetcher that can take each), then cancellations (an activity scheduled and cancelled in one turn ends up absent).
-wq_enqueue_many(now, witems)
-for _, w in ipairs(xw) do
-  ob_put(w[1], 'w', w[2], w[3], w[4], w[5], w[6], w[7])
-  redis.call('HSET', WQ.k_inst(w[3]), w[4] .. ':' .. w[5], '@' .. w[1])
+-- (Each section is read in place: entry fields at ARGV[j], ARGV[j + 1], ...)
+if witems_n > 0 then wq_enqueue_many(now, ARGV, witems_at, witems_n) end
+for j = xw_at + 1, xw_at + 7 * xw_n, 7 do
+  ob_put(ARGV[j], 'w', ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], ARGV[j + 4], ARGV[j + 5], ARGV[j + 6])
+  redis.call('HSET', WQ.k_inst(ARGV[j + 2]), ARGV[j + 3] .. ':' .. ARGV[j + 4], '@' .. ARGV[j])
 end
-for _, c in ipairs(cancels) do wq_cancel(c[1], c[2], c[3]) end
+for j = cancels_at + 1, cancels_at + 3 * cancels_n, 3 do wq_cancel(ARGV[j], ARGV[j + 1], ARGV[j + 2]) end
 
 -- 9. Orchestrator items (TimerFired visible at fire_at_ms). One for this instance (still locked)
 -- is found by the reindex below.
 local more = lk[5] == '1'
 local woken = nil -- pin key -> instances made ready (a table only when some are)
-for _, o in ipairs(oitems) do
-  if o[1] == id then more = true end
-  local pin = oq_enqueue(o[1], o[2], o[3], o[4] + 0, now)
+for j = oitems_at + 1, oitems_at + 4 * oitems_n, 4 do
+  local target = ARGV[j]
+  if target == id then more = true end
+  local pin = oq_enqueue(target, ARGV[j + 1], ARGV[j + 2], ARGV[j + 3] + 0, now)
   if pin then
     woken = woken or {}
     woken[pin] = (woken[pin] or 0) + 1
   end
 end
-for _, o in ipairs(xo) do ob_put(o[1], 'o', o[2], o[3], o[4], o[5]) end
+for j = xo_at + 1, xo_at + 5 * xo_n, 5 do ob_put(ARGV[j], 'o', ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], ARGV[j + 4]) end
 
 -- 10. Retention: a settled tree's root gets a TTL; an instance running again keeps its data. A
 -- root without a parent that settles with retention off has nothing to do.

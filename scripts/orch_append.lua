@@ -3,7 +3,7 @@
 -- ARGV[1] prefix, then (declared in internal/luascripts/args.go, unpacked into these locals):
 --   id: instance
 --   exec: execution
---   hist[event_id, json]...: the events, to the end
+--   hist[event_id, json]: the events
 -- Reply: 1. Errors (nothing written): DX_DUPLICATE event id exists or repeats.
 -- Cost: O(events appended).
 -- The execution's record (lib.lua, Executions) says whether its ids are dense: the instance
@@ -23,10 +23,11 @@ end
 local hn = tonumber(rec[1])
 local dense = nil
 if rec[2] == '1' then dense = hn end
-local dup = history_check(id, exec, hist, dense)
+local still = dense ~= nil and dense_next(dense, ARGV, hist_at, hist_n)
+local dup = history_check(id, exec, ARGV, hist_at, hist_n, dense, still)
 if dup then return dup end
-local added, still = history_append(id, exec, hist, nil, dense)
-local f = { 'hn', d(hn + #hist), 'hd', still and '1' or '0' }
+local added = history_append(id, exec, ARGV, hist_at, hist_n, nil, dense, still)
+local f = { 'hn', d(hn + hist_n), 'hd', still and '1' or '0' }
 if key == k_inst(id) then
   f[#f + 1], f[#f + 2] = 'hb', d((tonumber(iv[3]) or 0) + added)
   if new then f[#f + 1], f[#f + 2] = 'exec', exec end

@@ -54,8 +54,8 @@ if housekeeping then
 end
 
 if mode == 'p' then
-  local _, _, _, score = oq_next_candidate(filtered, ranges)
-  if not score and wait_ms > 0 then oq_register_waiter(filtered, ranges, wait_ms, now) end
+  local _, _, _, score = oq_next_candidate(filtered, ARGV, ranges_at, ranges_n)
+  if not score and wait_ms > 0 then oq_register_waiter(filtered, ARGV, ranges_at, ranges_n, wait_ms, now) end
   local nxt = OQ_NEXT
   if nxt == nil or nxt >= OQ_NEVER then nxt = -1 end
   return ob_mark({ '', nxt, now, score or -1 })
@@ -64,12 +64,12 @@ end
 local orphans = 0 -- orphan instances handled by this call, at most ORPHAN_BATCH
 local ORPHAN_BATCH = 100
 while true do
-  local id, pin, ready_key = oq_next_candidate(filtered, ranges)
+  local id, pin, ready_key = oq_next_candidate(filtered, ARGV, ranges_at, ranges_n)
   if id == nil then
     -- The caller may now wait: register its filter, in this same script, so that every wake-up
     -- for work it accepts reaches its list from now on (see wake_orch).
     -- A caller that will not wait (wait_ms 0) registers nothing.
-    if wait_ms > 0 then oq_register_waiter(filtered, ranges, wait_ms, now) end
+    if wait_ms > 0 then oq_register_waiter(filtered, ARGV, ranges_at, ranges_n, wait_ms, now) end
     -- The gate is at or before every due message, lock expiry and chore (lib.lua, oq_note): the
     -- caller fetches again then. Chores left over (reaping beyond one batch) keep the gate at
     -- now, so the caller goes on at once and a tree is reaped in as many calls as it needs, each
@@ -155,7 +155,7 @@ while true do
     end
     local reply = { full, id, attempt, exec and d(exec) or '', inst, msgs, hist, kv or {}, tag, hn, whole and '1' or '0' }
     if mode == 'h' then
-      local _, _, _, score = oq_next_candidate(filtered, ranges)
+      local _, _, _, score = oq_next_candidate(filtered, ARGV, ranges_at, ranges_n)
       reply[12] = score or -1
     end
     return ob_mark(reply)

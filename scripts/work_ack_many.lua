@@ -24,9 +24,10 @@
 local out = {}
 local g = WQ.group() -- the acks' completions, stats and index deletes, written after them (lib_worker.lua)
 GROUP = g
-for i, a in ipairs(acks) do
+for i = 1, acks_n do
   LOCK_UNTIL = nil
-  local r = dx_once(op_work_ack, { KEYS[1], KEYS[1 + i] }, { P, a[1], a[2], a[3], a[4], a[5], a[6] })
+  local j = acks_at + 6 * i - 6 -- ack i's arguments: ARGV[j + 1] ... ARGV[j + 6] (a section, args.go)
+  local r = dx_once(op_work_ack, { KEYS[1], KEYS[1 + i] }, { P, unpack(ARGV, j + 1, j + 6) })
   if type(r) == 'number' then
     if r == 2 then OB_WRITTEN = true end
     out[i] = r

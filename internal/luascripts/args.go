@@ -28,7 +28,7 @@ var (
 		S("token"), N("delay"), F("ignore"), Opt(S("reason")),
 	}}
 	OrchRenew  = &Schema{Op: "orch_renew", Args: []Arg{S("token"), N("extend")}}
-	OrchAppend = &Schema{Op: "orch_append", Args: []Arg{S("id"), S("exec"), All("hist", "event_id", "json")}}
+	OrchAppend = &Schema{Op: "orch_append", Args: []Arg{S("id"), S("exec"), Sec("hist", "event_id", "json")}}
 
 	WorkEnqueue = &Schema{Op: "work_enqueue", Args: []Arg{
 		S("item"), S("instance"), S("execution"), S("activity"), S("session"), S("tag"),

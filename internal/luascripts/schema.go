@@ -26,12 +26,16 @@ const (
 	Str     Kind = iota // a string: local name = ARGV[i]
 	Num                 // a number: local name = tonumber(ARGV[i])
 	Flag                // '1' or '0': local name = ARGV[i] == '1' (Go: Encoder.Flag)
-	Section             // a count, then that many entries of len(Entry) values: a Lua list
+	Section             // a count, then that many entries of len(Entry) values: read in place
 	Rest                // every argument left, entries of len(Entry) values (last in a schema)
 )
 
-// Arg is one argument of a schema. A Section or Rest of one-value entries is a list of strings in
-// Lua; of wider entries, a list of lists ({ {id, json}, ... }).
+// Arg is one argument of a schema. A Section is read in place: Lua gets two locals, name_at (the
+// position of its count in ARGV) and name_n (the count), and entry k's field j (both 1-based) is
+// ARGV[name_at + w * (k - 1) + j] for entries of w values; no table is made (an ack passes seven
+// sections, mostly empty, and building a table per section and per entry was a tenth of its
+// Lua). A Rest of one-value entries is a list of strings in Lua; of wider entries, a list of lists
+// ({ {id, json}, ... }).
 type Arg struct {
 	Name     string
 	Kind     Kind
@@ -74,10 +78,16 @@ func (s *Schema) check() error {
 	seen := map[string]bool{}
 	optional := false
 	for i, a := range s.Args {
-		if !luaName(a.Name) || seen[a.Name] {
-			return fmt.Errorf("%s: argument name %q", s.Op, a.Name)
+		names := []string{a.Name}
+		if a.Kind == Section {
+			names = []string{a.Name + "_at", a.Name + "_n"}
 		}
-		seen[a.Name] = true
+		for _, n := range names {
+			if !luaName(a.Name) || seen[n] {
+				return fmt.Errorf("%s: argument name %q", s.Op, a.Name)
+			}
+			seen[n] = true
+		}
 		if (a.Kind == Section || a.Kind == Rest) && len(a.Entry) == 0 {
 			return fmt.Errorf("%s: %s has no entry fields", s.Op, a.Name)
 		}
@@ -111,7 +121,7 @@ func luaName(n string) bool {
 
 // Lua is the unpacking code of the schema: locals named as its arguments, read from ARGV. Scalars
 // at fixed positions are read in one statement (local a, b = ARGV[2], tonumber(ARGV[3])); after a
-// Section, positions follow a running index (_p), with one loop per section.
+// Section, positions follow a running index (_p); a section is its position and count.
 func (s *Schema) Lua() string {
 	if len(s.Parts) > 0 {
 		return ""
@@ -175,10 +185,9 @@ func (s *Schema) Lua() string {
 				fixed = false
 			}
 			// entry k (1-based) of width w starts at _p + 1 + w*(k-1)
-			b.WriteString("local " + a.Name + " = {}\n")
-			b.WriteString("for _i = 1, tonumber(ARGV[_p]) do " + a.Name + "[_i] = " + entry(a, "_p", "_i") + " end\n")
+			b.WriteString("local " + a.Name + "_at, " + a.Name + "_n = _p, ARGV[_p] + 0\n")
 			if i+1 < len(s.Args) {
-				b.WriteString("_p = _p + 1 + " + strconv.Itoa(len(a.Entry)) + " * #" + a.Name + "\n")
+				b.WriteString("_p = _p + 1 + " + strconv.Itoa(len(a.Entry)) + " * " + a.Name + "_n\n")
 			}
 		case Rest:
 			// entry k starts at base + 1 + w*(k-1)

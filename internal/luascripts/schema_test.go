@@ -126,7 +126,8 @@ func TestEncoderRejectsMismatches(t *testing.T) {
 
 // TestRest: a rest of wide entries is written flat and may be empty.
 func TestRest(t *testing.T) {
-	e := OrchAppend.Encoder(0)
+	rest := &Schema{Op: "x", Args: []Arg{S("id"), S("exec"), All("hist", "event_id", "json")}}
+	e := rest.Encoder(0)
 	e.Set("id", "i")
 	e.Set("exec", "1")
 	e.Section("hist")
