@@ -419,6 +419,10 @@ end
 -- and the status is terminal (orch_ack writes each exactly when it differs). i: the instance hash's
 -- REC_FIELDS when the caller read them already (further fields may follow).
 local REC_FIELDS = { 'exec', 'xs', 'status', 'done', 'out', 'hn', 'hd', 'created', 'updated' }
+-- orch_ack's read of an instance that does not exist: its 17 fields absent (read only).
+local NO_INSTANCE = { false, false, false, false, false, false, false, false, false, false, false, false, false,
+  false, false, false, false }
+
 -- A record's write-back (orch_ack): field n of value v, where the hash holds s (nil: absent),
 -- goes into the HSET arguments f when it differs, into dels (made when needed) when v is nil.
 -- Returns dels.

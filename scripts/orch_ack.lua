@@ -43,10 +43,16 @@ local now, nows = now_ms(), now_s()
 local id, lk, lkey = oq_held(token, now, true)
 if not id then return lk end
 
--- The instance record, read once (fields: lib.lua, Executions).
+-- The instance record, read once (fields: lib.lua, Executions). An instance that did not exist
+-- when the turn was fetched (its first turn) is checked with EXISTS, not read: 17 absent fields
+-- cost more to bring into Lua than the command (a value crossing into Lua is ~1,000 Redis
+-- instructions). Under the lock only an append (orch_append, tests and tools) can create it.
 local ikey = k_inst(id)
-local iv = redis.call('HMGET', ikey, 'name', 'ver', 'status', 'open', 'exec', 'parent', 'tag', 'hn', 'hb',
-  'kv', 'hd', 'out', 'pink', 'xs', 'done', 'created', 'updated')
+local iv = NO_INSTANCE
+if lk[4] == '1' or redis.call('EXISTS', ikey) == 1 then
+  iv = redis.call('HMGET', ikey, 'name', 'ver', 'status', 'open', 'exec', 'parent', 'tag', 'hn', 'hb',
+    'kv', 'hd', 'out', 'pink', 'xs', 'done', 'created', 'updated')
+end
 local has_inst = iv[1] ~= false -- created (an ack with name and version wrote the record)
 -- An instance that existed when the turn was fetched and is gone now expired (retention) under
 -- the lock: writing would re-create it as a Running fragment of itself.
