@@ -618,7 +618,7 @@ local function oq_next_candidate(filtered, A, at, n)
       if r[1] == nil then
         if pin ~= '-' then redis.call('SREM', K_PINS, pin) end
       else
-        local score = tonumber(r[2])
+        local score = r[2] + 0 -- (a score: + 0 converts once, tonumber twice)
         if best == nil or score < best_score then best, best_score, best_pin, best_key = r[1], score, pin, key end
       end
     end

@@ -455,7 +455,7 @@ function WQ.pick(tks, all_tags, owner, sess, now, nxt)
     local tk = tks[i]
     local h = redis.call('ZRANGE', WQ.k_q(tk), '0', '0', 'WITHSCORES')
     if h[1] then
-      local at = tonumber(h[2])
+      local at = h[2] + 0 -- (a score: + 0 converts once, tonumber twice)
       if at > now then
         if nxt < 0 or at < nxt then nxt = at end
       else

@@ -24,7 +24,7 @@ type Kind uint8
 
 const (
 	Str     Kind = iota // a string: local name = ARGV[i]
-	Num                 // a number: local name = tonumber(ARGV[i])
+	Num                 // a number: local name = ARGV[i] + 0 (tonumber(ARGV[i]) when optional)
 	Flag                // '1' or '0': local name = ARGV[i] == '1' (Go: Encoder.Flag)
 	Section             // a count, then that many entries of len(Entry) values: read in place
 	Rest                // every argument left, entries of len(Entry) values (last in a schema)
@@ -141,6 +141,9 @@ func (s *Schema) Lua() string {
 	read := func(a Arg, where string) string {
 		switch a.Kind {
 		case Num:
+			if !a.Optional { // + 0 converts once (strtod), tonumber twice; an absent optional one is nil
+				return "ARGV[" + where + "] + 0"
+			}
 			return "tonumber(ARGV[" + where + "])"
 		case Flag:
 			return "ARGV[" + where + "] == '1'"
@@ -185,7 +188,8 @@ func (s *Schema) Lua() string {
 				fixed = false
 			}
 			// entry k (1-based) of width w starts at _p + 1 + w*(k-1)
-			b.WriteString("local " + a.Name + "_at, " + a.Name + "_n = _p, ARGV[_p] + 0\n")
+			// (most sections are empty: their count '0' is compared, not converted)
+			b.WriteString("local " + a.Name + "_at, " + a.Name + "_n = _p, ARGV[_p] == '0' and 0 or ARGV[_p] + 0\n")
 			if i+1 < len(s.Args) {
 				b.WriteString("_p = _p + 1 + " + strconv.Itoa(len(a.Entry)) + " * " + a.Name + "_n\n")
 			}
