@@ -296,16 +296,18 @@ end
 
 -- Delete worker item id wherever it stands; a held lock token stops working. keep_inst skips the
 -- instance index (the caller drops that entry itself). it, when the caller read them already, are
--- the item's fields {i, e, a, s, t, k, x, r, d}. Returns true when the item existed.
+-- the item's fields as WQ.held reads them, {k, u, s, t, n, i, e, a, x, c, r} (the table WQ.held
+-- returned, not a copy; a held item is no dead letter, so d, the 12th, is absent). Returns true when
+-- the item existed.
 function WQ.delete(id, keep_inst, it)
   local ki = WQ.k_item(id)
-  it = it or redis.call('HMGET', ki, 'i', 'e', 'a', 's', 't', 'k', 'x', 'r', 'd')
-  local inst, sid, tk, tok = it[1], it[4], it[5], it[6]
+  it = it or redis.call('HMGET', ki, 'k', 'u', 's', 't', 'n', 'i', 'e', 'a', 'x', 'c', 'r', 'd')
+  local inst, sid, tk, tok = it[6], it[3], it[4], it[1]
   if not inst then return false end
-  if it[9] then redis.call('ZREM', WQ.K_DEAD, id) end -- a dead letter (work_dead)
+  if it[12] then redis.call('ZREM', WQ.K_DEAD, id) end -- a dead letter (work_dead)
   if sid == '' then
     if GROUP then group_push(GROUP.tks, GROUP.zrem, tk, id) else redis.call('ZREM', WQ.k_q(tk), id) end
-    if it[8] == '1' then WQ.cap_release(tk, id) end
+    if it[11] == '1' then WQ.cap_release(tk, id) end
   elseif tok then
     redis.call('ZREM', WQ.K_SHOLD, id)
   elseif redis.call('ZREM', WQ.K_SHOLD, id) == 0 then -- delayed, or else ready in its group
@@ -313,9 +315,9 @@ function WQ.delete(id, keep_inst, it)
   end
   redis.call('DEL', ki)
   if not keep_inst then
-    local kx, f = WQ.k_inst(inst), it[2] .. ':' .. it[3]
+    local kx, f = WQ.k_inst(inst), it[7] .. ':' .. it[8]
     local rest = {}
-    if it[7] ~= '1' then -- x '1': the entry is this item's alone (wq_enqueue), no need to read it
+    if it[9] ~= '1' then -- x '1': the entry is this item's alone (wq_enqueue), no need to read it
       for w in string.gmatch(redis.call('HGET', kx, f) or '', '%S+') do
         if w ~= id then rest[#rest + 1] = w end
       end
@@ -593,9 +595,12 @@ local function wq_enqueue_many(now, A, at, n)
   for i = 1, n do
     local b = at + 6 * i - 6
     local id, session, tk = WQ.id(s0 + i), A[b + 5], WQ.tag_key(A[b + 6])
-    local f = { 'j', A[b + 1], 'i', A[b + 2], 'e', A[b + 3], 'a', A[b + 4], 's', session, 't', tk, 'n', '0', 'c', created }
-    if alone[i] then f[17], f[18] = 'x', alone[i] end
-    redis.call('HSET', WQ.k_item(id), unpack(f))
+    local ki = WQ.k_item(id) -- (one HSET either way, no table of its arguments)
+    if alone[i] then
+      redis.call('HSET', ki, 'j', A[b + 1], 'i', A[b + 2], 'e', A[b + 3], 'a', A[b + 4], 's', session, 't', tk, 'n', '0', 'c', created, 'x', alone[i])
+    else
+      redis.call('HSET', ki, 'j', A[b + 1], 'i', A[b + 2], 'e', A[b + 3], 'a', A[b + 4], 's', session, 't', tk, 'n', '0', 'c', created)
+    end
     if not ready[tk] then
       ready[tk] = {}
       tks[#tks + 1] = tk

@@ -33,6 +33,6 @@ if completed then
   if GROUP then GROUP[kind] = GROUP[kind] + 1 else stats_count(kind) end
 end
 WQ.touch_session(it[3], now)
-WQ.delete(id, false, { it[6], it[7], it[8], it[3], it[4], it[1], it[9], it[11] })
+WQ.delete(id, false, it)
 if OB_WRITTEN then return 2 end
 return 1
