@@ -3,8 +3,10 @@ package redisprovider_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/duroxide-go/dxredis/provider"
 	"github.com/duroxide-go/dxredis/redisprovider"
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 )
 
 // newProxiedProvider returns a provider whose own client reaches Redis (DXREDIS_TEST_ADDR, else
@@ -129,10 +132,50 @@ func TestOutcomeUnknownAndNeverSent(t *testing.T) {
 		t.Fatalf("after the unknown outcome: %+v %v, want the start stored once", it, err)
 	}
 
-	proxy.close() // nothing listens any more: every dial fails
-	err = p.EnqueueForOrchestrator(ctx, obStart("never-sent"), 0)
+	// Cut off: every connection the client made is closed and every dial fails, so no try of the
+	// next call can be sent. (Closing the proxy instead raced: a connection the client's pool had
+	// dialed before the close could still carry the first try, and then the outcome is unknown.)
+	d := &cuttableDialer{}
+	cut, err := redisprovider.New(ctx, redisprovider.Options{Namespace: p.Keyspace().Namespace(), Logger: quietLogger,
+		Client: redis.NewClient(&redis.Options{Addr: proxy.upstream, Dialer: d.dial, MaxRetries: -1})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cut.Close()
+	d.cutOff()
+	err = cut.EnqueueForOrchestrator(ctx, obStart("never-sent"), 0)
 	if err == nil || !provider.IsRetryable(err) || errors.Is(err, provider.ErrOutcomeUnknown) {
 		t.Fatalf("enqueue that never reached Redis: %v, want retryable without ErrOutcomeUnknown", err)
+	}
+}
+
+// cuttableDialer dials Redis until cutOff, which closes every connection it made; after that
+// every dial fails as a dial error (nothing sent).
+type cuttableDialer struct {
+	mu    sync.Mutex
+	cut   bool
+	conns []net.Conn
+}
+
+func (d *cuttableDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cut {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: errors.New("cut off by the test")}
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err == nil {
+		d.conns = append(d.conns, c)
+	}
+	return c, err
+}
+
+func (d *cuttableDialer) cutOff() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cut = true
+	for _, c := range d.conns {
+		_ = c.Close()
 	}
 }
 
