@@ -258,32 +258,24 @@ end
 -- started is left out when it is the instance's created time and completed when it is its
 -- updated time and the status is terminal (lib.lua, exec_record: about 30 bytes less per finished
 -- instance). This turn wrote created when it created the instance, and updated, in the current
--- execution's case, when the instance has a record (5.).
-local xfields, dels = nil, nil -- (tables made only when needed: most acks have neither)
+-- execution's case, when the instance has a record (5.). One write-back for either hash: the
+-- instance hash names started and completed xs and done; x:<e>:<id> keeps no hb (r_hb and s_hb
+-- are nil there, so rec_put writes nothing for it).
 if is_current then
   if r_sd == (created and nows or iv[16] or nil) then r_sd = nil end
   if is_terminal(r_st) and r_cd == (has_inst and nows or iv[17] or nil) then r_cd = nil end
-  dels = rec_put(ifields, dels, 'status', r_st, s_st)
-  dels = rec_put(ifields, dels, 'xs', r_sd, s_sd)
-  dels = rec_put(ifields, dels, 'done', r_cd, s_cd)
-  dels = rec_put(ifields, dels, 'out', r_out, s_out)
-  dels = rec_put(ifields, dels, 'hn', r_hn, s_hn)
-  dels = rec_put(ifields, dels, 'hb', r_hb, s_hb)
-  dels = rec_put(ifields, dels, 'hd', r_hd, s_hd)
-  dels = rec_put(ifields, dels, 'pink', r_pk, s_pk)
-else
-  xfields = {}
-  dels = rec_put(xfields, dels, 'status', r_st, s_st)
-  dels = rec_put(xfields, dels, 'started', r_sd, s_sd)
-  dels = rec_put(xfields, dels, 'completed', r_cd, s_cd)
-  dels = rec_put(xfields, dels, 'out', r_out, s_out)
-  dels = rec_put(xfields, dels, 'hn', r_hn, s_hn)
-  dels = rec_put(xfields, dels, 'hd', r_hd, s_hd)
-  dels = rec_put(xfields, dels, 'pink', r_pk, s_pk)
-  if #xfields == 0 then xfields = nil end
 end
+local rf = is_current and ifields or {}
+local dels = rec_put(rf, nil, 'status', r_st, s_st)
+dels = rec_put(rf, dels, is_current and 'xs' or 'started', r_sd, s_sd)
+dels = rec_put(rf, dels, is_current and 'done' or 'completed', r_cd, s_cd)
+dels = rec_put(rf, dels, 'out', r_out, s_out)
+dels = rec_put(rf, dels, 'hn', r_hn, s_hn)
+dels = rec_put(rf, dels, 'hb', r_hb, s_hb)
+dels = rec_put(rf, dels, 'hd', r_hd, s_hd)
+dels = rec_put(rf, dels, 'pink', r_pk, s_pk)
 if #ifields > 0 then redis.call('HSET', ikey, unpack(ifields)) end
-if xfields then redis.call('HSET', xkey, unpack(xfields)) end
+if not is_current and #rf > 0 then redis.call('HSET', xkey, unpack(rf)) end
 if dels then redis.call('HDEL', is_current and ikey or xkey, unpack(dels)) end
 if is_current and in_x then redis.call('DEL', xkey) end -- moved into the instance hash
 if created then
